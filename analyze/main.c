@@ -1,0 +1,62 @@
+/* main.c - `crashpack <verb> ...`: one table, one function per verb (see commands.h). */
+#include "commands.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <libgen.h>
+
+struct verb {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *summary;
+};
+
+static const struct verb verbs[] = {
+    {"install", cmd_install, "install the capture handler into core_pattern"},
+    {"uninstall", cmd_uninstall, "restore the previous core_pattern"},
+    {"status", cmd_status, "is the handler installed, and did something take core_pattern back?"},
+    {"analyze", cmd_analyze, "show what a bundle holds (manifest, capture outcome, members)"},
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: crashpack <command> [options]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+        fprintf(out, "  %-10s %s\n", verbs[i].name, verbs[i].summary);
+    fprintf(out, "\n`crashpack <command> --help` describes each command.\n");
+}
+
+const char *cp_bindir(void)
+{
+    static char dir[PATH_MAX];
+    if (!dir[0]) {
+        ssize_t n = readlink("/proc/self/exe", dir, sizeof(dir) - 1);
+        if (n <= 0)
+            return NULL;
+        dir[n] = 0;
+        char *slash = strrchr(dir, '/');
+        if (slash)
+            *slash = 0;
+    }
+    return dir;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+        if (!strcmp(argv[1], verbs[i].name))
+            return verbs[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "crashpack: unknown command `%s`\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

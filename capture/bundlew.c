@@ -1,0 +1,487 @@
+/* bundlew.c - the bundle writer: zstd frames aligned with tar members, markers, index.
+ *
+ * Every data frame carries its content size and a checksum, so a reader (or the salvage walk
+ * below) learns the tar layout from frame headers alone, without decompressing. */
+#include "bundlew.h"
+#include "tarw.h"
+#include "util.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+size_t bw_compress_frame(ZSTD_CCtx *cctx, int level, void *dst, size_t dstcap, const void *src,
+                         size_t len)
+{
+    ZSTD_CCtx_reset(cctx, ZSTD_reset_session_and_parameters);
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level);
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 1);
+    size_t r = ZSTD_compress2(cctx, dst, dstcap, src, len);
+    return ZSTD_isError(r) ? 0 : r;
+}
+
+int bw_init(struct bw *w, int fd, int level, time_t mtime)
+{
+    memset(w, 0, sizeof(*w));
+    w->fd = fd;
+    w->level = level;
+    w->mtime = mtime;
+    w->open_member = -1;
+    w->cctx = ZSTD_createCCtx();
+    if (!w->cctx) {
+        w->err = ENOMEM;
+        return -1;
+    }
+    return 0;
+}
+
+void bw_free(struct bw *w)
+{
+    for (size_t i = 0; i < w->nmembers; i++)
+        free(w->members[i].frames);
+    free(w->members);
+    ZSTD_freeCCtx(w->cctx);
+    w->members = NULL;
+    w->cctx = NULL;
+}
+
+static int out(struct bw *w, const void *p, size_t n)
+{
+    if (w->err)
+        return -1;
+    if (write_all(w->fd, p, n)) {
+        w->err = errno ? errno : EIO;
+        /* cut back to the last whole frame so the file stays walkable */
+        if (ftruncate(w->fd, (off_t)w->file_off) == 0)
+            lseek(w->fd, (off_t)w->file_off, SEEK_SET);
+        return -1;
+    }
+    w->file_off += n;
+    return 0;
+}
+
+static struct bw_member *new_member(struct bw *w, const char *name, uint64_t size)
+{
+    if (w->nmembers == w->cap) {
+        size_t nc = w->cap ? w->cap * 2 : 16;
+        struct bw_member *m = realloc(w->members, nc * sizeof(*m));
+        if (!m)
+            return NULL;
+        w->members = m;
+        w->cap = nc;
+    }
+    struct bw_member *m = &w->members[w->nmembers++];
+    memset(m, 0, sizeof(*m));
+    snprintf(m->name, sizeof(m->name), "%s", name);
+    m->size = size;
+    m->header = w->tar_off;
+    return m;
+}
+
+static int add_frame(struct bw_member *m, uint64_t file_off, uint64_t csize, uint64_t tar_off,
+                     uint64_t usize)
+{
+    if (m->nframes == m->cap) {
+        size_t nc = m->cap ? m->cap * 2 : 4;
+        struct bw_frame *f = realloc(m->frames, nc * sizeof(*f));
+        if (!f)
+            return -1;
+        m->frames = f;
+        m->cap = nc;
+    }
+    m->frames[m->nframes++] = (struct bw_frame){file_off, csize, tar_off, usize};
+    return 0;
+}
+
+static int write_marker(struct bw *w, const char *name, uint64_t size, uint64_t header,
+                        uint64_t data)
+{
+    char payload[256];
+    int n = snprintf(payload, sizeof(payload),
+                     "{\"member\":\"%s\",\"size\":%llu,\"header\":%llu,\"data\":%llu}", name,
+                     (unsigned long long)size, (unsigned long long)header,
+                     (unsigned long long)data);
+    uint8_t hdr[8];
+    uint32_t magic = BW_MAGIC_MARKER, len = (uint32_t)n;
+    memcpy(hdr, &magic, 4);
+    memcpy(hdr + 4, &len, 4);
+    if (out(w, hdr, 8))
+        return -1;
+    return out(w, payload, (size_t)n);
+}
+
+
+/* Append an already compressed frame of `usize` tar bytes to member m. */
+static int frame_append(struct bw *w, struct bw_member *m, const void *cdata, size_t csize,
+                        uint64_t usize)
+{
+    uint64_t off = w->file_off;
+    if (out(w, cdata, csize))
+        return -1;
+    if (add_frame(m, off, csize, w->tar_off, usize)) {
+        w->err = ENOMEM;
+        return -1;
+    }
+    w->tar_off += usize;
+    return 0;
+}
+
+/* Compress `len` bytes into one frame, append it to member m. */
+static int frame_out(struct bw *w, struct bw_member *m, const void *src, size_t len)
+{
+    size_t cap = ZSTD_compressBound(len);
+    void *dst = malloc(cap);
+    if (!dst) {
+        w->err = ENOMEM;
+        return -1;
+    }
+    size_t c = bw_compress_frame(w->cctx, w->level, dst, cap, src, len);
+    int rc = -1;
+    if (!c)
+        w->err = EIO;
+    else
+        rc = frame_append(w, m, dst, c, len);
+    free(dst);
+    return rc;
+}
+
+int bw_add(struct bw *w, const char *name, const void *data, size_t len)
+{
+    if (w->err || w->open_member >= 0)
+        return -1;
+    uint8_t hdr[TAR_HDR_MAX];
+    int hl = tar_header(hdr, name, len, w->mtime, 0640);
+    if (hl < 0) {
+        w->err = ENAMETOOLONG;
+        return -1;
+    }
+    size_t total = (size_t)hl + len + tar_padding(len);
+    uint8_t *buf = calloc(1, total);
+    if (!buf) {
+        w->err = ENOMEM;
+        return -1;
+    }
+    memcpy(buf, hdr, (size_t)hl);
+    if (len)
+        memcpy(buf + hl, data, len);
+    int rc = -1;
+    if (!write_marker(w, name, len, w->tar_off, w->tar_off + (uint64_t)hl)) {
+        struct bw_member *m = new_member(w, name, len);
+        if (!m)
+            w->err = ENOMEM;
+        else {
+            m->data = w->tar_off + (uint64_t)hl;
+            m->written = len;
+            rc = frame_out(w, m, buf, total);
+        }
+    }
+    free(buf);
+    return rc;
+}
+
+int bw_begin(struct bw *w, const char *name, uint64_t size)
+{
+    if (w->err || w->open_member >= 0)
+        return -1;
+    uint8_t hdr[TAR_HDR_MAX];
+    int hl = tar_header(hdr, name, size, w->mtime, 0640);
+    if (hl < 0) {
+        w->err = ENAMETOOLONG;
+        return -1;
+    }
+    if (write_marker(w, name, size, w->tar_off, w->tar_off + (uint64_t)hl))
+        return -1;
+    struct bw_member *m = new_member(w, name, size);
+    if (!m) {
+        w->err = ENOMEM;
+        return -1;
+    }
+    m->data = w->tar_off + (uint64_t)hl;
+    w->open_member = (int)(m - w->members);
+    return frame_out(w, m, hdr, (size_t)hl);
+}
+
+int bw_frame_raw(struct bw *w, const void *cdata, size_t csize, uint64_t usize)
+{
+    if (w->open_member < 0)
+        return -1;
+    struct bw_member *m = &w->members[w->open_member];
+    if (m->written + usize > m->size) {
+        w->err = EOVERFLOW;
+        return -1;
+    }
+    if (frame_append(w, m, cdata, csize, usize))
+        return -1;
+    m->written += usize;
+    return 0;
+}
+
+int bw_data(struct bw *w, const void *data, size_t len)
+{
+    if (w->open_member < 0)
+        return -1;
+    struct bw_member *m = &w->members[w->open_member];
+    if (m->written + len > m->size) {
+        w->err = EOVERFLOW;
+        return -1;
+    }
+    if (frame_out(w, m, data, len))
+        return -1;
+    m->written += len;
+    return 0;
+}
+
+int64_t bw_end(struct bw *w, uint64_t frame_size)
+{
+    if (w->open_member < 0)
+        return -1;
+    struct bw_member *m = &w->members[w->open_member];
+    uint64_t missing = m->size - m->written, added = 0;
+    if (missing) {
+        /* one compressed zero frame, reused: a few hundred bytes per frame_size of padding */
+        size_t fs = (size_t)(missing < frame_size ? missing : frame_size);
+        void *zeros = calloc(1, fs);
+        size_t cap = ZSTD_compressBound(fs);
+        void *cz = malloc(cap);
+        size_t cl = zeros && cz ? bw_compress_frame(w->cctx, w->level, cz, cap, zeros, fs) : 0;
+        while (cl && missing >= fs) {
+            if (bw_frame_raw(w, cz, cl, fs))
+                break;
+            missing -= fs;
+            added += fs;
+        }
+        if (cl && missing && missing < fs && !w->err) {
+            if (bw_data(w, zeros, (size_t)missing) == 0) {
+                added += missing;
+                missing = 0;
+            }
+        }
+        free(zeros);
+        free(cz);
+        if (!cl && !w->err)
+            w->err = ENOMEM;
+        if (missing)
+            return -1;
+    }
+    uint64_t pad = tar_padding(m->size);
+    if (pad) {
+        uint8_t z[TAR_BLOCK] = {0};
+        if (frame_out(w, m, z, (size_t)pad))
+            return -1;
+    }
+    w->open_member = -1;
+    return (int64_t)added;
+}
+
+int bw_finish(struct bw *w)
+{
+    if (w->err || w->open_member >= 0)
+        return -1;
+    uint8_t z[2 * TAR_BLOCK] = {0};
+    /* the end blocks belong to no member: write them as a bare frame */
+    uint8_t cz[ZSTD_COMPRESSBOUND(sizeof(z))];
+    size_t c = bw_compress_frame(w->cctx, w->level, cz, sizeof(cz), z, sizeof(z));
+    if (!c) {
+        w->err = EIO;
+        return -1;
+    }
+    if (out(w, cz, c))
+        return -1;
+    uint64_t tar_end_off = w->tar_off;
+    w->tar_off += sizeof(z);
+
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "format", "crashpack-index/1");
+    cJSON_AddNumberToObject(root, "tar_size", (double)w->tar_off);
+    cJSON_AddNumberToObject(root, "tar_end", (double)tar_end_off);
+    cJSON *ms = cJSON_AddArrayToObject(root, "members");
+    for (size_t i = 0; i < w->nmembers; i++) {
+        struct bw_member *m = &w->members[i];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "name", m->name);
+        cJSON_AddNumberToObject(o, "size", (double)m->size);
+        cJSON_AddNumberToObject(o, "header", (double)m->header);
+        cJSON_AddNumberToObject(o, "data", (double)m->data);
+        cJSON *fs = cJSON_AddArrayToObject(o, "frames");
+        for (size_t j = 0; j < m->nframes; j++) {
+            double v[4] = {(double)m->frames[j].file_off, (double)m->frames[j].csize,
+                           (double)m->frames[j].tar_off, (double)m->frames[j].usize};
+            cJSON_AddItemToArray(fs, cJSON_CreateDoubleArray(v, 4));
+        }
+        cJSON_AddItemToArray(ms, o);
+    }
+    char *json = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    if (!json) {
+        w->err = ENOMEM;
+        return -1;
+    }
+    uint32_t n = (uint32_t)strlen(json);
+    uint8_t hdr[8];
+    uint32_t magic = BW_MAGIC_INDEX, flen = n + 12;
+    memcpy(hdr, &magic, 4);
+    memcpy(hdr + 4, &flen, 4);
+    int rc = out(w, hdr, 8) || out(w, json, n) || out(w, &n, 4) || out(w, BW_INDEX_TRAILER, 8);
+    free(json);
+    return rc ? -1 : 0;
+}
+
+/* Walk the frames of an existing, possibly cut, bundle and rebuild the writer state. Frames are
+ * trusted only as far as they agree with the markers; the first disagreement is the cut. */
+int bw_adopt(struct bw *w, int fd, int level, time_t mtime, char *why, size_t whylen)
+{
+    if (bw_init(w, fd, level, mtime))
+        return -1;
+    why[0] = 0;
+    off_t fsize = lseek(fd, 0, SEEK_END);
+    if (fsize < 0) {
+        snprintf(why, whylen, "cannot size the file: %s", strerror(errno));
+        return -1;
+    }
+    size_t bufcap = 1 << 20;
+    uint8_t *buf = malloc(bufcap);
+    ZSTD_DCtx *d = ZSTD_createDCtx();
+    struct bw_member *cur = NULL;
+    uint64_t off = 0, marker_off = 0;
+    struct {
+        uint64_t file_off, tar_off, written;
+        size_t nframes;
+        int open;
+    } prev = {0, 0, 0, 0, -1};
+    uint64_t last_off = 0, last_len = 0;
+    int rc = 0;
+    if (!buf || !d) {
+        snprintf(why, whylen, "out of memory");
+        rc = -1;
+        goto out;
+    }
+    while (off + 8 <= (uint64_t)fsize) {
+        uint8_t h[32];
+        ssize_t got = pread(fd, h, sizeof(h), (off_t)off);
+        if (got < 8)
+            break;
+        uint32_t magic, len;
+        memcpy(&magic, h, 4);
+        memcpy(&len, h + 4, 4);
+        if ((magic & 0xFFFFFFF0u) == 0x184D2A50u) {
+            if (off + 8 + len > (uint64_t)fsize)
+                break;
+            if (magic == BW_MAGIC_INDEX) {
+                snprintf(why, whylen, "bundle already has an index");
+                rc = 1;
+                goto out;
+            }
+            if (magic == BW_MAGIC_MARKER) {
+                if (len >= 512 || w->open_member >= 0)
+                    break;
+                char js[512];
+                if (pread(fd, js, len, (off_t)(off + 8)) != (ssize_t)len)
+                    break;
+                js[len] = 0;
+                cJSON *o = cJSON_Parse(js);
+                cJSON *nm = cJSON_GetObjectItem(o, "member"), *sz = cJSON_GetObjectItem(o, "size"),
+                      *hd = cJSON_GetObjectItem(o, "header"), *da = cJSON_GetObjectItem(o, "data");
+                int good = cJSON_IsString(nm) && cJSON_IsNumber(sz) && cJSON_IsNumber(hd) &&
+                           cJSON_IsNumber(da) && (uint64_t)hd->valuedouble == w->tar_off &&
+                           da->valuedouble >= hd->valuedouble + TAR_BLOCK;
+                if (good) {
+                    cur = new_member(w, nm->valuestring, (uint64_t)sz->valuedouble);
+                    if (cur) {
+                        cur->data = (uint64_t)da->valuedouble;
+                        marker_off = off;
+                        w->open_member = (int)(cur - w->members);
+                    }
+                }
+                cJSON_Delete(o);
+                if (!good || !cur)
+                    break;
+            }
+            off += 8 + len;
+            w->file_off = off;
+            continue;
+        }
+        if (!cur || w->open_member < 0)
+            break; /* e.g. the tar end frame of a bundle that lost its index: rewritten */
+        unsigned long long usz = ZSTD_getFrameContentSize(h, (size_t)got);
+        if (usz == ZSTD_CONTENTSIZE_UNKNOWN || usz == ZSTD_CONTENTSIZE_ERROR)
+            break;
+        uint64_t end_expected = cur->data + cur->size + tar_padding(cur->size);
+        if (w->tar_off + usz > end_expected)
+            break;
+        /* block headers are spread over the frame: read it whole (bounded by its bound) */
+        size_t need = (size_t)((uint64_t)fsize - off);
+        size_t max = ZSTD_compressBound((size_t)usz) + 64;
+        if (need > max)
+            need = max;
+        if (need > bufcap) {
+            uint8_t *nb = realloc(buf, need);
+            if (!nb)
+                break;
+            buf = nb;
+            bufcap = need;
+        }
+        if (pread(fd, buf, need, (off_t)off) != (ssize_t)need)
+            break;
+        size_t csz = ZSTD_findFrameCompressedSize(buf, need);
+        if (ZSTD_isError(csz))
+            break;
+        prev.file_off = off;
+        prev.tar_off = w->tar_off;
+        prev.written = cur->written;
+        prev.nframes = cur->nframes;
+        prev.open = w->open_member;
+        if (add_frame(cur, off, csz, w->tar_off, usz))
+            break;
+        w->tar_off += usz;
+        cur->written = w->tar_off <= cur->data ? 0 : w->tar_off - cur->data;
+        if (cur->written > cur->size)
+            cur->written = cur->size;
+        off += csz;
+        w->file_off = off;
+        w->open_member = w->tar_off < end_expected ? (int)(cur - w->members) : -1;
+        last_off = prev.file_off;
+        last_len = csz;
+    }
+    /* a kill cannot leave a whole frame with bad content, but a power cut can: check the last */
+    if (last_len) {
+        uint8_t *src = malloc(last_len);
+        int good = 0;
+        if (src && pread(fd, src, last_len, (off_t)last_off) == (ssize_t)last_len) {
+            unsigned long long usz = ZSTD_getFrameContentSize(src, last_len);
+            if (usz <= (64ULL << 20)) {
+                void *dst = malloc(usz ? usz : 1);
+                good = dst && !ZSTD_isError(ZSTD_decompressDCtx(d, dst, usz, src, last_len));
+                free(dst);
+            }
+        }
+        free(src);
+        if (!good) {
+            cur->nframes = prev.nframes;
+            cur->written = prev.written;
+            w->tar_off = prev.tar_off;
+            w->file_off = prev.file_off;
+            w->open_member = prev.open;
+            snprintf(why, whylen, "dropped a corrupt last frame");
+        }
+    }
+    if (cur && cur->nframes == 0) {
+        /* marker without its header frame: forget the member */
+        w->nmembers--;
+        w->file_off = marker_off;
+        w->open_member = -1;
+    }
+    if (!w->nmembers)
+        snprintf(why, whylen, "no complete member");
+    if (ftruncate(fd, (off_t)w->file_off) || lseek(fd, (off_t)w->file_off, SEEK_SET) < 0) {
+        snprintf(why, whylen, "cannot cut the file: %s", strerror(errno));
+        rc = -1;
+    }
+out:
+    free(buf);
+    ZSTD_freeDCtx(d);
+    return rc;
+}

@@ -1,0 +1,69 @@
+/* bundlew.h - write a bundle: tar members as zstd frames, member markers, and the closing index
+ * (format in docs/bundle-format.md).
+ *
+ * A `struct bw` tracks the file offset, the tar offset and, per member, the list of frames, so
+ * that `bw_finish` can write the index. Salvage rebuilds the same state by walking an existing
+ * file (bw_adopt). Write errors are sticky: after the first one every call fails, and `err`
+ * holds the errno. */
+#ifndef CRASHPACK_BUNDLEW_H
+#define CRASHPACK_BUNDLEW_H
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+#include <zstd.h>
+
+#define BW_MAGIC_MARKER 0x184D2A51u
+#define BW_MAGIC_INDEX 0x184D2A5Eu
+#define BW_INDEX_TRAILER "CPKIDX01"
+
+struct bw_frame {
+    uint64_t file_off, csize, tar_off, usize;
+};
+
+struct bw_member {
+    char name[100];
+    uint64_t size, header, data; /* tar offsets */
+    uint64_t written;            /* data bytes written so far */
+    struct bw_frame *frames;
+    size_t nframes, cap;
+};
+
+struct bw {
+    int fd;
+    uint64_t file_off, tar_off;
+    int level;
+    time_t mtime;
+    ZSTD_CCtx *cctx;
+    struct bw_member *members;
+    size_t nmembers, cap;
+    int open_member; /* index of the streaming member, or -1 */
+    int err;
+};
+
+int bw_init(struct bw *w, int fd, int level, time_t mtime);
+void bw_free(struct bw *w);
+
+/* A whole small member: marker + one frame with header, data and padding. */
+int bw_add(struct bw *w, const char *name, const void *data, size_t len);
+
+/* A streamed member of known size: marker + header frame now, then data through
+ * bw_frame_raw (precompressed independent frames) or bw_data, then bw_end. */
+int bw_begin(struct bw *w, const char *name, uint64_t size);
+int bw_frame_raw(struct bw *w, const void *cdata, size_t csize, uint64_t usize);
+int bw_data(struct bw *w, const void *data, size_t len);
+/* Pads the open member with zeros up to its declared size (frames of frame_size), then closes it
+ * with the tar padding. Returns the number of zero bytes added, or -1. */
+int64_t bw_end(struct bw *w, uint64_t frame_size);
+
+/* Tar end blocks + index. The file is complete afterwards (not yet fsynced). */
+int bw_finish(struct bw *w);
+
+/* Rebuild writer state from an existing bundle file by walking its frames; the file is cut
+ * after the last complete frame. Fills *why on failure. */
+int bw_adopt(struct bw *w, int fd, int level, time_t mtime, char *why, size_t whylen);
+
+/* Compress `len` bytes into one independent frame with content size and checksum.
+ * Returns the compressed size or 0 on error. `dst` must hold ZSTD_compressBound(len). */
+size_t bw_compress_frame(ZSTD_CCtx *cctx, int level, void *dst, size_t dstcap, const void *src,
+                         size_t len);
+#endif

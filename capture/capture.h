@@ -1,0 +1,74 @@
+/* capture.h - the handler's one context struct, passed through every step (systemd-coredump's
+ * shape: a list of small steps over one context, each allowed to fail without sinking the rest;
+ * every outcome lands in capture.json). */
+#ifndef CRASHPACK_CAPTURE_H
+#define CRASHPACK_CAPTURE_H
+#include "bundlew.h"
+#include "config.h"
+#include "xxh64.h"
+
+#include <cjson/cJSON.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct cap {
+    struct cp_config cfg;
+    const char *config_path;
+    /* from the kernel (core_pattern specifiers) */
+    pid_t pid, tid, ns_tid;
+    int sig;
+    int64_t crash_time;
+    uid_t uid;
+    gid_t gid;
+    int dumpable;
+    int64_t rlimit_core; /* -1: unlimited */
+    char hostname[256];
+    /* handles opened as root before anything else */
+    int pidfd;  /* %F, or -1 */
+    int procfd; /* /proc/<pid>, or -1 */
+    int dirfd;  /* bundle directory */
+    int kmsgfd;
+    int outfd;  /* the temporary bundle */
+    char tmpname[128], finalname[160];
+    /* facts */
+    char comm[64];
+    char exe[1024];
+    int secure; /* setuid/setgid/capabilities or not dumpable: root-only, no environment */
+    uid_t euid;
+    gid_t egid;
+    enum cp_mode mode;
+    char mode_reason[256];
+    /* the bundle */
+    struct bw bw;
+    cJSON *steps; /* capture.json steps[] */
+    cJSON *core;  /* capture.json core{} */
+    cJSON *extra; /* other capture.json fields */
+    double t0;
+    int from_stdin_test; /* no such process: synthetic input */
+};
+
+/* steps: record one outcome. status: ok|absent|timeout|refused|skipped|failed */
+void cap_step(struct cap *c, const char *name, const char *status, double t_start,
+              const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* proc.c: quick evidence from /proc/<pid> (manifest and proc/ members) */
+int proc_identify(struct cap *c);
+int proc_collect(struct cap *c);
+
+/* guard.c: disk guard and burst/repeat limits */
+void guard_vacuum(struct cap *c, uint64_t incoming);
+int guard_rate_allows_core(struct cap *c, char *why, size_t whylen);
+int guard_free_ok(struct cap *c, uint64_t more); /* 0 when writing `more` would cross keep_free */
+uint64_t guard_keep_free(struct cap *c);
+
+/* stream.c: drain the pipe into the core member */
+void stream_core(struct cap *c);
+
+/* publish.c */
+int publish_bundle(struct cap *c, char *final, size_t finallen);
+void publish_post_command(struct cap *c, const char *final);
+int privs_drop(struct cap *c);
+
+/* salvage.c: complete orphaned temporaries left by killed handlers */
+int salvage_orphans(int dirfd, const struct cp_config *cfg, int kmsgfd);
+#endif

@@ -1,0 +1,62 @@
+/* config.h - crashpack's one `key = value` configuration file.
+ *
+ * Shared by the capture handler and the crashpack command. Every key has a safe default, so a
+ * missing file is not an error. Values are plain integers with an optional K/M/G/T suffix, or a
+ * percentage of the bundle filesystem for the two disk limits ("10%").
+ */
+#ifndef CRASHPACK_CONFIG_H
+#define CRASHPACK_CONFIG_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#define CP_DEFAULT_CONFIG "/etc/crashpack/crashpack.conf"
+#define CP_PATH_MAX 512
+
+enum cp_mode { CP_MODE_FULL = 0, CP_MODE_SLIM = 1, CP_MODE_META = 2 };
+
+/* A size that is either absolute bytes or a percentage of a filesystem. */
+struct cp_size {
+    uint64_t bytes;
+    int percent; /* > 0: percent of the filesystem size, bytes ignored */
+};
+
+struct cp_config {
+    char bundle_dir[CP_PATH_MAX];
+    enum cp_mode mode;
+    uint64_t max_core_size;     /* above this, full -> slim */
+    struct cp_size max_use;     /* total size of bundles kept */
+    struct cp_size keep_free;   /* free space never used */
+    int honor_rlimit_core;      /* RLIMIT_CORE == 0 -> meta */
+    unsigned deadline_s;        /* handler: stop reading the core after this */
+    unsigned finisher_deadline_s;
+    int level;                  /* zstd level */
+    unsigned threads;           /* compression workers; 0 = auto */
+    uint64_t frame_size;        /* core frame size */
+    uint64_t slim_stack_max;    /* per-thread stack bytes kept in slim mode */
+    unsigned burst_full;        /* full cores per burst window, all processes */
+    unsigned burst_window_s;
+    unsigned repeat_full;       /* full cores per repeat window, same executable */
+    unsigned repeat_window_s;
+    char post_command[CP_PATH_MAX];
+    char nvidia_smi[CP_PATH_MAX];
+    unsigned nvidia_smi_timeout_s;
+    uint64_t proc_file_max;     /* cap per /proc file copied */
+    char redact_patterns[CP_PATH_MAX]; /* extra comma-separated globs, matched on env names */
+};
+
+void cp_config_defaults(struct cp_config *c);
+
+/* Loads `path` over the defaults. A missing file is fine when `required` is 0.
+ * Returns 0, or -1 with a message in err. */
+int cp_config_load(struct cp_config *c, const char *path, int required, char *err, size_t errlen);
+
+/* Parses "12", "4K", "2M", "1G", "3T". Returns 0 or -1. */
+int cp_parse_size(const char *s, uint64_t *out);
+
+const char *cp_mode_name(enum cp_mode m);
+
+/* Resolves a cp_size against a filesystem of `fs_bytes`. */
+uint64_t cp_size_resolve(const struct cp_size *s, uint64_t fs_bytes);
+
+#endif

@@ -1,0 +1,197 @@
+/* guard.c - the disk guard (max_use / keep_free, oldest bundles deleted first) and the
+ * burst/repeat limits that turn excess crashes into metadata-only bundles.
+ *
+ * Limits use slot files created with O_EXCL in <bundle_dir>/.slots: the first K handlers of a
+ * time window win a slot and keep full cores. No lock is held, so crashes never wait on each
+ * other; windows are fixed (aligned to the window length), not sliding. */
+#include "capture.h"
+#include "util.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+static uint64_t fs_size(int dirfd, uint64_t *avail)
+{
+    struct statvfs v;
+    if (fstatvfs(dirfd, &v)) {
+        *avail = UINT64_MAX;
+        return 0;
+    }
+    *avail = (uint64_t)v.f_bavail * v.f_frsize;
+    return (uint64_t)v.f_blocks * v.f_frsize;
+}
+
+uint64_t guard_keep_free(struct cap *c)
+{
+    uint64_t avail, total = fs_size(c->dirfd, &avail);
+    uint64_t kf = cp_size_resolve(&c->cfg.keep_free, total);
+    /* percentages are capped like systemd's: a big disk should not reserve hundreds of GiB */
+    if (c->cfg.keep_free.percent && kf > (16ULL << 30))
+        kf = 16ULL << 30;
+    return kf;
+}
+
+int guard_free_ok(struct cap *c, uint64_t more)
+{
+    uint64_t avail;
+    fs_size(c->dirfd, &avail);
+    return avail >= guard_keep_free(c) + more;
+}
+
+struct old {
+    char name[256];
+    time_t mtime;
+    uint64_t bytes;
+};
+
+static int by_mtime(const void *a, const void *b)
+{
+    const struct old *x = a, *y = b;
+    return x->mtime < y->mtime ? -1 : x->mtime > y->mtime;
+}
+
+void guard_vacuum(struct cap *c, uint64_t incoming)
+{
+    double t = now_mono();
+    int dfd = dup(c->dirfd);
+    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+    if (!d) {
+        if (dfd >= 0)
+            close(dfd);
+        return;
+    }
+    rewinddir(d);
+    struct old *v = NULL;
+    size_t n = 0, cap = 0;
+    uint64_t used = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t l = strlen(e->d_name);
+        if (strncmp(e->d_name, "crash-", 6) || l < 10 || strcmp(e->d_name + l - 4, ".zst"))
+            continue;
+        struct stat st;
+        if (fstatat(c->dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode))
+            continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 64;
+            struct old *nv = realloc(v, cap * sizeof(*v));
+            if (!nv)
+                break;
+            v = nv;
+        }
+        snprintf(v[n].name, sizeof(v[n].name), "%s", e->d_name);
+        v[n].mtime = st.st_mtime;
+        v[n].bytes = (uint64_t)st.st_blocks * 512;
+        used += v[n].bytes;
+        n++;
+    }
+    closedir(d);
+    uint64_t avail, total = fs_size(c->dirfd, &avail);
+    uint64_t max_use = cp_size_resolve(&c->cfg.max_use, total);
+    if (c->cfg.max_use.percent && max_use > (64ULL << 30))
+        max_use = 64ULL << 30;
+    uint64_t keep_free = guard_keep_free(c);
+    qsort(v, n, sizeof(*v), by_mtime);
+    size_t removed = 0;
+    uint64_t freed = 0;
+    for (size_t i = 0; i < n; i++) {
+        int over_use = max_use && used + incoming > max_use;
+        int under_free = avail < keep_free + incoming;
+        if (!over_use && !under_free)
+            break;
+        if (unlinkat(c->dirfd, v[i].name, 0) == 0) {
+            used -= v[i].bytes;
+            avail += v[i].bytes;
+            freed += v[i].bytes;
+            removed++;
+        }
+    }
+    free(v);
+    if (removed)
+        cap_step(c, "vacuum", "ok", t, "removed %zu old bundles (%llu bytes)", removed,
+                 (unsigned long long)freed);
+}
+
+static int take_slot(int sdir, const char *kind, unsigned long window, unsigned k)
+{
+    for (unsigned i = 0; i < k; i++) {
+        char name[96];
+        snprintf(name, sizeof(name), "%s-%lu-%u", kind, window, i);
+        int fd = openat(sdir, name, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd >= 0) {
+            close(fd);
+            return 1;
+        }
+        if (errno != EEXIST)
+            return 1; /* cannot count: err on the side of keeping the core */
+    }
+    return 0;
+}
+
+/* Removes slot files of past windows. */
+static void slots_gc(int sdir, time_t now, const struct cp_config *cfg)
+{
+    int dfd = dup(sdir);
+    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+    if (!d) {
+        if (dfd >= 0)
+            close(dfd);
+        return;
+    }
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char kind;
+        unsigned long w;
+        char rest[64];
+        if (sscanf(e->d_name, "%c-%63[^-]-%lu", &kind, rest, &w) == 3 && kind == 'r') {
+            if (w < (unsigned long)now / (cfg->repeat_window_s ? cfg->repeat_window_s : 1))
+                unlinkat(sdir, e->d_name, 0);
+        } else if (sscanf(e->d_name, "b-%lu", &w) == 1) {
+            if (w < (unsigned long)now / (cfg->burst_window_s ? cfg->burst_window_s : 1))
+                unlinkat(sdir, e->d_name, 0);
+        }
+    }
+    closedir(d);
+}
+
+int guard_rate_allows_core(struct cap *c, char *why, size_t whylen)
+{
+    if (mkdirat(c->dirfd, ".slots", 0700) && errno != EEXIST)
+        return 1;
+    int sdir = openat(c->dirfd, ".slots", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (sdir < 0)
+        return 1;
+    time_t now = time(NULL);
+    slots_gc(sdir, now, &c->cfg);
+    int ok = 1;
+    if (c->cfg.burst_window_s &&
+        !take_slot(sdir, "b", (unsigned long)now / c->cfg.burst_window_s, c->cfg.burst_full)) {
+        snprintf(why, whylen, "burst limit: %u full cores already in this %u s window",
+                 c->cfg.burst_full, c->cfg.burst_window_s);
+        ok = 0;
+    }
+    if (ok && c->cfg.repeat_window_s) {
+        /* same executable: FNV-1a of its path */
+        uint64_t h = 1469598103934665603ULL;
+        for (const char *p = c->exe[0] ? c->exe : c->comm; *p; p++)
+            h = (h ^ (uint8_t)*p) * 1099511628211ULL;
+        char kind[32];
+        snprintf(kind, sizeof(kind), "r-%016llx", (unsigned long long)h);
+        if (!take_slot(sdir, kind, (unsigned long)now / c->cfg.repeat_window_s,
+                       c->cfg.repeat_full)) {
+            snprintf(why, whylen, "repeat limit: %u full cores of this executable already in "
+                     "this %u s window", c->cfg.repeat_full, c->cfg.repeat_window_s);
+            ok = 0;
+        }
+    }
+    close(sdir);
+    return ok;
+}

@@ -1,0 +1,294 @@
+/* main.c - crashpack-capture, what the kernel runs through core_pattern:
+ *
+ *   |/path/crashpack-capture [-c CONFIG] %P %i %I %s %t %u %g %d %c %h [%F]
+ *
+ * Steps, in order (each may fail without sinking the rest; outcomes go to capture.json):
+ *   fds 0/1/2 made safe -> arguments -> config -> pidfd and /proc/<pid> (identity checked)
+ *   -> /dev/kmsg, bundle dir, locked temporary -> mode (config, RLIMIT_CORE, burst/repeat
+ *   limits) -> manifest + /proc evidence -> drop privileges -> drain the core -> close the
+ *   pipe (the kernel can reap the process) -> detached finisher: capture.json, tar end, index,
+ *   fsync, permissions, rename, kmsg line, post-command, salvage of orphans. */
+#include "capture.h"
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef CRASHPACK_SANITIZE
+/* The kernel gives the handler no environment: sanitizer settings must be built in. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void)
+{
+    return "log_path=/tmp/crashpack-capture-asan:detect_leaks=0";
+}
+#endif
+
+void cap_step(struct cap *c, const char *name, const char *status, double t_start,
+              const char *fmt, ...)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", name);
+    cJSON_AddStringToObject(o, "status", status);
+    char reason[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(reason, sizeof(reason), fmt, ap);
+    va_end(ap);
+    if (reason[0])
+        cJSON_AddStringToObject(o, "reason", reason);
+    cJSON_AddNumberToObject(o, "ms", (double)(long)((now_mono() - t_start) * 1e4) / 10);
+    cJSON_AddItemToArray(c->steps, o);
+}
+
+static void fds_safe(void)
+{
+    /* the kernel leaves 1 and 2 closed; anything we print must not land in a file we open */
+    for (int fd = 1; fd <= 2; fd++)
+        if (fcntl(fd, F_GETFD) < 0) {
+            int n = open("/dev/null", O_RDWR);
+            if (n >= 0 && n != fd) {
+                dup2(n, fd);
+                close(n);
+            }
+        }
+}
+
+static int64_t num(const char *s)
+{
+    if (!s || !*s)
+        return -1;
+    char *e;
+    errno = 0;
+    long long v = strtoll(s, &e, 10);
+    if (errno == ERANGE && s[0] != '-')
+        return -1; /* RLIMIT_INFINITY prints as 2^64-1 */
+    return *e ? -1 : v;
+}
+
+static int parse_args(struct cap *c, int argc, char **argv)
+{
+    int i = 1;
+    if (i + 1 < argc && !strcmp(argv[i], "-c")) {
+        c->config_path = argv[i + 1];
+        i += 2;
+    }
+    if (argc - i < 10)
+        return -1;
+    c->pid = (pid_t)num(argv[i]);
+    c->ns_tid = (pid_t)num(argv[i + 1]);
+    c->tid = (pid_t)num(argv[i + 2]);
+    c->sig = (int)num(argv[i + 3]);
+    c->crash_time = num(argv[i + 4]);
+    c->uid = (uid_t)num(argv[i + 5]);
+    c->gid = (gid_t)num(argv[i + 6]);
+    c->dumpable = (int)num(argv[i + 7]);
+    c->rlimit_core = num(argv[i + 8]);
+    snprintf(c->hostname, sizeof(c->hostname), "%s", argv[i + 9]);
+    c->pidfd = argc - i > 10 && argv[i + 10][0] ? (int)num(argv[i + 10]) : -1;
+    if (c->crash_time <= 0)
+        c->crash_time = time(NULL);
+    return 0;
+}
+
+static int open_bundle_dir(struct cap *c, char *why, size_t n)
+{
+    const char *dir = c->cfg.bundle_dir;
+    /* create missing parents root-owned; the last component must be a real directory */
+    char path[CP_PATH_MAX];
+    snprintf(path, sizeof(path), "%s", dir);
+    for (char *p = path + 1; *p; p++)
+        if (*p == '/') {
+            *p = 0;
+            mkdir(path, 0755);
+            *p = '/';
+        }
+    if (mkdir(dir, 0711) == 0)
+        chmod(dir, 0711);
+    c->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (c->dirfd < 0) {
+        snprintf(why, n, "%s: %s", dir, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(c->dirfd, &st) || st.st_uid != 0 || (st.st_mode & 022)) {
+        snprintf(why, n, "%s is not root-owned or is writable by others: refusing", dir);
+        close(c->dirfd);
+        c->dirfd = -1;
+        return -1;
+    }
+    return 0;
+}
+
+/* The temporary is created unnamed, locked, then linked: a salvager never sees it unlocked. */
+static int open_temp(struct cap *c, char *why, size_t n)
+{
+    char comm[32];
+    name_escape(comm, sizeof(comm), c->comm[0] ? c->comm : "unknown");
+    snprintf(c->finalname, sizeof(c->finalname), "crash-%lld-%d-%s.zst",
+             (long long)c->crash_time, (int)c->pid, comm);
+    int fd = openat(c->dirfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        snprintf(why, n, "O_TMPFILE in %s: %s", c->cfg.bundle_dir, strerror(errno));
+        return -1;
+    }
+    flock(fd, LOCK_EX);
+    char self[64];
+    snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+    for (int i = 0; i < 20; i++) {
+        unsigned r;
+        if (getentropy(&r, sizeof(r)))
+            r = (unsigned)getpid() * 2654435761u + (unsigned)i;
+        snprintf(c->tmpname, sizeof(c->tmpname), ".tmp-crash-%lld-%d-%s.%08x",
+                 (long long)c->crash_time, (int)c->pid, comm, r);
+        if (linkat(AT_FDCWD, self, c->dirfd, c->tmpname, AT_SYMLINK_FOLLOW) == 0) {
+            c->outfd = fd;
+            return 0;
+        }
+        if (errno != EEXIST)
+            break;
+    }
+    snprintf(why, n, "cannot name the temporary: %s", strerror(errno));
+    close(fd);
+    return -1;
+}
+
+static void choose_mode(struct cap *c)
+{
+    double t = now_mono();
+    c->mode = c->cfg.mode;
+    if (c->mode != CP_MODE_META && c->rlimit_core == 0 && c->cfg.honor_rlimit_core) {
+        c->mode = CP_MODE_META;
+        snprintf(c->mode_reason, sizeof(c->mode_reason),
+                 "the process set RLIMIT_CORE to 0 (honor_rlimit_core = yes)");
+    }
+    char why[200];
+    if (c->mode != CP_MODE_META && !guard_rate_allows_core(c, why, sizeof(why))) {
+        c->mode = CP_MODE_META;
+        snprintf(c->mode_reason, sizeof(c->mode_reason), "%s", why);
+    }
+    if (c->mode != CP_MODE_META && !guard_free_ok(c, 1u << 20)) {
+        c->mode = CP_MODE_META;
+        snprintf(c->mode_reason, sizeof(c->mode_reason), "free space is below keep_free");
+    }
+    cap_step(c, "mode", c->mode == c->cfg.mode ? "ok" : "skipped", t, "%s: %s",
+             cp_mode_name(c->mode), c->mode_reason[0] ? c->mode_reason : "as configured");
+}
+
+static void capture_json(struct cap *c, const char *status)
+{
+    cJSON *j = c->extra;
+    cJSON_AddStringToObject(j, "format", "crashpack-capture/1");
+    cJSON_AddStringToObject(j, "status", status);
+    cJSON *mode = cJSON_AddObjectToObject(j, "mode");
+    cJSON_AddStringToObject(mode, "requested", cp_mode_name(c->cfg.mode));
+    cJSON_AddStringToObject(mode, "effective", cp_mode_name(c->mode));
+    if (c->mode_reason[0])
+        cJSON_AddStringToObject(mode, "reason", c->mode_reason);
+    cJSON_AddItemToObject(j, "core", c->core);
+    cJSON_AddItemToObject(j, "steps", c->steps);
+    cJSON_AddNumberToObject(j, "total_ms", (double)(long)((now_mono() - c->t0) * 1e4) / 10);
+    cJSON_AddNumberToObject(j, "handler_pid", getpid());
+    c->core = c->steps = NULL;
+}
+
+/* The finisher: runs after the pipe is closed, detached from the kernel's wait. */
+static int finish(struct cap *c)
+{
+    double t = now_mono();
+    capture_json(c, "complete");
+    cJSON_AddNumberToObject(c->extra, "finish_started_ms", (t - c->t0) * 1000);
+    char *s = cJSON_PrintUnformatted(c->extra);
+    int rc = 0;
+    if (!s || bw_add(&c->bw, "capture.json", s, strlen(s)) || bw_finish(&c->bw)) {
+        kmsg_log(c->kmsgfd, "pid %d: cannot complete the bundle: %s\n", (int)c->pid,
+                 strerror(c->bw.err));
+        rc = -1; /* the temporary stays locked until we exit; the next run salvages it */
+    }
+    free(s);
+    char final[200] = "";
+    if (rc == 0 && publish_bundle(c, final, sizeof(final)) == 0) {
+        struct stat st;
+        fstat(c->outfd, &st);
+        kmsg_log(c->kmsgfd, "captured pid %d (%s) signal %d: %s/%s, %s, %lld bytes\n",
+                 (int)c->pid, c->comm, c->sig, c->cfg.bundle_dir, final, cp_mode_name(c->mode),
+                 (long long)st.st_size);
+        publish_post_command(c, final);
+    } else if (rc == 0) {
+        kmsg_log(c->kmsgfd, "pid %d: cannot publish %s\n", (int)c->pid, c->tmpname);
+        rc = -1;
+    }
+    close(c->outfd);
+    salvage_orphans(c->dirfd, &c->cfg, c->kmsgfd);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    fds_safe();
+    struct cap cap, *c = &cap;
+    memset(c, 0, sizeof(*c));
+    c->t0 = now_mono();
+    c->pidfd = c->procfd = c->dirfd = c->kmsgfd = c->outfd = -1;
+    c->steps = cJSON_CreateArray();
+    c->core = cJSON_CreateObject();
+    c->extra = cJSON_CreateObject();
+    c->kmsgfd = open("/dev/kmsg", O_WRONLY | O_CLOEXEC | O_NONBLOCK);
+    umask(077);
+    if (parse_args(c, argc, argv)) {
+        kmsg_log(c->kmsgfd, "bad arguments; usage: crashpack-capture [-c CONFIG] %%P %%i %%I "
+                            "%%s %%t %%u %%g %%d %%c %%h [%%F]\n");
+        return 2;
+    }
+    cp_config_defaults(&c->cfg);
+    char err[300];
+    double t = now_mono();
+    if (cp_config_load(&c->cfg, c->config_path ? c->config_path : CP_DEFAULT_CONFIG,
+                       c->config_path != NULL, err, sizeof(err))) {
+        /* a broken config must not lose the crash: defaults, and say so */
+        cap_step(c, "config", "failed", t, "%s; using defaults", err);
+        cp_config_defaults(&c->cfg);
+    }
+    proc_identify(c);
+    if (!c->comm[0])
+        snprintf(c->comm, sizeof(c->comm), "pid%d", (int)c->pid);
+    if (open_bundle_dir(c, err, sizeof(err)) || open_temp(c, err, sizeof(err))) {
+        kmsg_log(c->kmsgfd, "pid %d (%s) signal %d: crash NOT captured: %s\n", (int)c->pid,
+                 c->comm, c->sig, err);
+        return 1;
+    }
+    bw_init(&c->bw, c->outfd, c->cfg.level, (time_t)c->crash_time);
+    choose_mode(c);
+    proc_collect(c);
+    t = now_mono();
+    if (privs_drop(c))
+        cap_step(c, "drop_privileges", "failed", t, "%s", strerror(errno));
+    else
+        cap_step(c, "drop_privileges", "ok", t, "no effective capabilities, no_new_privs");
+    if (c->mode != CP_MODE_META)
+        stream_core(c);
+    else
+        cap_step(c, "core", "skipped", now_mono(), "%s", c->mode_reason);
+    /* the kernel waits for every reader of the pipe: let it reap the process now */
+    close(0);
+    open("/dev/null", O_RDONLY);
+    cJSON_AddNumberToObject(c->extra, "drain_ms", (now_mono() - c->t0) * 1000);
+
+    pid_t p = fork();
+    if (p > 0)
+        return 0;
+    if (p == 0)
+        setsid();
+    /* fork failed: finish inline, which only delays the handler's exit, not the reaping */
+    return finish(c) ? 1 : 0;
+}

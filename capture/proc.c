@@ -1,0 +1,546 @@
+/* proc.c - who crashed, and the quick evidence from /proc/<pid>, taken before the core drains.
+ *
+ * Everything is read through the /proc/<pid> directory fd opened first (it refers to this
+ * process for good: after a pid reuse, reads through it fail rather than show another process),
+ * with O_NOFOLLOW, and with per-file caps. The environment keeps values only for an allow-list
+ * of useful variables and never for secret-looking ones; cmdline secrets are masked. */
+#include "capture.h"
+#include "util.h"
+
+#include <dirent.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CP_VERSION "0.1.0"
+
+static const char *const env_allow[] = {
+    "CUDA_*", "NCCL_*", "TORCH_*", "TORCHELASTIC_*", "PYTORCH_*", "NVIDIA_*", "CRASHPACK_*",
+    "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK",
+    "MASTER_ADDR", "MASTER_PORT", "SLURM_*", "OMP_*", "MKL_*", "KMP_*", "PYTHON*",
+    "LD_LIBRARY_PATH", "LD_PRELOAD", "PATH", "HOME", "USER", "LOGNAME", "PWD", "HOSTNAME",
+    "LANG", "TZ", "VIRTUAL_ENV", "CONDA_PREFIX", "HF_HOME", "XLA_*", "JAX_*", NULL};
+
+static const char *const secret_names[] = {"*TOKEN*", "*SECRET*", "*PASSWORD*", "*PASSWD*",
+                                           "*KEY*", "*CREDENTIAL*", "*AUTH*", "*COOKIE*",
+                                           "*SESSION*", "*PRIVATE*", NULL};
+
+static int match_list(const char *const *pats, const char *name)
+{
+    for (; *pats; pats++)
+        if (!fnmatch(*pats, name, FNM_CASEFOLD))
+            return 1;
+    return 0;
+}
+
+/* Secret-looking names: the built-in patterns plus the configured ones. */
+static int is_secret_name(const struct cp_config *cfg, const char *name)
+{
+    if (match_list(secret_names, name))
+        return 1;
+    char pats[CP_PATH_MAX];
+    snprintf(pats, sizeof(pats), "%s", cfg->redact_patterns);
+    for (char *save, *p = strtok_r(pats, ", ", &save); p; p = strtok_r(NULL, ", ", &save))
+        if (!fnmatch(p, name, FNM_CASEFOLD))
+            return 1;
+    return 0;
+}
+
+/* Mask the password of scheme://user:pass@host in place (same length). */
+static void mask_url_credentials(char *s)
+{
+    for (char *p = strstr(s, "://"); p; p = strstr(p + 3, "://")) {
+        char *at = p + 3, *end = at + strcspn(at, "/ \t\"'");
+        char *a = memchr(at, '@', (size_t)(end - at));
+        if (!a)
+            continue;
+        char *colon = memchr(at, ':', (size_t)(a - at));
+        for (char *q = colon ? colon + 1 : at; q < a; q++)
+            *q = '*';
+    }
+}
+
+/* The value that may be stored for NAME=VALUE, or NULL (name only). */
+static const char *env_value_policy(const struct cp_config *cfg, const char *name, char *value)
+{
+    if (is_secret_name(cfg, name) || !match_list(env_allow, name))
+        return NULL;
+    mask_url_credentials(value);
+    return value;
+}
+
+/* --token=x, --api-key x, --password=... : mask the value. */
+static void mask_cmdline(const struct cp_config *cfg, char **argv, int argc)
+{
+    for (int i = 0; i < argc; i++) {
+        char *a = argv[i];
+        mask_url_credentials(a);
+        if (a[0] != '-')
+            continue;
+        char key[128];
+        const char *k = a + strspn(a, "-");
+        size_t kl = strcspn(k, "=");
+        if (kl >= sizeof(key))
+            kl = sizeof(key) - 1;
+        memcpy(key, k, kl);
+        key[kl] = 0;
+        for (char *q = key; *q; q++)
+            if (*q == '-')
+                *q = '_';
+        if (!is_secret_name(cfg, key))
+            continue;
+        if (k[kl] == '=')
+            memset((char *)k + kl + 1, '*', strlen(k + kl + 1));
+        else if (i + 1 < argc)
+            memset(argv[i + 1], '*', strlen(argv[i + 1]));
+    }
+}
+
+static int read_status_ids(const char *status, const char *key, unsigned ids[4])
+{
+    const char *p = strstr(status, key);
+    if (!p)
+        return -1;
+    return sscanf(p + strlen(key), "%u %u %u %u", &ids[0], &ids[1], &ids[2], &ids[3]) == 4 ? 0
+                                                                                            : -1;
+}
+
+/* Field 22 of /proc/<pid>/stat (after the comm, which may contain anything). */
+static int stat_field(const char *stat, int field, unsigned long long *out)
+{
+    const char *p = strrchr(stat, ')');
+    if (!p)
+        return -1;
+    p++;
+    for (int f = 3; f <= field; f++) {
+        while (*p == ' ')
+            p++;
+        if (f == field)
+            return sscanf(p, "%llu", out) == 1 ? 0 : -1;
+        p = strchr(p, ' ');
+        if (!p)
+            return -1;
+    }
+    return -1;
+}
+
+static long long boot_time(void)
+{
+    size_t len;
+    int tr;
+    char *s = read_file_at(AT_FDCWD, "/proc/stat", 1 << 20, &len, &tr);
+    long long bt = -1;
+    char *p = s ? strstr(s, "\nbtime ") : NULL;
+    if (p)
+        bt = atoll(p + 7);
+    free(s);
+    return bt;
+}
+
+int proc_identify(struct cap *c)
+{
+    double t = now_mono();
+    char path[64];
+    /* %F: is fd 3 a pidfd for our pid? */
+    if (c->pidfd >= 0) {
+        snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", c->pidfd);
+        size_t len;
+        int tr;
+        char *info = read_file_at(AT_FDCWD, path, 4096, &len, &tr);
+        char *p = info ? strstr(info, "\nPid:") : NULL;
+        long fpid = p ? atol(p + 5) : -1;
+        free(info);
+        if (fpid != c->pid) {
+            cap_step(c, "pidfd", "absent", t, "fd %d is not a pidfd of %d (kernel before 6.16?)",
+                     c->pidfd, (int)c->pid);
+            c->pidfd = -1;
+        } else {
+            cap_step(c, "pidfd", "ok", t, "fd %d", c->pidfd);
+        }
+    } else {
+        cap_step(c, "pidfd", "absent", t, "no %%F in core_pattern");
+    }
+    t = now_mono();
+    snprintf(path, sizeof(path), "/proc/%d", (int)c->pid);
+    c->procfd = c->pid > 0 ? open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW) : -1;
+    if (c->procfd < 0) {
+        cap_step(c, "identify", "absent", t, "/proc/%d: %s", (int)c->pid, strerror(errno));
+        return -1;
+    }
+    size_t len;
+    int tr;
+    char *stat = read_file_at(c->procfd, "stat", 1 << 16, &len, &tr);
+    char *status = read_file_at(c->procfd, "status", 1 << 16, &len, &tr);
+    unsigned long long start = 0;
+    long long bt = boot_time();
+    int bad = 0;
+    char why[160] = "";
+    if (!stat || !status || stat_field(stat, 22, &start)) {
+        bad = 1;
+        snprintf(why, sizeof(why), "cannot read stat/status");
+    } else if (bt > 0 && c->crash_time > 0 &&
+               bt + (long long)(start / (unsigned long long)sysconf(_SC_CLK_TCK)) >
+                   c->crash_time + 2) {
+        bad = 1;
+        snprintf(why, sizeof(why), "process started after the crash: pid reused");
+    }
+    unsigned uids[4] = {0}, gids[4] = {0};
+    if (!bad && (read_status_ids(status, "\nUid:", uids) || read_status_ids(status, "\nGid:", gids))) {
+        bad = 1;
+        snprintf(why, sizeof(why), "no Uid/Gid in status");
+    }
+    if (!bad && (uids[0] != c->uid || gids[0] != c->gid)) {
+        bad = 1;
+        snprintf(why, sizeof(why), "uid/gid %u/%u differ from the kernel's %u/%u", uids[0],
+                 gids[0], (unsigned)c->uid, (unsigned)c->gid);
+    }
+    if (bad) {
+        cap_step(c, "identify", "refused", t, "%s", why);
+        close(c->procfd);
+        c->procfd = -1;
+        free(stat);
+        free(status);
+        return -1;
+    }
+    c->euid = uids[1];
+    c->egid = gids[1];
+    char *p = strstr(status, "Name:");
+    if (p)
+        sscanf(p + 5, " %63[^\n]", c->comm);
+    ssize_t n = readlinkat(c->procfd, "exe", c->exe, sizeof(c->exe) - 1);
+    c->exe[n > 0 ? n : 0] = 0;
+    /* AT_SECURE from auxv: setuid/setgid/file capabilities */
+    int at_secure = 0;
+    char *auxv = read_file_at(c->procfd, "auxv", 1 << 16, &len, &tr);
+    for (size_t i = 0; auxv && i + 16 <= len; i += 16) {
+        uint64_t k, v;
+        memcpy(&k, auxv + i, 8);
+        memcpy(&v, auxv + i + 8, 8);
+        if (k == AT_SECURE)
+            at_secure = v != 0;
+    }
+    free(auxv);
+    c->secure = c->dumpable != 1 || at_secure || uids[0] != uids[1] || gids[0] != gids[1];
+    cap_step(c, "identify", "ok", t, "%s", c->secure ? "secure process: root-only bundle" : "");
+    free(stat);
+    free(status);
+    return 0;
+}
+
+static void add_proc_member(struct cap *c, const char *file, const char *member, size_t cap)
+{
+    double t = now_mono();
+    size_t len;
+    int tr;
+    char *s = read_file_at(c->procfd, file, cap, &len, &tr);
+    if (!s) {
+        cap_step(c, member, errno == ENOENT ? "absent" : "failed", t, "%s", strerror(errno));
+        return;
+    }
+    if (bw_add(&c->bw, member, s, len))
+        cap_step(c, member, "failed", t, "write: %s", strerror(c->bw.err));
+    else
+        cap_step(c, member, "ok", t, "%s", tr ? "truncated at the cap" : "");
+    free(s);
+}
+
+static cJSON *json_lines_of(int dirfd, const char *dir, size_t cap_entries, int fds)
+{
+    cJSON *arr = cJSON_CreateArray();
+    int dfd = openat(dirfd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+    if (!d) {
+        if (dfd >= 0)
+            close(dfd);
+        return arr;
+    }
+    struct dirent *e;
+    size_t n = 0;
+    while ((e = readdir(d)) && n < cap_entries) {
+        if (e->d_name[0] == '.')
+            continue;
+        cJSON *o = cJSON_CreateObject();
+        if (fds) {
+            char target[1024];
+            ssize_t l = readlinkat(dfd, e->d_name, target, sizeof(target) - 1);
+            target[l > 0 ? l : 0] = 0;
+            cJSON_AddNumberToObject(o, "fd", atoi(e->d_name));
+            cJSON_AddStringToObject(o, "target", target);
+        } else {
+            char p[300];
+            size_t len;
+            int tr;
+            snprintf(p, sizeof(p), "%s/comm", e->d_name);
+            char *comm = read_file_at(dfd, p, 256, &len, &tr);
+            if (comm && len && comm[len - 1] == '\n')
+                comm[len - 1] = 0;
+            snprintf(p, sizeof(p), "%s/stat", e->d_name);
+            char *st = read_file_at(dfd, p, 4096, &len, &tr);
+            char state[4] = "?";
+            const char *rp = st ? strrchr(st, ')') : NULL;
+            if (rp && rp[1] == ' ')
+                state[0] = rp[2];
+            snprintf(p, sizeof(p), "%s/wchan", e->d_name);
+            char *wchan = read_file_at(dfd, p, 256, &len, &tr);
+            cJSON_AddNumberToObject(o, "tid", atoi(e->d_name));
+            cJSON_AddStringToObject(o, "name", comm ? comm : "");
+            cJSON_AddStringToObject(o, "state", state);
+            cJSON_AddStringToObject(o, "wchan", wchan ? wchan : "");
+            free(comm);
+            free(st);
+            free(wchan);
+        }
+        cJSON_AddItemToArray(arr, o);
+        n++;
+    }
+    closedir(d);
+    return arr;
+}
+
+static void add_json_member(struct cap *c, const char *member, cJSON *j, double t)
+{
+    char *s = cJSON_PrintUnformatted(j);
+    if (!s || bw_add(&c->bw, member, s, strlen(s)))
+        cap_step(c, member, "failed", t, "%s", s ? strerror(c->bw.err) : "out of memory");
+    else
+        cap_step(c, member, "ok", t, "%s", "");
+    free(s);
+}
+
+static cJSON *environ_json(struct cap *c)
+{
+    size_t len;
+    int tr;
+    char *env = read_file_at(c->procfd, "environ", 1 << 20, &len, &tr);
+    if (!env)
+        return NULL;
+    cJSON *o = cJSON_CreateObject();
+    cJSON *vals = cJSON_AddObjectToObject(o, "values");
+    cJSON *names = cJSON_AddArrayToObject(o, "names_only");
+    for (size_t i = 0; i < len;) {
+        char *kv = env + i;
+        size_t l = strnlen(kv, len - i);
+        i += l + 1;
+        char *eq = strchr(kv, '=');
+        if (!eq)
+            continue;
+        *eq = 0;
+        const char *v = env_value_policy(&c->cfg, kv, eq + 1);
+        if (v && !cJSON_GetObjectItemCaseSensitive(vals, kv))
+            cJSON_AddStringToObject(vals, kv, v);
+        else if (!v)
+            cJSON_AddItemToArray(names, cJSON_CreateString(kv));
+    }
+    cJSON_AddBoolToObject(o, "truncated", tr);
+    free(env);
+    return o;
+}
+
+static void add_ns(cJSON *o, int procfd)
+{
+    static const char *const ns[] = {"pid", "mnt", "net", "user", "uts", "ipc", "cgroup", NULL};
+    for (int i = 0; ns[i]; i++) {
+        char p[32], target[64];
+        snprintf(p, sizeof(p), "ns/%s", ns[i]);
+        ssize_t l = readlinkat(procfd, p, target, sizeof(target) - 1);
+        if (l > 0) {
+            target[l] = 0;
+            cJSON_AddStringToObject(o, ns[i], target);
+        }
+    }
+}
+
+/* A 64-hex-digit component of the cgroup path is how docker/containerd/cri-o name containers. */
+static void container_id(const char *cg, char *out, size_t n)
+{
+    out[0] = 0;
+    for (const char *p = cg; *p; p++) {
+        size_t h = strspn(p, "0123456789abcdef");
+        if (h == 64 && (p == cg || !strchr("0123456789abcdef", p[-1]))) {
+            snprintf(out, n, "%.64s", p);
+            return;
+        }
+        if (h)
+            p += h - 1;
+    }
+}
+
+static cJSON *manifest(struct cap *c)
+{
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "format", "crashpack-manifest/1");
+    cJSON_AddStringToObject(m, "crashpack_version", CP_VERSION);
+    struct utsname u;
+    cJSON *host = cJSON_AddObjectToObject(m, "host");
+    cJSON_AddStringToObject(host, "hostname", c->hostname);
+    if (uname(&u) == 0) {
+        cJSON_AddStringToObject(host, "kernel", u.release);
+        cJSON_AddStringToObject(host, "kernel_version", u.version);
+        cJSON_AddStringToObject(host, "machine", u.machine);
+        if (!c->hostname[0])
+            cJSON_ReplaceItemInObject(host, "hostname", cJSON_CreateString(u.nodename));
+    }
+    size_t len;
+    int tr;
+    char *boot = read_file_at(AT_FDCWD, "/proc/sys/kernel/random/boot_id", 64, &len, &tr);
+    if (boot) {
+        boot[strcspn(boot, "\n")] = 0;
+        cJSON_AddStringToObject(host, "boot_id", boot);
+        free(boot);
+    }
+    cJSON_AddNumberToObject(m, "time", (double)c->crash_time);
+    char iso[40];
+    time_t tt = (time_t)c->crash_time;
+    struct tm tm;
+    strftime(iso, sizeof(iso), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&tt, &tm));
+    cJSON_AddStringToObject(m, "time_utc", iso);
+    cJSON_AddNumberToObject(m, "pid", c->pid);
+    cJSON_AddNumberToObject(m, "tid", c->tid);
+    cJSON_AddNumberToObject(m, "ns_tid", c->ns_tid);
+    cJSON *sig = cJSON_AddObjectToObject(m, "signal");
+    cJSON_AddNumberToObject(sig, "number", c->sig);
+    const char *abbr = sigabbrev_np(c->sig);
+    char sname[32];
+    snprintf(sname, sizeof(sname), "SIG%s", abbr ? abbr : "UNKNOWN");
+    cJSON_AddStringToObject(sig, "name", sname);
+    cJSON_AddNumberToObject(m, "uid", c->uid);
+    cJSON_AddNumberToObject(m, "gid", c->gid);
+    cJSON_AddNumberToObject(m, "dumpable", c->dumpable);
+    cJSON_AddNumberToObject(m, "rlimit_core", (double)c->rlimit_core);
+    cJSON_AddBoolToObject(m, "secure", c->secure);
+    if (c->procfd >= 0) {
+        cJSON_AddNumberToObject(m, "euid", c->euid);
+        cJSON_AddNumberToObject(m, "egid", c->egid);
+        cJSON_AddStringToObject(m, "exe", c->exe);
+        cJSON_AddStringToObject(m, "comm", c->comm);
+        char *cl = read_file_at(c->procfd, "cmdline", 1 << 16, &len, &tr);
+        cJSON *args = cJSON_AddArrayToObject(m, "cmdline");
+        if (cl) {
+            char *av[1024];
+            int ac = 0;
+            for (size_t i = 0; i < len && ac < 1024;) {
+                av[ac++] = cl + i;
+                i += strnlen(cl + i, len - i) + 1;
+            }
+            mask_cmdline(&c->cfg, av, ac);
+            for (int i = 0; i < ac; i++)
+                cJSON_AddItemToArray(args, cJSON_CreateString(av[i]));
+            free(cl);
+        }
+        char cwd[1024];
+        ssize_t l = readlinkat(c->procfd, "cwd", cwd, sizeof(cwd) - 1);
+        if (l > 0) {
+            cwd[l] = 0;
+            cJSON_AddStringToObject(m, "cwd", cwd);
+        }
+        char *cg = read_file_at(c->procfd, "cgroup", 1 << 16, &len, &tr);
+        if (cg) {
+            char *v2 = strstr(cg, "0::");
+            char *path = v2 ? v2 + 3 : strrchr(cg, ':') ? strrchr(cg, ':') + 1 : cg;
+            path[strcspn(path, "\n")] = 0;
+            cJSON_AddStringToObject(m, "cgroup", path);
+            char id[65];
+            container_id(path, id, sizeof(id));
+            if (id[0])
+                cJSON_AddStringToObject(m, "container_id", id);
+            free(cg);
+        }
+        char *status = read_file_at(c->procfd, "status", 1 << 16, &len, &tr);
+        char *p = status ? strstr(status, "\nNSpid:") : NULL;
+        if (p) {
+            cJSON *nsp = cJSON_AddArrayToObject(m, "ns_pids");
+            for (char *q = p + 7; *q && *q != '\n';) {
+                char *e;
+                long v = strtol(q, &e, 10);
+                if (e == q)
+                    break;
+                cJSON_AddItemToArray(nsp, cJSON_CreateNumber((double)v));
+                q = e;
+            }
+        }
+        free(status);
+        add_ns(cJSON_AddObjectToObject(m, "namespaces"), c->procfd);
+    }
+    cJSON *cap = cJSON_AddObjectToObject(m, "capture");
+    cJSON_AddStringToObject(cap, "mode", cp_mode_name(c->mode));
+    if (c->mode_reason[0])
+        cJSON_AddStringToObject(cap, "mode_reason", c->mode_reason);
+    cJSON_AddBoolToObject(cap, "pidfd", c->pidfd >= 0);
+    cJSON_AddStringToObject(cap, "config", c->config_path ? c->config_path : "");
+    cJSON *ms = cJSON_AddArrayToObject(m, "members");
+    struct {
+        const char *name, *what;
+        int when; /* 0 always, 1 with /proc, 2 with a core, 3 not secure */
+    } plan[] = {
+        {"manifest.json", "this file: who crashed, when, and how it was captured", 0},
+        {"proc/status", "/proc/<pid>/status", 1},
+        {"proc/stat", "/proc/<pid>/stat", 1},
+        {"proc/limits", "/proc/<pid>/limits", 1},
+        {"proc/cgroup", "/proc/<pid>/cgroup", 1},
+        {"proc/maps", "/proc/<pid>/maps (capped)", 1},
+        {"proc/mountinfo", "/proc/<pid>/mountinfo (capped)", 1},
+        {"proc/auxv", "/proc/<pid>/auxv (binary)", 1},
+        {"proc/fds.json", "open file descriptors and their targets", 1},
+        {"proc/threads.json", "threads: tid, name, state, wchan", 1},
+        {"proc/environ.json", "allow-listed environment values; names only for the rest", 3},
+        {"core", "ELF core file (full or slim), opens in gdb as it is", 2},
+        {"capture.json", "what succeeded or failed and why, sizes, core hash, timings", 0},
+    };
+    for (size_t i = 0; i < sizeof(plan) / sizeof(plan[0]); i++) {
+        int w = plan[i].when;
+        if ((w == 1 && c->procfd < 0) || (w == 2 && c->mode == CP_MODE_META) ||
+            (w == 3 && (c->procfd < 0 || c->secure)))
+            continue;
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "name", plan[i].name);
+        cJSON_AddStringToObject(o, "what", plan[i].what);
+        cJSON_AddItemToArray(ms, o);
+    }
+    return m;
+}
+
+int proc_collect(struct cap *c)
+{
+    double t = now_mono();
+    cJSON *m = manifest(c);
+    add_json_member(c, "manifest.json", m, t);
+    cJSON_Delete(m);
+    if (c->procfd < 0)
+        return 0;
+    add_proc_member(c, "status", "proc/status", 1 << 16);
+    add_proc_member(c, "stat", "proc/stat", 1 << 16);
+    add_proc_member(c, "limits", "proc/limits", 1 << 16);
+    add_proc_member(c, "cgroup", "proc/cgroup", 1 << 16);
+    add_proc_member(c, "maps", "proc/maps", c->cfg.proc_file_max);
+    add_proc_member(c, "mountinfo", "proc/mountinfo", 4u << 20);
+    add_proc_member(c, "auxv", "proc/auxv", 1 << 16);
+    t = now_mono();
+    cJSON *fds = json_lines_of(c->procfd, "fd", 65536, 1);
+    add_json_member(c, "proc/fds.json", fds, t);
+    cJSON_Delete(fds);
+    t = now_mono();
+    cJSON *th = json_lines_of(c->procfd, "task", 65536, 0);
+    add_json_member(c, "proc/threads.json", th, t);
+    cJSON_Delete(th);
+    t = now_mono();
+    if (c->secure) {
+        cap_step(c, "proc/environ.json", "skipped", t, "secure process: no environment");
+    } else {
+        cJSON *env = environ_json(c);
+        if (env)
+            add_json_member(c, "proc/environ.json", env, t);
+        else
+            cap_step(c, "proc/environ.json", "failed", t, "%s", strerror(errno));
+        cJSON_Delete(env);
+    }
+    return 0;
+}

@@ -1,0 +1,140 @@
+/* util.c - I/O helpers shared by the handler's steps (see util.h). */
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+int write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        if (n == 0) {
+            errno = ENOSPC;
+            return -1;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int pwrite_all(int fd, const void *buf, size_t len, off_t off)
+{
+    const char *p = buf;
+    while (len) {
+        ssize_t n = pwrite(fd, p, len, off);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        if (n == 0) {
+            errno = ENOSPC;
+            return -1;
+        }
+        p += n;
+        off += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+char *read_file_at(int dirfd, const char *name, size_t max, size_t *len, int *truncated)
+{
+    int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0)
+        return NULL;
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap + 1);
+    if (!buf) {
+        close(fd);
+        return NULL;
+    }
+    *truncated = 0;
+    for (;;) {
+        if (n == cap) {
+            if (cap >= max) {
+                char c;
+                if (read(fd, &c, 1) > 0)
+                    *truncated = 1;
+                break;
+            }
+            size_t ncap = cap * 2 > max ? max : cap * 2;
+            char *nb = realloc(buf, ncap + 1);
+            if (!nb)
+                break;
+            buf = nb;
+            cap = ncap;
+        }
+        ssize_t r = read(fd, buf + n, cap - n);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            if (n == 0) {
+                int e = errno;
+                free(buf);
+                close(fd);
+                errno = e;
+                return NULL;
+            }
+            break;
+        }
+        if (r == 0)
+            break;
+        n += (size_t)r;
+    }
+    close(fd);
+    buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
+double now_mono(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+void name_escape(char *dst, size_t n, const char *src)
+{
+    size_t i = 0;
+    for (; src && *src && i + 1 < n; src++) {
+        char c = *src;
+        int keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                   c == '.' || c == '_' || c == '+' || c == '-';
+        dst[i++] = keep ? c : '_';
+    }
+    if (i && dst[0] == '.')
+        dst[0] = '_';
+    dst[i] = 0;
+}
+
+void kmsg_log(int fd, const char *fmt, ...)
+{
+    if (fd < 0)
+        return;
+    char line[512];
+    int k = snprintf(line, sizeof(line), "<%d>crashpack: ", 3 * 8 + 5); /* daemon.notice */
+    va_list ap;
+    va_start(ap, fmt);
+    int m = vsnprintf(line + k, sizeof(line) - (size_t)k, fmt, ap);
+    va_end(ap);
+    size_t len = (size_t)k + (m > 0 ? (size_t)m : 0);
+    if (len >= sizeof(line))
+        len = sizeof(line) - 1;
+    ssize_t r = write(fd, line, len);
+    (void)r;
+}

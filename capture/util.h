@@ -1,0 +1,19 @@
+/* util.h - small helpers for the capture handler: I/O that copes with short writes and EINTR,
+ * capped reads of /proc files without following symlinks, monotonic time, and the kmsg log line. */
+#ifndef CRASHPACK_UTIL_H
+#define CRASHPACK_UTIL_H
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+int write_all(int fd, const void *buf, size_t len);
+int pwrite_all(int fd, const void *buf, size_t len, off_t off);
+/* Reads up to `max` bytes of dirfd/name (O_NOFOLLOW). Returns a malloc'd buffer (NUL-terminated,
+ * caller frees) and sets *len and *truncated; NULL with errno on failure. */
+char *read_file_at(int dirfd, const char *name, size_t max, size_t *len, int *truncated);
+double now_mono(void);
+/* Escapes a string for use in a file name: keeps [A-Za-z0-9._+-], maps the rest to '_'. */
+void name_escape(char *dst, size_t n, const char *src);
+/* Appends a printf line to /dev/kmsg via the already-open fd (no-op when fd < 0). */
+void kmsg_log(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#endif

@@ -1,0 +1,99 @@
+# tests/lib.sh - shared helpers for crashpack's end-to-end tests (sourced, bash).
+#
+# Every test that touches core_pattern calls cp_setup first: it takes the machine-wide lock, records
+# core_pattern, core_pipe_limit and printk_devkmsg, and installs an EXIT trap that restores them
+# byte-exactly even when the test fails. Bundles go to a private directory $T/bundles.
+set -u
+CP_SRC=${CP_SRC:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
+CP_BUILD=${CP_BUILD:-$CP_SRC/build}
+CP_BIN=${CP_BIN:-$CP_BUILD/bin}
+CP_FAILS=0
+
+fail() { echo "FAIL: $*" >&2; CP_FAILS=$((CP_FAILS + 1)); }
+ok() { echo "ok: $*"; }
+die() { echo "FATAL: $*" >&2; exit 1; }
+# check DESCRIPTION COMMAND...: runs the command, records ok/FAIL.
+check() { local d=$1; shift; if "$@"; then ok "$d"; else fail "$d"; fi; }
+finish() { if [ "$CP_FAILS" -ne 0 ]; then echo "$CP_FAILS check(s) failed" >&2; exit 1; fi; echo "all checks passed"; exit 0; }
+
+cp_need_root() { [ "$(id -u)" = 0 ] || { echo "SKIP: needs root"; exit 77; }; }
+
+cp_restore() {
+    local rc=$?
+    if [ -n "${CP_SAVED_PATTERN_FILE:-}" ] && [ -f "$CP_SAVED_PATTERN_FILE" ]; then
+        cat "$CP_SAVED_PATTERN_FILE" > /proc/sys/kernel/core_pattern 2>/dev/null || true
+        echo "$CP_SAVED_PIPE_LIMIT" > /proc/sys/kernel/core_pipe_limit 2>/dev/null || true
+        [ -n "${CP_SAVED_DEVKMSG:-}" ] && echo "$CP_SAVED_DEVKMSG" > /proc/sys/kernel/printk_devkmsg 2>/dev/null
+        if [ "${CP_SYSCTL_EXISTED:-1}" = 0 ]; then rm -f /etc/sysctl.d/99-crashpack.conf; fi
+        # crashpack install's state: put back what was there, remove what the test created
+        if [ -f "$T/.saved_install_state" ]; then cp -p "$T/.saved_install_state" /var/lib/crashpack/install-state
+        elif [ "${CP_STATE_EXISTED:-1}" = 0 ]; then rm -f /var/lib/crashpack/install-state; fi
+        if [ "${CP_STATEDIR_EXISTED:-1}" = 0 ]; then rmdir /var/lib/crashpack 2>/dev/null || true; fi
+        # cmp alone trusts st_size, which is 0 for /proc files: feed it through a pipe
+        if ! cat /proc/sys/kernel/core_pattern | cmp -s "$CP_SAVED_PATTERN_FILE" -; then
+            echo "WARNING: could not restore core_pattern" >&2
+        fi
+    fi
+    if [ -n "${T:-}" ] && [ -d "$T" ] && [ -z "${CP_KEEP:-}" ]; then
+        umount "$T"/* 2>/dev/null || true
+        rm -rf "$T"
+    fi
+    exec 9>&- 2>/dev/null || true
+    exit $rc
+}
+
+# cp_setup: lock, record, trap, temp dir $T with $T/conf pointing bundle_dir at $T/bundles.
+cp_setup() {
+    cp_need_root
+    exec 9>/run/crashpack-test.lock
+    flock 9
+    T=$(mktemp -d /tmp/cpt.XXXXXX)
+    chmod 755 "$T"
+    CP_SAVED_PATTERN_FILE=$T/.saved_pattern
+    cat /proc/sys/kernel/core_pattern > "$CP_SAVED_PATTERN_FILE"
+    CP_SAVED_PIPE_LIMIT=$(cat /proc/sys/kernel/core_pipe_limit)
+    CP_SAVED_DEVKMSG=$(cat /proc/sys/kernel/printk_devkmsg 2>/dev/null || true)
+    if [ -e /etc/sysctl.d/99-crashpack.conf ]; then CP_SYSCTL_EXISTED=1; else CP_SYSCTL_EXISTED=0; fi
+    if [ -e /var/lib/crashpack/install-state ]; then CP_STATE_EXISTED=1; cp -p /var/lib/crashpack/install-state "$T/.saved_install_state"; else CP_STATE_EXISTED=0; fi
+    if [ -d /var/lib/crashpack ]; then CP_STATEDIR_EXISTED=1; else CP_STATEDIR_EXISTED=0; fi
+    trap cp_restore EXIT
+    trap 'exit 130' INT TERM
+    mkdir -p "$T/bundles"
+    cat > "$T/conf" <<CONF
+bundle_dir = $T/bundles
+max_use = 100%
+keep_free = 0
+burst_full = 100
+repeat_full = 100
+CONF
+    ulimit -c unlimited
+}
+
+# cp_install [install options...]: installs the handler with $T/conf for this test.
+cp_install() {
+    "$CP_BIN/crashpack" install --force --no-sysctl-d -c "$T/conf" "$@" >/dev/null ||
+        die "crashpack install failed"
+}
+
+# cp_bundle_for PID [TIMEOUT_S]: prints the published bundle path of PID, waiting for it.
+cp_bundle_for() {
+    local pid=$1 t=${2:-60} i f
+    for ((i = 0; i < t * 10; i++)); do
+        for f in "$T"/bundles/crash-*-"$pid"-*.zst; do
+            [ -f "$f" ] && { echo "$f"; return 0; }
+        done
+        sleep 0.1
+    done
+    return 1
+}
+
+# cp_crash CMD...: runs CMD (which must crash) in the background, prints its pid, waits for it.
+cp_crash() {
+    "$@" >/dev/null 2>&1 &
+    local pid=$!
+    wait $pid 2>/dev/null
+    echo $pid
+}
+
+# cp_member BUNDLE NAME: prints a member's content.
+cp_member() { zstd -dc -q "$1" | tar -xOf - "$2"; }
