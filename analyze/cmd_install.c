@@ -1,0 +1,719 @@
+/* cmd_install.c - `crashpack install`, `crashpack uninstall`, `crashpack status`.
+ *
+ * Each command reads what is there now (core_pattern, core_pipe_limit, the sysctl.d drop-in, the
+ * install state), decides on a list of changes, prints them, and applies them unless --dry-run.
+ * The install state is written before core_pattern changes and removed only after everything is
+ * restored, so an interrupted run always leaves enough behind to undo it.
+ */
+#include "commands.h"
+#include "config.h"
+#include "install.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define STATE_PATH CP_STATE_DIR "/" CP_STATE_NAME
+
+static const char *verb = "crashpack";
+
+static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", verb);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return 1;
+}
+
+/* getopt with our own messages: usage goes to stderr and the command exits 2. */
+static int bad_option(int c, int argc, char **argv, void (*usage)(FILE *))
+{
+    const char *opt = optind - 1 < argc ? argv[optind - 1] : "?";
+    int is_short = opt[0] == '-' && opt[1] != '-';
+    if (c == ':' && is_short)
+        fprintf(stderr, "%s: option `-%c` needs a value\n\n", verb, optopt);
+    else if (c == ':')
+        fprintf(stderr, "%s: option `%s` needs a value\n\n", verb, opt);
+    else if (is_short && optopt > 0 && optopt < 256)
+        fprintf(stderr, "%s: unknown option `-%c`\n\n", verb, optopt);
+    else
+        fprintf(stderr, "%s: unknown option `%s`\n\n", verb, opt);
+    usage(stderr);
+    return 2;
+}
+
+static int extra_args(int argc, char **argv, void (*usage)(FILE *))
+{
+    if (optind >= argc)
+        return 0;
+    fprintf(stderr, "%s: unexpected argument `%s`\n\n", verb, argv[optind]);
+    usage(stderr);
+    return 2;
+}
+
+static void show_dropin(const char *content)
+{
+    for (const char *l = content; *l;) {
+        const char *nl = strchr(l, '\n');
+        int n = nl ? (int)(nl - l) : (int)strlen(l);
+        printf("    | %.*s\n", n, l);
+        l += n + (nl != NULL);
+    }
+}
+
+static int need_root(void)
+{
+    if (geteuid() == 0)
+        return 0;
+    return fail("must run as root (it writes /proc/sys/kernel/core_pattern); --dry-run shows the "
+                "changes without root");
+}
+
+/* ---- install ---- */
+
+static void install_usage(FILE *out)
+{
+    fprintf(
+        out,
+        "usage: crashpack install [options]\n"
+        "\n"
+        "Sets /proc/sys/kernel/core_pattern to pipe cores into crashpack-capture, raises\n"
+        "core_pipe_limit, writes " CP_DROPIN_PATH " so it survives a reboot, and\n"
+        "remembers the previous values in " STATE_PATH " for `crashpack uninstall`.\n"
+        "Running it again is safe: the remembered values are those from before the first install.\n"
+        "\n"
+        "options:\n"
+        "  -c, --config FILE   configuration the handler reads (validated first; default\n"
+        "                      " CP_DEFAULT_CONFIG ")\n"
+        "      --pipe-limit N  raise core_pipe_limit to at least N (default %u)\n"
+        "      --no-pidfd      leave %%F (pidfd, kernel 6.16+) out of the pattern\n"
+        "      --pidfd         put %%F in even when the kernel looks older than 6.16\n"
+        "      --no-sysctl-d   do not write " CP_DROPIN_PATH "\n"
+        "      --force         replace another core_pattern handler\n"
+        "      --dry-run       print every change and make none\n"
+        "  -h, --help          this text\n",
+        CP_PIPE_LIMIT_DEFAULT);
+}
+
+/* An absolute path as named stays as is (the admin may point at a symlink on purpose); a relative
+ * one is resolved, which also keeps `..` out of the 127-character pattern. */
+static int absolute_path(const char *p, char *out, size_t len)
+{
+    if (p[0] == '/')
+        return snprintf(out, len, "%s", p) < (int)len ? 0 : -1;
+    char buf[PATH_MAX];
+    if (!realpath(p, buf))
+        return -1;
+    return snprintf(out, len, "%s", buf) < (int)len ? 0 : -1;
+}
+
+struct install_opts {
+    const char *config;
+    unsigned pipe_limit;
+    int pidfd; /* -1: by kernel version */
+    int sysctl_d, force, dry_run;
+};
+
+static int install_parse(int argc, char **argv, struct install_opts *o)
+{
+    enum { O_PIPE = 256, O_NOPIDFD, O_PIDFD, O_NOSYSCTL, O_FORCE, O_DRY };
+    static const struct option longs[] = {{"config", required_argument, 0, 'c'},
+                                          {"pipe-limit", required_argument, 0, O_PIPE},
+                                          {"no-pidfd", no_argument, 0, O_NOPIDFD},
+                                          {"pidfd", no_argument, 0, O_PIDFD},
+                                          {"no-sysctl-d", no_argument, 0, O_NOSYSCTL},
+                                          {"force", no_argument, 0, O_FORCE},
+                                          {"dry-run", no_argument, 0, O_DRY},
+                                          {"help", no_argument, 0, 'h'},
+                                          {0, 0, 0, 0}};
+    *o = (struct install_opts){.pipe_limit = CP_PIPE_LIMIT_DEFAULT, .pidfd = -1, .sysctl_d = 1};
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "+:c:h", longs, NULL)) != -1) {
+        switch (c) {
+        case 'c':
+            o->config = optarg;
+            break;
+        case O_PIPE: {
+            char *end;
+            errno = 0;
+            unsigned long v = strtoul(optarg, &end, 10);
+            if (errno || end == optarg || *end || optarg[0] == '-' || v > INT_MAX) {
+                fprintf(stderr, "%s: --pipe-limit wants a number, not `%s`\n", verb, optarg);
+                return 2;
+            }
+            o->pipe_limit = (unsigned)v;
+            break;
+        }
+        case O_NOPIDFD:
+            o->pidfd = 0;
+            break;
+        case O_PIDFD:
+            o->pidfd = 1;
+            break;
+        case O_NOSYSCTL:
+            o->sysctl_d = 0;
+            break;
+        case O_FORCE:
+            o->force = 1;
+            break;
+        case O_DRY:
+            o->dry_run = 1;
+            break;
+        case 'h':
+            install_usage(stdout);
+            return -1;
+        default:
+            return bad_option(c, argc, argv, install_usage);
+        }
+    }
+    return extra_args(argc, argv, install_usage);
+}
+
+int cmd_install(int argc, char **argv)
+{
+    struct install_opts o;
+    char err[1024];
+    verb = "crashpack install";
+    int rc = install_parse(argc, argv, &o);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+
+    const char *bindir = cp_bindir();
+    char handler[PATH_MAX], config[PATH_MAX];
+    struct stat hst;
+    if (!bindir ||
+        snprintf(handler, sizeof(handler), "%s/" CP_HANDLER_NAME, bindir) >= (int)sizeof(handler))
+        return fail("cannot locate the crashpack executable's directory");
+    if (stat(handler, &hst) || !S_ISREG(hst.st_mode) || access(handler, X_OK))
+        return fail("handler %s is missing or not executable: every core would be lost", handler);
+
+    struct cp_config cfg;
+    cp_config_defaults(&cfg);
+    if (o.config) {
+        if (absolute_path(o.config, config, sizeof(config)))
+            return fail("config %s: %s", o.config, strerror(errno));
+        if (cp_config_load(&cfg, config, 1, err, sizeof(err)))
+            return fail("invalid configuration: %s", err);
+    } else if (cp_config_load(&cfg, CP_DEFAULT_CONFIG, 0, err, sizeof(err))) {
+        return fail("invalid configuration: %s", err);
+    }
+
+    char release[128];
+    int kpidfd = cp_kernel_has_pidfd(release, sizeof(release));
+    int pidfd = o.pidfd >= 0 ? o.pidfd : kpidfd != 0;
+    char pattern[CP_PATTERN_BUF];
+    if (cp_pattern_build(pattern, sizeof(pattern), handler, o.config ? config : NULL, pidfd, err,
+                         sizeof(err)))
+        return fail("%s", err);
+
+    char cur[CP_PATTERN_BUF];
+    unsigned cur_limit;
+    if (cp_sysctl_read(CP_SYSCTL_CORE_PATTERN, cur, sizeof(cur), err, sizeof(err)) ||
+        cp_sysctl_read_uint(CP_SYSCTL_PIPE_LIMIT, &cur_limit, err, sizeof(err)))
+        return fail("%s", err);
+
+    struct cp_install_state old, st = {0};
+    int lrc = cp_state_load(CP_STATE_DIR, &old, err, sizeof(err));
+    if (lrc < 0 && !o.force)
+        return fail("%s\n(--force installs anyway and replaces it)", err);
+    int have = lrc == 0;
+    char *dcur = NULL, *dnew = NULL;
+    int dexists = cp_file_read_small(CP_DROPIN_PATH, CP_DROPIN_MAX, &dcur, err, sizeof(err));
+    if (dexists < 0) {
+        rc = fail("%s", err);
+        goto out;
+    }
+    dexists = dexists == 0;
+
+    int cur_ours = cp_pattern_is_crashpack(cur);
+    if (!cur_ours && cp_pattern_is_handler(cur) && !o.force) {
+        rc = fail("core_pattern already hands cores to another program: `%s`\n"
+                  "refusing to replace it; --force replaces it (and uninstall restores it)",
+                  cur);
+        goto out;
+    }
+    if (cur_ours && !have && !o.force) {
+        rc = fail("core_pattern already holds a crashpack handler (`%s`) but there is no %s,\n"
+                  "so the value to restore is unknown; --force installs anyway and uninstall will "
+                  "then restore the kernel default `core`",
+                  cur, STATE_PATH);
+        goto out;
+    }
+
+    int update = have && cur_ours;
+    if (update) {
+        st = old;
+        st.dropin_prev = old.dropin_prev ? strdup(old.dropin_prev) : NULL;
+    } else {
+        /* our own pattern is never worth restoring */
+        snprintf(st.prev_pattern, sizeof(st.prev_pattern), "%s", cur_ours ? "core" : cur);
+        st.prev_pipe_limit = have && cur_limit == old.pipe_limit ? old.prev_pipe_limit : cur_limit;
+        st.installed_at = (long long)time(NULL);
+        if (have && old.dropin_written && dexists && cp_dropin_is_ours(dcur)) {
+            st.dropin_written = 1;
+            st.dropin_existed = old.dropin_existed;
+            st.dropin_prev = old.dropin_prev ? strdup(old.dropin_prev) : NULL;
+        }
+    }
+    snprintf(st.pattern, sizeof(st.pattern), "%s", pattern);
+    st.pipe_limit = st.prev_pipe_limit > o.pipe_limit ? st.prev_pipe_limit : o.pipe_limit;
+
+    dnew = cp_dropin_render(pattern, st.pipe_limit);
+    if (!dnew) {
+        rc = fail("out of memory");
+        goto out;
+    }
+    int dchange = 0;
+    if (o.sysctl_d) {
+        if (dexists && !cp_dropin_is_ours(dcur)) {
+            /* someone else's file under our name: keep it to put back on uninstall */
+            free(st.dropin_prev);
+            st.dropin_existed = 1;
+            st.dropin_prev = strdup(dcur);
+        }
+        st.dropin_written = 1;
+        dchange = !dexists || strcmp(dcur, dnew);
+    }
+
+    int pchange = strcmp(cur, pattern) != 0;
+    int lchange = cur_limit != st.pipe_limit;
+    int schange = !have || !cp_state_equal(&st, &old);
+    if (st.dropin_existed && !st.dropin_prev) {
+        rc = fail("out of memory");
+        goto out;
+    }
+
+    if (!pchange && !lchange && !dchange && !schange) {
+        printf("crashpack is already installed: core_pattern `%s`, core_pipe_limit %u; nothing to "
+               "change\n",
+               cur, cur_limit);
+        rc = 0;
+        goto out;
+    }
+    if (!o.dry_run && need_root()) {
+        rc = 1;
+        goto out;
+    }
+
+    const char *w = o.dry_run ? "would " : "";
+    if (o.dry_run)
+        printf("dry run: nothing is changed\n");
+    if (o.pidfd < 0 && kpidfd == 0)
+        printf("note: kernel %s predates 6.16 and has no %%F; installing without it (--pidfd puts "
+               "it in)\n",
+               release);
+    if (cur_ours && !have)
+        printf("note: replacing a crashpack pattern with no install state; uninstall will "
+               "restore `core`\n");
+    else if (have && !cur_ours)
+        printf("note: replacing stale install state (core_pattern had been changed to `%s`)\n",
+               cur);
+    if (pchange)
+        printf("%sset core_pattern: `%s` -> `%s`\n", w, cur, pattern);
+    else
+        printf("core_pattern unchanged: `%s`\n", cur);
+    if (lchange)
+        printf("%sset core_pipe_limit: %u -> %u\n", w, cur_limit, st.pipe_limit);
+    else
+        printf("core_pipe_limit unchanged: %u\n", cur_limit);
+    if (dchange) {
+        printf("%s%s %s:\n", w, dexists ? "replace" : "create", CP_DROPIN_PATH);
+        if (dexists && !cp_dropin_is_ours(dcur))
+            printf("  (its current content is kept in the install state for uninstall)\n");
+        show_dropin(dnew);
+    } else if (o.sysctl_d) {
+        printf("%s unchanged\n", CP_DROPIN_PATH);
+    } else if (st.dropin_written && dexists && strcmp(dcur, dnew)) {
+        printf("note: --no-sysctl-d leaves %s with the earlier pattern\n", CP_DROPIN_PATH);
+    }
+    if (schange)
+        printf("%s%s %s: previous core_pattern `%s`, previous core_pipe_limit %u\n", w,
+               have ? "update" : "write", STATE_PATH, st.prev_pattern, st.prev_pipe_limit);
+    if (o.dry_run) {
+        rc = 0;
+        goto out;
+    }
+
+    /* state first: if we die half-way, uninstall still knows what to restore */
+    char e2[512];
+    if (schange && cp_state_save(CP_STATE_DIR, &st, err, sizeof(err))) {
+        rc = fail("%s", err);
+        goto out;
+    }
+    int step = 0;
+    if (pchange && cp_core_pattern_set(CP_SYSCTL_CORE_PATTERN, pattern, cur, err, sizeof(err)))
+        step = 1;
+    else if (lchange && cp_sysctl_write_uint(CP_SYSCTL_PIPE_LIMIT, st.pipe_limit, err, sizeof(err)))
+        step = 2;
+    else if (dchange &&
+             cp_file_write_atomic(CP_DROPIN_PATH, dnew, strlen(dnew), 0644, err, sizeof(err)))
+        step = 3;
+    if (step) {
+        /* undo what was done, newest first */
+        if (step > 2 && lchange)
+            cp_sysctl_write_uint(CP_SYSCTL_PIPE_LIMIT, cur_limit, e2, sizeof(e2));
+        if (step > 1 && pchange)
+            cp_sysctl_write(CP_SYSCTL_CORE_PATTERN, cur, e2, sizeof(e2));
+        if (schange && (have ? cp_state_save(CP_STATE_DIR, &old, e2, sizeof(e2))
+                             : cp_state_remove(CP_STATE_DIR, e2, sizeof(e2))))
+            fprintf(stderr, "%s: also: %s\n", verb, e2);
+        rc = fail("%s\nnothing was changed", err);
+        goto out;
+    }
+    printf("crashpack installed: cores now go to %s\n", handler);
+    rc = 0;
+out:
+    free(dcur);
+    free(dnew);
+    cp_install_state_free(&st);
+    if (have)
+        cp_install_state_free(&old);
+    return rc;
+}
+
+/* ---- uninstall ---- */
+
+static void uninstall_usage(FILE *out)
+{
+    fprintf(
+        out,
+        "usage: crashpack uninstall [options]\n"
+        "\n"
+        "Restores core_pattern and core_pipe_limit byte-exactly to what they were before\n"
+        "`crashpack install`, removes " CP_DROPIN_PATH " if crashpack wrote it, and\n"
+        "removes " STATE_PATH ".\n"
+        "\n"
+        "options:\n"
+        "      --force         restore the previous core_pattern even though something else\n"
+        "                      has replaced crashpack's since\n"
+        "      --keep-pattern  leave core_pattern and core_pipe_limit as they are now (someone\n"
+        "                      else's handler) and only remove crashpack's state and drop-in\n"
+        "      --dry-run       print every change and make none\n"
+        "  -h, --help          this text\n"
+        "\n"
+        "exit status: 0 restored, 1 not installed or not restored\n");
+}
+
+int cmd_uninstall(int argc, char **argv)
+{
+    enum { O_FORCE = 256, O_KEEP, O_DRY };
+    static const struct option longs[] = {{"force", no_argument, 0, O_FORCE},
+                                          {"keep-pattern", no_argument, 0, O_KEEP},
+                                          {"dry-run", no_argument, 0, O_DRY},
+                                          {"help", no_argument, 0, 'h'},
+                                          {0, 0, 0, 0}};
+    int force = 0, keep = 0, dry = 0, c, rc;
+    char err[1024], e2[512];
+    verb = "crashpack uninstall";
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "+:h", longs, NULL)) != -1) {
+        switch (c) {
+        case O_FORCE:
+            force = 1;
+            break;
+        case O_KEEP:
+            keep = 1;
+            break;
+        case O_DRY:
+            dry = 1;
+            break;
+        case 'h':
+            uninstall_usage(stdout);
+            return 0;
+        default:
+            return bad_option(c, argc, argv, uninstall_usage);
+        }
+    }
+    if ((rc = extra_args(argc, argv, uninstall_usage)))
+        return rc;
+
+    struct cp_install_state st;
+    rc = cp_state_load(CP_STATE_DIR, &st, err, sizeof(err));
+    if (rc > 0)
+        return fail("crashpack is not installed (no %s): nothing to restore", STATE_PATH);
+    if (rc < 0)
+        return fail("%s", err);
+
+    char cur[CP_PATTERN_BUF], *dcur = NULL;
+    unsigned cur_limit;
+    int dexists = 0;
+    rc = 1;
+    if (cp_sysctl_read(CP_SYSCTL_CORE_PATTERN, cur, sizeof(cur), err, sizeof(err)) ||
+        cp_sysctl_read_uint(CP_SYSCTL_PIPE_LIMIT, &cur_limit, err, sizeof(err)) ||
+        (dexists = cp_file_read_small(CP_DROPIN_PATH, CP_DROPIN_MAX, &dcur, err, sizeof(err))) <
+            0) {
+        fail("%s", err);
+        goto out;
+    }
+    dexists = dexists == 0;
+
+    int ours = cp_pattern_is_crashpack(cur);
+    if (keep && ours) {
+        fail("--keep-pattern: core_pattern still holds crashpack's handler; leaving it would "
+             "forget the value to restore");
+        goto out;
+    }
+    if (!ours && !force && !keep) {
+        fail("core_pattern was changed behind crashpack's back: now `%s`\n"
+             "not restoring `%s` over it: --force restores it anyway, --keep-pattern keeps the "
+             "current value and only removes crashpack's state",
+             cur, st.prev_pattern);
+        goto out;
+    }
+    int pchange = !keep && strcmp(cur, st.prev_pattern);
+    int lchange = !keep && cur_limit != st.prev_pipe_limit;
+    enum { D_NONE, D_REMOVE, D_RESTORE } daction = D_NONE;
+    if (st.dropin_written) {
+        if (dexists && !cp_dropin_is_ours(dcur))
+            printf("note: %s is no longer crashpack's; leaving it\n", CP_DROPIN_PATH);
+        else if (st.dropin_existed)
+            daction = D_RESTORE;
+        else if (dexists)
+            daction = D_REMOVE;
+    }
+
+    const char *w = dry ? "would " : "";
+    if (dry)
+        printf("dry run: nothing is changed\n");
+    else if (need_root())
+        goto out;
+    if (!ours)
+        printf("note: core_pattern was changed behind crashpack's back: now `%s`\n", cur);
+    if (pchange)
+        printf("%srestore core_pattern: `%s` -> `%s`\n", w, cur, st.prev_pattern);
+    else
+        printf("core_pattern %s: `%s`\n", keep ? "kept" : "unchanged", cur);
+    if (lchange)
+        printf("%srestore core_pipe_limit: %u -> %u\n", w, cur_limit, st.prev_pipe_limit);
+    else
+        printf("core_pipe_limit %s: %u\n", keep ? "kept" : "unchanged", cur_limit);
+    if (daction == D_REMOVE)
+        printf("%sremove %s\n", w, CP_DROPIN_PATH);
+    else if (daction == D_RESTORE) {
+        printf("%srestore %s to what was there before:\n", w, CP_DROPIN_PATH);
+        show_dropin(st.dropin_prev);
+    }
+    printf("%sremove %s\n", w, STATE_PATH);
+    if (dry) {
+        rc = 0;
+        goto out;
+    }
+
+    int step = 0;
+    if (pchange &&
+        cp_core_pattern_set(CP_SYSCTL_CORE_PATTERN, st.prev_pattern, cur, err, sizeof(err)))
+        step = 1;
+    else if (lchange &&
+             cp_sysctl_write_uint(CP_SYSCTL_PIPE_LIMIT, st.prev_pipe_limit, err, sizeof(err)))
+        step = 2;
+    else if (daction == D_REMOVE && cp_file_remove(CP_DROPIN_PATH, err, sizeof(err)))
+        step = 3;
+    else if (daction == D_RESTORE &&
+             cp_file_write_atomic(CP_DROPIN_PATH, st.dropin_prev, strlen(st.dropin_prev), 0644, err,
+                                  sizeof(err)))
+        step = 3;
+    if (step) {
+        /* back to the installed state, so a second uninstall starts from a known place */
+        if (step > 2 && lchange)
+            cp_sysctl_write_uint(CP_SYSCTL_PIPE_LIMIT, cur_limit, e2, sizeof(e2));
+        if (step > 1 && pchange)
+            cp_sysctl_write(CP_SYSCTL_CORE_PATTERN, cur, e2, sizeof(e2));
+        fail("%s\nnothing was restored; %s is kept", err, STATE_PATH);
+        goto out;
+    }
+    if (cp_state_remove(CP_STATE_DIR, err, sizeof(err))) {
+        fail("restored, but %s; remove it by hand", err);
+        goto out;
+    }
+    printf("crashpack uninstalled\n");
+    rc = 0;
+out:
+    free(dcur);
+    cp_install_state_free(&st);
+    return rc;
+}
+
+/* ---- status ---- */
+
+static void status_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: crashpack status [--json]\n"
+            "\n"
+            "Shows whether crashpack-capture is installed in core_pattern, and whether something\n"
+            "else has taken core_pattern over since `crashpack install`.\n"
+            "\n"
+            "options:\n"
+            "      --json   one JSON object instead of text\n"
+            "  -h, --help   this text\n"
+            "\n"
+            "exit status: 0 installed and intact, 1 not installed, 3 core_pattern taken over,\n"
+            "             4 cannot tell (an error)\n");
+}
+
+struct status {
+    int installed, intact, ours, state_readable;
+    struct cp_install_state st;
+    char cur[CP_PATTERN_BUF];
+    unsigned limit;
+    int dropin_present, dropin_ours;
+    int pidfd_in_pattern, kernel_pidfd;
+    char release[128];
+};
+
+static int status_json(const struct status *s, int code)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return 4;
+    const char *state = code == 0 ? "intact" : code == 1 ? "not-installed" : "taken-over";
+    cJSON_AddStringToObject(o, "state", state);
+    cJSON_AddBoolToObject(o, "installed", s->installed);
+    cJSON_AddBoolToObject(o, "intact", s->intact);
+    cJSON_AddStringToObject(o, "core_pattern", s->cur);
+    cJSON_AddBoolToObject(o, "core_pattern_is_crashpack", s->ours);
+    cJSON_AddNumberToObject(o, "core_pipe_limit", s->limit);
+    if (s->installed && s->state_readable) {
+        cJSON_AddStringToObject(o, "installed_core_pattern", s->st.pattern);
+        cJSON_AddNumberToObject(o, "installed_core_pipe_limit", s->st.pipe_limit);
+        cJSON_AddStringToObject(o, "previous_core_pattern", s->st.prev_pattern);
+        cJSON_AddNumberToObject(o, "previous_core_pipe_limit", s->st.prev_pipe_limit);
+        cJSON_AddNumberToObject(o, "installed_at", (double)s->st.installed_at);
+    }
+    cJSON_AddStringToObject(o, "state_file", STATE_PATH);
+    cJSON *d = cJSON_AddObjectToObject(o, "dropin");
+    if (d) {
+        cJSON_AddStringToObject(d, "path", CP_DROPIN_PATH);
+        cJSON_AddBoolToObject(d, "present", s->dropin_present);
+        cJSON_AddBoolToObject(d, "written_by_crashpack", s->dropin_ours);
+    }
+    cJSON_AddBoolToObject(o, "pidfd_in_pattern", s->pidfd_in_pattern);
+    cJSON_AddStringToObject(o, "kernel", s->release);
+    if (s->kernel_pidfd < 0)
+        cJSON_AddNullToObject(o, "kernel_has_pidfd");
+    else
+        cJSON_AddBoolToObject(o, "kernel_has_pidfd", s->kernel_pidfd);
+    char *text = cJSON_Print(o);
+    cJSON_Delete(o);
+    if (!text)
+        return 4;
+    printf("%s\n", text);
+    free(text);
+    return code;
+}
+
+static int status_text(const struct status *s, int code)
+{
+    if (!s->installed) {
+        printf("crashpack is not installed (no %s)\n", STATE_PATH);
+        if (s->ours)
+            printf("note: core_pattern holds a crashpack handler anyway (set by hand?)\n");
+    } else if (!s->state_readable) {
+        printf("crashpack is installed (run as root to compare with %s)\n", STATE_PATH);
+    } else {
+        char when[64] = "?";
+        time_t t = (time_t)s->st.installed_at;
+        struct tm tm;
+        if (localtime_r(&t, &tm))
+            strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S %z", &tm);
+        printf("crashpack is installed (since %s)\n", when);
+        if (!s->intact) {
+            printf("core_pattern was changed behind crashpack's back: now `%s`\n", s->cur);
+            printf("  crashpack installed: `%s`\n", s->st.pattern);
+        }
+    }
+    printf("core_pattern: `%s`\n", s->cur);
+    printf("  %s\n", s->ours
+                         ? (s->intact ? "crashpack's handler, as installed" : "a crashpack handler")
+                     : cp_pattern_is_handler(s->cur) ? "another program's handler"
+                                                     : "a plain core file name (no handler)");
+    if (s->installed && s->state_readable)
+        printf("  uninstall restores: `%s`\n", s->st.prev_pattern);
+    printf("core_pipe_limit: %u", s->limit);
+    if (s->installed && s->state_readable)
+        printf(" (crashpack set %u; uninstall restores %u)", s->st.pipe_limit,
+               s->st.prev_pipe_limit);
+    printf("\n");
+    printf("sysctl drop-in %s: %s\n", CP_DROPIN_PATH,
+           !s->dropin_present ? "absent"
+           : s->dropin_ours   ? "present, written by crashpack"
+                              : "present, not written by crashpack");
+    printf("pidfd (%%F): %s the pattern; kernel %s %s\n", s->pidfd_in_pattern ? "in" : "not in",
+           s->release,
+           s->kernel_pidfd > 0    ? "has it (6.16 or later)"
+           : s->kernel_pidfd == 0 ? "predates 6.16 (no %F)"
+                                  : "version unknown");
+    return code;
+}
+
+int cmd_status(int argc, char **argv)
+{
+    static const struct option longs[] = {
+        {"json", no_argument, 0, 'j'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    int json = 0, c, rc;
+    char err[1024];
+    verb = "crashpack status";
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "+:h", longs, NULL)) != -1) {
+        switch (c) {
+        case 'j':
+            json = 1;
+            break;
+        case 'h':
+            status_usage(stdout);
+            return 0;
+        default:
+            return bad_option(c, argc, argv, status_usage);
+        }
+    }
+    if ((rc = extra_args(argc, argv, status_usage)))
+        return rc;
+
+    struct status s = {0};
+    if (cp_sysctl_read(CP_SYSCTL_CORE_PATTERN, s.cur, sizeof(s.cur), err, sizeof(err)) ||
+        cp_sysctl_read_uint(CP_SYSCTL_PIPE_LIMIT, &s.limit, err, sizeof(err))) {
+        fail("%s", err);
+        return 4;
+    }
+    rc = cp_state_load(CP_STATE_DIR, &s.st, err, sizeof(err));
+    if (rc < 0 && geteuid() != 0 && access(STATE_PATH, F_OK) == 0 && access(STATE_PATH, R_OK)) {
+        s.installed = 1; /* the state is root's (0600): judge by the pattern alone */
+    } else if (rc < 0) {
+        fail("%s", err);
+        return 4;
+    } else {
+        s.installed = rc == 0;
+        s.state_readable = 1;
+    }
+    s.ours = cp_pattern_is_crashpack(s.cur);
+    s.intact = s.installed && (s.state_readable ? !strcmp(s.cur, s.st.pattern) : s.ours);
+
+    char *d = NULL;
+    rc = cp_file_read_small(CP_DROPIN_PATH, CP_DROPIN_MAX, &d, err, sizeof(err));
+    s.dropin_present = rc == 0 || (rc < 0 && access(CP_DROPIN_PATH, F_OK) == 0);
+    s.dropin_ours = rc == 0 && cp_dropin_is_ours(d);
+    free(d);
+    s.pidfd_in_pattern = cp_pattern_has_pidfd(s.cur);
+    s.kernel_pidfd = cp_kernel_has_pidfd(s.release, sizeof(s.release));
+
+    int code = !s.installed ? 1 : s.intact ? 0 : 3;
+    rc = json ? status_json(&s, code) : status_text(&s, code);
+    cp_install_state_free(&s.st);
+    return rc;
+}
