@@ -41,7 +41,8 @@ struct bundle {
 
     struct bundle_member *members;
     size_t nmembers, members_cap;
-    size_t *first_frame; /* per member: index into frames (pointers are set when the table is done) */
+    size_t
+        *first_frame; /* per member: index into frames (pointers are set when the table is done) */
     struct bundle_frame *frames;
     size_t nframes, frames_cap;
 
@@ -71,14 +72,22 @@ static void msg(char *buf, size_t len, const char *fmt, ...)
 const char *bundle_strerror(int code)
 {
     switch (code) {
-    case BUNDLE_OK: return "ok";
-    case BUNDLE_EIO: return "I/O error";
-    case BUNDLE_EFORMAT: return "corrupt bundle";
-    case BUNDLE_ENOENT: return "no such member";
-    case BUNDLE_ETRUNC: return "member is truncated";
-    case BUNDLE_ETOOBIG: return "over a size limit";
-    case BUNDLE_ENOMEM: return "out of memory";
-    case BUNDLE_EINVAL: return "invalid argument";
+    case BUNDLE_OK:
+        return "ok";
+    case BUNDLE_EIO:
+        return "I/O error";
+    case BUNDLE_EFORMAT:
+        return "corrupt bundle";
+    case BUNDLE_ENOENT:
+        return "no such member";
+    case BUNDLE_ETRUNC:
+        return "member is truncated";
+    case BUNDLE_ETOOBIG:
+        return "over a size limit";
+    case BUNDLE_ENOMEM:
+        return "out of memory";
+    case BUNDLE_EINVAL:
+        return "invalid argument";
     }
     return "unknown error";
 }
@@ -257,9 +266,9 @@ static void table_finish(struct bundle *b)
     for (size_t i = 0; i < b->nmembers; i++) {
         struct bundle_member *m = &b->members[i];
         m->frames = m->nframes ? &b->frames[b->first_frame[i]] : NULL;
-        uint64_t end = m->nframes ? m->frames[m->nframes - 1].tar_offset +
-                                        m->frames[m->nframes - 1].size
-                                  : m->header;
+        uint64_t end = m->nframes
+                           ? m->frames[m->nframes - 1].tar_offset + m->frames[m->nframes - 1].size
+                           : m->header;
         uint64_t avail = end > m->data ? end - m->data : 0;
         if (avail > m->size)
             avail = m->size;
@@ -547,7 +556,7 @@ out:
 static void walk(struct bundle *b, char *why, size_t whylen)
 {
     uint64_t off = 0, cursor = 0;
-    int in_member = 0;    /* the last member still expects frames */
+    int in_member = 0; /* the last member still expects frames */
     uint64_t member_end = 0;
     char *name = malloc(BUNDLE_MAX_NAME + 1);
     if (!name) {
@@ -676,8 +685,7 @@ static void walk(struct bundle *b, char *why, size_t whylen)
             }
             int e = table_add_frame(b, off, csize, cursor, fcs);
             if (e) {
-                msg(why, whylen, "at offset %llu: %s", (unsigned long long)off,
-                    bundle_strerror(e));
+                msg(why, whylen, "at offset %llu: %s", (unsigned long long)off, bundle_strerror(e));
                 break;
             }
         } else {
@@ -852,7 +860,8 @@ static int load_frame(struct bundle *b, const struct bundle_member *m, const str
     if (b->cached == f)
         return BUNDLE_OK;
     b->cached = NULL;
-    if (f->size == 0 || f->size > BUNDLE_MAX_FRAME_SIZE || f->compressed_size > frame_bound(f->size)) {
+    if (f->size == 0 || f->size > BUNDLE_MAX_FRAME_SIZE ||
+        f->compressed_size > frame_bound(f->size)) {
         SETERR(b, "member `%s`: frame at offset %llu over the size limits", m->name,
                (unsigned long long)f->file_offset);
         return BUNDLE_ETOOBIG;
@@ -932,7 +941,7 @@ int bundle_read(struct bundle *b, const struct bundle_member *m, uint64_t offset
     if (offset >= m->size || len == 0)
         return BUNDLE_OK;
     uint64_t want = m->size - offset < len ? m->size - offset : len;
-    uint64_t take = offset >= m->available ? 0
+    uint64_t take = offset >= m->available         ? 0
                     : m->available - offset < want ? m->available - offset
                                                    : want;
     uint64_t pos = m->data + offset, end = pos + take;

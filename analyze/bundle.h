@@ -1,17 +1,19 @@
 /* bundle.h - reading a crashpack bundle (docs/bundle-format.md) without trusting a byte of it.
  *
  * A bundle is opened through the index at its end (a zstd skippable frame); when the index is
- * missing or fails validation (a bundle cut short, or garbage), the reader walks the frames from the
- * start instead, using the member markers, and builds the same member table: every member before
- * the cut is readable, the member that was cut is reported as truncated with the bytes available.
+ * missing or fails validation (a bundle cut short, or garbage), the reader walks the frames from
+ * the start instead, using the member markers, and builds the same member table: every member
+ * before the cut is readable, the member that was cut is reported as truncated with the bytes
+ * available.
  *
  * Member data is read on demand: bundle_read() decompresses only the frames that overlap the
  * requested range (one frame of a few MiB for a page of a core) and caches the last frame.
  *
  * Every value in the file is hostile. Limits: at most BUNDLE_MAX_MEMBERS members and
  * BUNDLE_MAX_FRAMES frames, at most BUNDLE_MAX_FRAME_SIZE decompressed bytes per frame (larger
- * frames are refused, never allocated), an index of at most BUNDLE_MAX_INDEX bytes. A frame's header
- * is checked against the table before it is decompressed and the decompressed size must match.
+ * frames are refused, never allocated), an index of at most BUNDLE_MAX_INDEX bytes. A frame's
+ * header is checked against the table before it is decompressed and the decompressed size must
+ * match.
  *
  * The library never prints and never exits. Functions return BUNDLE_OK (0) or a negative
  * enum bundle_err; bundle_open() writes a message into the caller's buffer, the functions that take
@@ -32,11 +34,11 @@
 
 #define BUNDLE_MAX_MEMBERS 10000u
 #define BUNDLE_MAX_FRAMES 1000000u
-#define BUNDLE_MAX_FRAME_SIZE (64u << 20)  /* decompressed bytes per frame */
-#define BUNDLE_MAX_INDEX (64u << 20)       /* index JSON bytes */
-#define BUNDLE_MAX_MARKER (64u << 10)      /* member marker JSON bytes */
-#define BUNDLE_MAX_NAME 4096u              /* member name bytes */
-#define BUNDLE_MAX_HEADER (1u << 20)       /* tar header bytes of one member (pax + ustar) */
+#define BUNDLE_MAX_FRAME_SIZE (64u << 20) /* decompressed bytes per frame */
+#define BUNDLE_MAX_INDEX (64u << 20)      /* index JSON bytes */
+#define BUNDLE_MAX_MARKER (64u << 10)     /* member marker JSON bytes */
+#define BUNDLE_MAX_NAME 4096u             /* member name bytes */
+#define BUNDLE_MAX_HEADER (1u << 20)      /* tar header bytes of one member (pax + ustar) */
 
 /* zstd skippable-frame magics used by the format. */
 #define BUNDLE_MAGIC_SKIP_MIN 0x184D2A50u
@@ -47,13 +49,14 @@
 
 enum bundle_err {
     BUNDLE_OK = 0,
-    BUNDLE_EIO = -1,      /* open/read/write failed (errno-level problem) */
-    BUNDLE_EFORMAT = -2,  /* the bytes are not a valid bundle / frame is corrupt */
-    BUNDLE_ENOENT = -3,   /* no member of that name */
-    BUNDLE_ETRUNC = -4,   /* the member is cut short: the range goes past the available bytes */
-    BUNDLE_ETOOBIG = -5,  /* over a cap (member larger than the caller's max, frame over the limit) */
+    BUNDLE_EIO = -1,     /* open/read/write failed (errno-level problem) */
+    BUNDLE_EFORMAT = -2, /* the bytes are not a valid bundle / frame is corrupt */
+    BUNDLE_ENOENT = -3,  /* no member of that name */
+    BUNDLE_ETRUNC = -4,  /* the member is cut short: the range goes past the available bytes */
+    BUNDLE_ETOOBIG =
+        -5, /* over a cap (member larger than the caller's max, frame over the limit) */
     BUNDLE_ENOMEM = -6,
-    BUNDLE_EINVAL = -7,   /* bad argument */
+    BUNDLE_EINVAL = -7, /* bad argument */
 };
 
 /* One zstd frame of a member: where it is in the file, where its content is in the tar stream. */
@@ -65,13 +68,13 @@ struct bundle_frame {
 };
 
 struct bundle_member {
-    const char *name;     /* validated: relative, no "." / ".." / empty components, no controls */
-    uint64_t size;        /* data size (the tar header's size) */
-    uint64_t header;      /* tar offset of its first header block */
-    uint64_t data;        /* tar offset of its first data byte */
-    uint64_t available;   /* data bytes present in the file (== size unless truncated) */
-    int truncated;        /* 1: the bundle ends (or breaks) before the member's last frame */
-    uint64_t compressed;  /* sum of its frames' compressed sizes */
+    const char *name;    /* validated: relative, no "." / ".." / empty components, no controls */
+    uint64_t size;       /* data size (the tar header's size) */
+    uint64_t header;     /* tar offset of its first header block */
+    uint64_t data;       /* tar offset of its first data byte */
+    uint64_t available;  /* data bytes present in the file (== size unless truncated) */
+    int truncated;       /* 1: the bundle ends (or breaks) before the member's last frame */
+    uint64_t compressed; /* sum of its frames' compressed sizes */
     size_t nframes;
     const struct bundle_frame *frames; /* in tar order; the first covers the header */
 };
@@ -116,8 +119,8 @@ int bundle_read_name(struct bundle *b, const char *name, uint64_t offset, void *
 
 /* Reads a whole small member into a malloc()ed buffer with a NUL after the data (not counted in
  * *len). Refuses (BUNDLE_ETOOBIG, nothing allocated) a member larger than `max`. For a truncated
- * member it returns BUNDLE_ETRUNC with *buf and *len holding the bytes available. The caller frees *buf
- * whenever it is non-NULL; on other errors it is NULL. */
+ * member it returns BUNDLE_ETRUNC with *buf and *len holding the bytes available. The caller frees
+ * *buf whenever it is non-NULL; on other errors it is NULL. */
 int bundle_read_all(struct bundle *b, const char *name, size_t max, char **buf, size_t *len);
 
 /* Writes member `name`'s data to out_fd. Returns BUNDLE_ETRUNC after writing the available bytes

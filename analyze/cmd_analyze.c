@@ -1,7 +1,7 @@
 /* cmd_analyze.c - `crashpack analyze BUNDLE [--json] [--members]`.
  *
  * For now a listing: what the bundle says about the crash (manifest.json), how the capture went
- * (capture.json, salvage.json), and its members. Text and JSON are printed from one report object
+ * (capture.json, with its salvage record), and its members. Text and JSON are printed from one report object
  * (crashpack-report/1), so they never disagree; the report already has every field of the JSON
  * contract (threads, gpu, checkpoint, log, diagnoses) with empty values until the analyzer fills
  * them.
@@ -26,7 +26,7 @@
 #include <time.h>
 
 #define REPORT_FORMAT "crashpack-report/1"
-#define SMALL_MEMBER_MAX (16u << 20) /* manifest.json, capture.json, salvage.json */
+#define SMALL_MEMBER_MAX (16u << 20) /* manifest.json, capture.json */
 
 static void usage(FILE *out)
 {
@@ -278,7 +278,7 @@ static cJSON *host_part(const cJSON *man)
     return h;
 }
 
-/* capture{}: from capture.json (and salvage.json), plus what the member table says. */
+/* capture{}: from capture.json (and its salvage record), plus what the member table says. */
 static cJSON *capture_part(struct bundle *b, const cJSON *man, const cJSON *cap, const char *capwhy,
                            const cJSON *salv)
 {
@@ -334,10 +334,8 @@ static cJSON *capture_part(struct bundle *b, const cJSON *man, const cJSON *cap,
         cJSON_AddNumberToObject(core, "member_compressed", (double)m->compressed);
         /* data bytes present per compressed byte (a cut member: of what is there) */
         if (m->compressed && m->available)
-            cJSON_AddNumberToObject(core, "ratio",
-                                    (double)(long long)((double)m->available / m->compressed *
-                                                        10) /
-                                        10);
+            cJSON_AddNumberToObject(
+                core, "ratio", (double)(long long)((double)m->available / m->compressed * 10) / 10);
         cJSON_AddBoolToObject(core, "member_truncated", m->truncated);
         cJSON_AddNumberToObject(core, "member_available", (double)m->available);
     }
@@ -362,8 +360,8 @@ static cJSON *capture_part(struct bundle *b, const cJSON *man, const cJSON *cap,
     copy_num(c, "total_ms", cap, "total_ms");
     if (salv) {
         cJSON *so = cJSON_AddObjectToObject(c, "salvage");
-        copy_str(so, "salvaged_from", salv, "salvaged_from");
-        copy_num(so, "salvaged_at", salv, "salvaged_at");
+        copy_str(so, "from", salv, "from");
+        copy_num(so, "at", salv, "at");
         copy_str(so, "note", salv, "note");
         copy_str(so, "cut_member", salv, "cut_member");
         copy_num(so, "padded_bytes", salv, "padded_bytes");
@@ -393,9 +391,10 @@ static cJSON *build_report(struct bundle *b, const char *path)
     char manwhy[256] = "", capwhy[256] = "", salvwhy[256] = "";
     cJSON *man = read_json(b, "manifest.json", manwhy, sizeof(manwhy));
     cJSON *cap = read_json(b, "capture.json", capwhy, sizeof(capwhy));
-    cJSON *salv = read_json(b, "salvage.json", salvwhy, sizeof(salvwhy));
-    if (!salv && cap && !strcmp(str_or(cap, "status", ""), "salvaged"))
-        salv = cJSON_Duplicate(cap, 1);
+    (void)salvwhy;
+    cJSON *salv = NULL;
+    if (cap && cJSON_IsObject(cJSON_GetObjectItem(cap, "salvage")))
+        salv = cJSON_Duplicate(cJSON_GetObjectItem(cap, "salvage"), 1);
 
     cJSON *r = cJSON_CreateObject();
     cJSON_AddStringToObject(r, "format", REPORT_FORMAT);
@@ -516,8 +515,8 @@ static void print_members(FILE *out, const cJSON *r)
         fputs("  ", out);
         put_safe(out, name ? name : "?");
         size_t l = name ? strlen(name) : 1;
-        fprintf(out, "%*s %12s %12s %7.0f", (int)(l < w ? w - l : 0), "",
-                human(size, a, sizeof(a)), human(comp, c, sizeof(c)), frames);
+        fprintf(out, "%*s %12s %12s %7.0f", (int)(l < w ? w - l : 0), "", human(size, a, sizeof(a)),
+                human(comp, c, sizeof(c)), frames);
         if (cJSON_IsTrue(get(m, "truncated")))
             fprintf(out, "  TRUNCATED: %s available", human(avail, v, sizeof(v)));
         fputc('\n', out);

@@ -169,6 +169,7 @@ int bw_add(struct bw *w, const char *name, const void *data, size_t len)
     if (len)
         memcpy(buf + hl, data, len);
     int rc = -1;
+    uint64_t marker_off = w->file_off;
     if (!write_marker(w, name, len, w->tar_off, w->tar_off + (uint64_t)hl)) {
         struct bw_member *m = new_member(w, name, len);
         if (!m)
@@ -176,6 +177,7 @@ int bw_add(struct bw *w, const char *name, const void *data, size_t len)
         else {
             m->data = w->tar_off + (uint64_t)hl;
             m->written = len;
+            m->marker_off = marker_off;
             rc = frame_out(w, m, buf, total);
         }
     }
@@ -193,6 +195,7 @@ int bw_begin(struct bw *w, const char *name, uint64_t size)
         w->err = ENAMETOOLONG;
         return -1;
     }
+    uint64_t marker_off = w->file_off;
     if (write_marker(w, name, size, w->tar_off, w->tar_off + (uint64_t)hl))
         return -1;
     struct bw_member *m = new_member(w, name, size);
@@ -200,6 +203,7 @@ int bw_begin(struct bw *w, const char *name, uint64_t size)
         w->err = ENOMEM;
         return -1;
     }
+    m->marker_off = marker_off;
     m->data = w->tar_off + (uint64_t)hl;
     w->open_member = (int)(m - w->members);
     return frame_out(w, m, hdr, (size_t)hl);
@@ -392,6 +396,7 @@ int bw_adopt(struct bw *w, int fd, int level, time_t mtime, char *why, size_t wh
                     cur = new_member(w, nm->valuestring, (uint64_t)sz->valuedouble);
                     if (cur) {
                         cur->data = (uint64_t)da->valuedouble;
+                        cur->marker_off = off;
                         marker_off = off;
                         w->open_member = (int)(cur - w->members);
                     }
@@ -484,4 +489,49 @@ out:
     free(buf);
     ZSTD_freeDCtx(d);
     return rc;
+}
+
+int bw_drop_last(struct bw *w)
+{
+    if (!w->nmembers)
+        return -1;
+    struct bw_member *m = &w->members[w->nmembers - 1];
+    w->file_off = m->marker_off;
+    w->tar_off = m->header;
+    free(m->frames);
+    w->nmembers--;
+    w->open_member = -1;
+    if (ftruncate(w->fd, (off_t)w->file_off) || lseek(w->fd, (off_t)w->file_off, SEEK_SET) < 0) {
+        w->err = errno;
+        return -1;
+    }
+    return 0;
+}
+
+char *bw_read_small(struct bw *w, const char *name, size_t max)
+{
+    for (size_t i = 0; i < w->nmembers; i++) {
+        struct bw_member *m = &w->members[i];
+        if (strcmp(m->name, name) || m->nframes != 1 || m->written != m->size || m->size > max)
+            continue;
+        struct bw_frame *f = &m->frames[0];
+        if (f->usize > max + 4096 || f->csize > ZSTD_compressBound((size_t)f->usize) + 64)
+            return NULL;
+        void *src = malloc(f->csize);
+        char *dst = malloc(f->usize + 1);
+        char *out = NULL;
+        if (src && dst && pread(w->fd, src, f->csize, (off_t)f->file_off) == (ssize_t)f->csize &&
+            ZSTD_decompress(dst, f->usize, src, f->csize) == f->usize) {
+            uint64_t skip = m->data - f->tar_off;
+            out = malloc(m->size + 1);
+            if (out) {
+                memcpy(out, dst + skip, m->size);
+                out[m->size] = 0;
+            }
+        }
+        free(src);
+        free(dst);
+        return out;
+    }
+    return NULL;
 }

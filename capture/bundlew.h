@@ -24,6 +24,7 @@ struct bw_member {
     char name[100];
     uint64_t size, header, data; /* tar offsets */
     uint64_t written;            /* data bytes written so far */
+    uint64_t marker_off;         /* file offset of the member's marker */
     struct bw_frame *frames;
     size_t nframes, cap;
 };
@@ -61,6 +62,13 @@ int bw_finish(struct bw *w);
 /* Rebuild writer state from an existing bundle file by walking its frames; the file is cut
  * after the last complete frame. Fills *why on failure. */
 int bw_adopt(struct bw *w, int fd, int level, time_t mtime, char *why, size_t whylen);
+
+/* Removes the last member from the file (cut back to its marker). */
+int bw_drop_last(struct bw *w);
+
+/* Reads a small, complete member written as one frame (e.g. capture.json) into a malloc'd,
+ * NUL-terminated buffer; NULL if it is absent, cut or larger than max. */
+char *bw_read_small(struct bw *w, const char *name, size_t max);
 
 /* Compress `len` bytes into one independent frame with content size and checksum.
  * Returns the compressed size or 0 on error. `dst` must hold ZSTD_compressBound(len). */

@@ -61,14 +61,13 @@ static int by_mtime(const void *a, const void *b)
 void guard_vacuum(struct cap *c, uint64_t incoming)
 {
     double t = now_mono();
-    int dfd = dup(c->dirfd);
+    int dfd = openat(c->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC); /* own offset: a dup would share it */
     DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
     if (!d) {
         if (dfd >= 0)
             close(dfd);
         return;
     }
-    rewinddir(d);
     struct old *v = NULL;
     size_t n = 0, cap = 0;
     uint64_t used = 0;
@@ -139,7 +138,7 @@ static int take_slot(int sdir, const char *kind, unsigned long window, unsigned 
 /* Removes slot files of past windows. */
 static void slots_gc(int sdir, time_t now, const struct cp_config *cfg)
 {
-    int dfd = dup(sdir);
+    int dfd = openat(sdir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
     if (!d) {
         if (dfd >= 0)

@@ -19,11 +19,14 @@
 static int salvage_one(int dirfd, const char *name, const struct cp_config *cfg, int kmsgfd)
 {
     int fd = openat(dirfd, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0)
+    if (fd < 0) {
+        kmsg_log(kmsgfd, "cannot open orphan %s: %s\n", name, strerror(errno));
         return -1;
+    }
     struct stat st;
     if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_uid != 0 || st.st_nlink != 1 ||
         flock(fd, LOCK_EX | LOCK_NB)) {
+        kmsg_log(kmsgfd, "orphan %s busy: %s\n", name, strerror(errno));
         close(fd);
         return 0; /* alive, or not ours */
     }
@@ -38,31 +41,44 @@ static int salvage_one(int dirfd, const char *name, const struct cp_config *cfg,
             snprintf(cut, sizeof(cut), "%s", w.members[w.open_member].name);
             padded = bw_end(&w, cfg->frame_size);
         }
-        cJSON *cj = cJSON_CreateObject();
+        /* capture.json stays the last member: a complete one is taken over, a cut one dropped */
+        char *prev = NULL;
+        if (w.nmembers && !strcmp(w.members[w.nmembers - 1].name, "capture.json")) {
+            prev = bw_read_small(&w, "capture.json", 1 << 20);
+            if (!strcmp(cut, "capture.json"))
+                cut[0] = 0;
+            if (bw_drop_last(&w))
+                rc = -1;
+        }
+        cJSON *cj = prev ? cJSON_Parse(prev) : NULL;
+        free(prev);
+        if (!cj)
+            cj = cJSON_CreateObject();
+        cJSON_DeleteItemFromObject(cj, "format");
+        cJSON_DeleteItemFromObject(cj, "status");
         cJSON_AddStringToObject(cj, "format", "crashpack-capture/1");
         cJSON_AddStringToObject(cj, "status", "salvaged");
-        cJSON_AddStringToObject(cj, "salvaged_from", name);
-        cJSON_AddNumberToObject(cj, "salvaged_at", (double)time(NULL));
-        cJSON_AddStringToObject(cj, "note", why[0] ? why : "the handler or finisher died");
+        cJSON *sv = cJSON_AddObjectToObject(cj, "salvage");
+        cJSON_AddStringToObject(sv, "from", name);
+        cJSON_AddNumberToObject(sv, "at", (double)time(NULL));
+        cJSON_AddStringToObject(sv, "note", why[0] ? why : "the handler or finisher died");
         if (cut[0]) {
-            cJSON_AddStringToObject(cj, "cut_member", cut);
-            cJSON_AddNumberToObject(cj, "padded_bytes", (double)padded);
+            cJSON_AddStringToObject(sv, "cut_member", cut);
+            cJSON_AddNumberToObject(sv, "padded_bytes", (double)padded);
         }
         if (cut[0] && !strcmp(cut, "core")) {
-            cJSON *core = cJSON_AddObjectToObject(cj, "core");
+            cJSON *core = cJSON_GetObjectItem(cj, "core");
+            if (!core)
+                core = cJSON_AddObjectToObject(cj, "core");
+            cJSON_DeleteItemFromObject(core, "truncated");
+            cJSON_DeleteItemFromObject(core, "truncation_reason");
             cJSON_AddBoolToObject(core, "truncated", 1);
-            cJSON_AddStringToObject(core, "truncation_reason",
-                                    "capture was interrupted; salvaged");
+            cJSON_AddStringToObject(core, "truncation_reason", "capture was interrupted; salvaged");
         }
-        cJSON_AddNumberToObject(cj, "salvage_ms", (now_mono() - t) * 1000);
+        cJSON_AddNumberToObject(sv, "ms", (now_mono() - t) * 1000);
         char *s = cJSON_PrintUnformatted(cj);
         cJSON_Delete(cj);
-        /* a member cut inside capture.json is padded above; add the salvage record after it */
-        int has_capture = 0;
-        for (size_t i = 0; i < w.nmembers; i++)
-            has_capture |= !strcmp(w.members[i].name, "capture.json");
-        if (!s || (bw_add(&w, has_capture ? "salvage.json" : "capture.json", s, strlen(s))) ||
-            bw_finish(&w))
+        if (rc || !s || bw_add(&w, "capture.json", s, strlen(s)) || bw_finish(&w))
             rc = -1;
         free(s);
     }
@@ -95,7 +111,7 @@ static int salvage_one(int dirfd, const char *name, const struct cp_config *cfg,
 
 int salvage_orphans(int dirfd, const struct cp_config *cfg, int kmsgfd)
 {
-    int dfd = dup(dirfd);
+    int dfd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
     if (!d) {
         if (dfd >= 0)

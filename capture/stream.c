@@ -77,7 +77,6 @@ struct sink {
     uint64_t written;
     int stop_writing; /* keep_free crossed or write error: stop storing data */
     char stop_reason[160];
-    uint64_t checked_at;
 };
 
 static int write_done(struct sink *k, struct slot *s)
@@ -89,10 +88,8 @@ static int write_done(struct sink *k, struct slot *s)
         snprintf(k->stop_reason, sizeof(k->stop_reason), "compression failed");
         return -1;
     }
-    /* keep_free: check every 64 MiB of output and whenever space is tight */
-    if (k->compressed - k->checked_at >= (64u << 20) || k->checked_at == 0 ||
-        !guard_free_ok(k->c, 0)) {
-        k->checked_at = k->compressed ? k->compressed : 1;
+    /* keep_free: one statvfs per frame (a few MiB) is cheap next to compressing it */
+    {
         /* room for this frame, the zero frames that pad the rest, and the closing members */
         uint64_t rest = k->c->bw.members[k->c->bw.open_member].size - k->c->bw.members[k->c->bw.open_member].written;
         uint64_t reserve = s->outlen + (1u << 20) + rest / k->frame * 256;
