@@ -144,4 +144,26 @@ echo "burst: $full full, $meta metadata-only"
 check "burst: 16 bundles" [ $((full + meta)) = 16 ]
 check "burst: exactly 4 full cores" [ "$full" = 4 ]
 check "burst: every metadata-only bundle says why" [ "$reasons" = "$meta" ]
+rm -f "$T"/bundles/crash-*
+
+# --- 5. one program crashing again and again: repeat_full = 2 ------------------------------
+cat >> "$T/conf" <<CONF
+burst_full = 100
+repeat_full = 2
+repeat_window = 3600
+post_command = $T/post.sh
+CONF
+printf '#!/bin/sh\necho "$1" >> %s/post.out\n' "$T" > "$T/post.sh"; chmod 755 "$T/post.sh"
+full=0; meta=0; last=
+for i in 1 2 3 4; do
+    p=$(cp_crash "$CP_BIN/cp-segv-threads")
+    b=$(cp_bundle_for "$p" 30) || { fail "repeat: no bundle for $p"; continue; }
+    last=$b
+    if tar --zstd -tf "$b" | grep -qx core; then full=$((full + 1)); else
+        tar --zstd -xOf "$b" capture.json | grep -q 'repeat limit' && meta=$((meta + 1))
+    fi
+done
+check "repeat: the first 2 crashes of one program keep cores, the next 2 say 'repeat limit'" [ "$full:$meta" = 2:2 ]
+for ((i = 0; i < 50; i++)); do grep -qxF "$last" "$T/post.out" 2>/dev/null && break; sleep 0.1; done
+check "post_command: ran with each published bundle's path" bash -c "[ \$(wc -l < '$T/post.out') = 4 ] && grep -qxF '$last' '$T/post.out'"
 finish

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# scripts/deps.sh - install the Debian 12 packages crashpack builds, tests and demos with (root).
+set -euo pipefail
+pkgs=(
+    build-essential cmake pkg-config                       # build
+    libzstd-dev libcjson-dev                               # capture handler + reader
+    libdw-dev libelf-dev libunwind-dev libsqlite3-dev libxml2-dev  # analyzer (later issues)
+    zstd xxhash tar gdb elfutils binutils acl util-linux procps time  # tests: open bundles, check cores
+    python3 python3-torch                                  # real python/libtorch crashes (/usr/bin/python3)
+)
+missing=()
+for p in "${pkgs[@]}"; do
+    [ "${p#\#}" = "$p" ] || continue
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" > /dev/null
+fi
