@@ -44,8 +44,25 @@ struct cap {
     cJSON *core;  /* capture.json core{} */
     cJSON *extra; /* other capture.json fields */
     double t0;
-    int from_stdin_test; /* no such process: synthetic input */
+    /* the process environment as read from /proc/<pid>/environ (all of it, in memory only;
+     * evidence members use the filtered copy) */
+    char *environ_raw;
+    size_t environ_len;
+    unsigned long long env_start, env_end, arg_start, arg_end; /* from /proc/<pid>/stat */
+    /* kmsg.c: a fallen-off-the-bus class Xid in the recent kernel log (nvidia-smi would hang) */
+    int bus_lost_recent;
+    char bus_lost_line[256];
+    /* smi.c: the nvidia-smi child, running while the core drains */
+    pid_t smi_pid;
+    int smi_fd;
+    double smi_started;
+    /* checkpoint.c: what the quick collector found, for the finisher's verdict */
+    char ckpt_path[1024];
+    int ckpt_found;
 };
+
+/* The value of NAME in the crashed process's initial environment, or NULL. */
+const char *cap_env(const struct cap *c, const char *name);
 
 /* steps: record one outcome. status: ok|absent|timeout|refused|skipped|failed */
 void cap_step(struct cap *c, const char *name, const char *status, double t_start,
@@ -54,6 +71,17 @@ void cap_step(struct cap *c, const char *name, const char *status, double t_star
 /* proc.c: quick evidence from /proc/<pid> (manifest and proc/ members) */
 int proc_identify(struct cap *c);
 int proc_collect(struct cap *c);
+
+/* Evidence collectors (issue 3). Each records its outcome with cap_step and adds its member(s);
+ * quick ones run as root before privileges are dropped, nvidia-smi runs concurrently with the
+ * drain, the checkpoint verdict runs in the finisher. */
+void kmsg_collect(struct cap *c);   /* kmsg.c: kernel log lines that matter -> kmsg.json */
+void gpu_collect(struct cap *c);    /* gpu.c: this process's GPUs, PCI ids, AER -> gpu.json */
+void ckpt_collect(struct cap *c);   /* checkpoint.c: the last saved checkpoint -> checkpoint.json */
+void ckpt_verdict(struct cap *c);   /* checkpoint.c, finisher: checkpoint-verdict.json */
+void logs_collect(struct cap *c);   /* logs.c: stdout/stderr tails, ML debug files -> logs/, ml/ */
+void smi_start(struct cap *c);      /* smi.c: spawn nvidia-smi before the drain */
+void smi_finish(struct cap *c);     /* smi.c, finisher: collect it -> nvidia-smi.xml */
 
 /* guard.c: disk guard and burst/repeat limits */
 void guard_vacuum(struct cap *c, uint64_t incoming);

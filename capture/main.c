@@ -205,6 +205,8 @@ static void capture_json(struct cap *c, const char *status)
 /* The finisher: runs after the pipe is closed, detached from the kernel's wait. */
 static int finish(struct cap *c)
 {
+    smi_finish(c);
+    ckpt_verdict(c);
     double t = now_mono();
     capture_json(c, "complete");
     cJSON_AddNumberToObject(c->extra, "finish_started_ms", (t - c->t0) * 1000);
@@ -239,7 +241,8 @@ int main(int argc, char **argv)
     struct cap cap, *c = &cap;
     memset(c, 0, sizeof(*c));
     c->t0 = now_mono();
-    c->pidfd = c->procfd = c->dirfd = c->kmsgfd = c->outfd = -1;
+    c->pidfd = c->procfd = c->dirfd = c->kmsgfd = c->outfd = c->smi_fd = -1;
+    c->smi_pid = -1;
     c->steps = cJSON_CreateArray();
     c->core = cJSON_CreateObject();
     c->extra = cJSON_CreateObject();
@@ -269,7 +272,14 @@ int main(int argc, char **argv)
     }
     bw_init(&c->bw, c->outfd, c->cfg.level, (time_t)c->crash_time);
     choose_mode(c);
+    /* quick evidence, as root, before the drain: the process is still there */
     proc_collect(c);
+    kmsg_collect(c);
+    gpu_collect(c);
+    ckpt_collect(c);
+    logs_collect(c);
+    /* slow evidence runs while the core drains and lands after it */
+    smi_start(c);
     t = now_mono();
     if (privs_drop(c))
         cap_step(c, "drop_privileges", "failed", t, "%s", strerror(errno));

@@ -230,6 +230,12 @@ int proc_identify(struct cap *c)
     }
     free(auxv);
     c->secure = c->dumpable != 1 || at_secure || uids[0] != uids[1] || gids[0] != gids[1];
+    /* where the kernel put argv and envp: the core's copies are redacted in place */
+    stat_field(stat, 48, &c->arg_start);
+    stat_field(stat, 49, &c->arg_end);
+    stat_field(stat, 50, &c->env_start);
+    stat_field(stat, 51, &c->env_end);
+    c->environ_raw = read_file_at(c->procfd, "environ", 1 << 20, &c->environ_len, &tr);
     cap_step(c, "identify", "ok", t, "%s", c->secure ? "secure process: root-only bundle" : "");
     free(stat);
     free(status);
@@ -316,13 +322,30 @@ static void add_json_member(struct cap *c, const char *member, cJSON *j, double 
     free(s);
 }
 
+const char *cap_env(const struct cap *c, const char *name)
+{
+    size_t nl = strlen(name);
+    for (size_t i = 0; c->environ_raw && i < c->environ_len;) {
+        const char *kv = c->environ_raw + i;
+        size_t l = strnlen(kv, c->environ_len - i);
+        if (l > nl && !memcmp(kv, name, nl) && kv[nl] == '=')
+            return kv + nl + 1;
+        i += l + 1;
+    }
+    return NULL;
+}
+
 static cJSON *environ_json(struct cap *c)
 {
-    size_t len;
-    int tr;
-    char *env = read_file_at(c->procfd, "environ", 1 << 20, &len, &tr);
+    if (!c->environ_raw)
+        return NULL;
+    size_t len = c->environ_len;
+    int tr = len >= (1 << 20);
+    char *env = malloc(len + 1);
     if (!env)
         return NULL;
+    memcpy(env, c->environ_raw, len);
+    env[len] = 0;
     cJSON *o = cJSON_CreateObject();
     cJSON *vals = cJSON_AddObjectToObject(o, "values");
     cJSON *names = cJSON_AddArrayToObject(o, "names_only");
@@ -492,7 +515,20 @@ static cJSON *manifest(struct cap *c)
         {"proc/fds.json", "open file descriptors and their targets", 1},
         {"proc/threads.json", "threads: tid, name, state, wchan", 1},
         {"proc/environ.json", "allow-listed environment values; names only for the rest", 3},
+        {"kmsg.json", "kernel log lines that matter: NVIDIA Xid, OOM killer, segfault, MCE, hung "
+                      "task, NVLink, dropped core dumps; wall-clock times and sources", 0},
+        {"gpu.json", "this process's GPUs: /dev/nvidia minors, PCI bus ids, UUIDs, visible "
+                     "devices, PCIe AER counters and link state", 1},
+        {"checkpoint.json", "the last saved checkpoint: path, size, mtime, inode, how it was found",
+         1},
+        {"logs/stderr.tail", "the end of stderr when it is a regular file", 1},
+        {"logs/stdout.tail", "the end of stdout when it is a regular file", 1},
+        {"ml/", "ML debug files the environment names (NCCL flight recorder, torchelastic error "
+                "file, CUDA core dump), capped, never unpickled", 1},
         {"core", "ELF core file (full or slim), opens in gdb as it is", 2},
+        {"nvidia-smi.xml", "nvidia-smi -q -x, run while the core drained (or why not)", 0},
+        {"checkpoint-verdict.json", "is the checkpoint intact (zip/safetensors structure), and "
+                                    "the newest valid one", 1},
         {"capture.json", "what succeeded or failed and why, sizes, core hash, timings", 0},
     };
     for (size_t i = 0; i < sizeof(plan) / sizeof(plan[0]); i++) {
