@@ -98,7 +98,8 @@ void guard_vacuum(struct cap *c, uint64_t incoming)
     if (c->cfg.max_use.percent && max_use > (64ULL << 30))
         max_use = 64ULL << 30;
     uint64_t keep_free = guard_keep_free(c);
-    qsort(v, n, sizeof(*v), by_mtime);
+    if (n)
+        qsort(v, n, sizeof(*v), by_mtime);
     size_t removed = 0;
     uint64_t freed = 0;
     for (size_t i = 0; i < n; i++) {

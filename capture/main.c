@@ -32,6 +32,11 @@ const char *__asan_default_options(void)
 {
     return "log_path=/tmp/crashpack-capture-asan:detect_leaks=0";
 }
+const char *__ubsan_default_options(void);
+const char *__ubsan_default_options(void)
+{
+    return "log_path=/tmp/crashpack-capture-ubsan:print_stacktrace=1";
+}
 #endif
 
 void cap_step(struct cap *c, const char *name, const char *status, double t_start,
