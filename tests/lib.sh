@@ -20,6 +20,15 @@ cp_need_root() { [ "$(id -u)" = 0 ] || { echo "SKIP: needs root"; exit 77; }; }
 
 cp_restore() {
     local rc=$?
+    # the handler runs without stderr: sanitizer builds log their reports to files instead
+    if [ -n "${T:-}" ] && [ -e "$T/.san_mark" ]; then
+        local f
+        for f in $(find /tmp -maxdepth 1 -name 'crashpack-capture-*san*' -newer "$T/.san_mark" 2>/dev/null); do
+            echo "FAIL: sanitizer report from the handler: $f" >&2
+            cat "$f" >&2
+            rc=1
+        done
+    fi
     if [ -n "${CP_SAVED_PATTERN_FILE:-}" ] && [ -f "$CP_SAVED_PATTERN_FILE" ]; then
         cat "$CP_SAVED_PATTERN_FILE" > /proc/sys/kernel/core_pattern 2>/dev/null || true
         echo "$CP_SAVED_PIPE_LIMIT" > /proc/sys/kernel/core_pipe_limit 2>/dev/null || true
@@ -56,6 +65,7 @@ cp_setup() {
     if [ -e /etc/sysctl.d/99-crashpack.conf ]; then CP_SYSCTL_EXISTED=1; else CP_SYSCTL_EXISTED=0; fi
     if [ -e /var/lib/crashpack/install-state ]; then CP_STATE_EXISTED=1; cp -p /var/lib/crashpack/install-state "$T/.saved_install_state"; else CP_STATE_EXISTED=0; fi
     if [ -d /var/lib/crashpack ]; then CP_STATEDIR_EXISTED=1; else CP_STATEDIR_EXISTED=0; fi
+    touch "$T/.san_mark"
     trap cp_restore EXIT
     trap 'exit 130' INT TERM
     mkdir -p "$T/bundles"
