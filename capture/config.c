@@ -29,6 +29,13 @@ void cp_config_defaults(struct cp_config *c)
     snprintf(c->nvidia_smi, sizeof(c->nvidia_smi), "%s", "/usr/bin/nvidia-smi");
     c->nvidia_smi_timeout_s = 10;
     c->proc_file_max = 32ULL << 20;
+    c->kmsg_margin_s = 60;
+    c->kmsg_max = 1ULL << 20;
+    c->smi_output_max = 8ULL << 20;
+    c->smi_bus_lost_window_s = 600;
+    c->log_tail = 256ULL << 10;
+    c->ml_file_max = 8ULL << 20;
+    c->checkpoint_timeout_s = 5;
 }
 
 int cp_parse_size(const char *s, uint64_t *out)
@@ -171,6 +178,20 @@ static int set_key(struct cp_config *c, const char *k, const char *v)
         return parse_uint(v, &c->nvidia_smi_timeout_s);
     if (!strcmp(k, "proc_file_max"))
         return cp_parse_size(v, &c->proc_file_max);
+    if (!strcmp(k, "kmsg_margin"))
+        return parse_uint(v, &c->kmsg_margin_s);
+    if (!strcmp(k, "kmsg_max"))
+        return cp_parse_size(v, &c->kmsg_max);
+    if (!strcmp(k, "nvidia_smi_output_max"))
+        return cp_parse_size(v, &c->smi_output_max);
+    if (!strcmp(k, "nvidia_smi_bus_lost_window"))
+        return parse_uint(v, &c->smi_bus_lost_window_s);
+    if (!strcmp(k, "log_tail"))
+        return cp_parse_size(v, &c->log_tail);
+    if (!strcmp(k, "ml_file_max"))
+        return cp_parse_size(v, &c->ml_file_max);
+    if (!strcmp(k, "checkpoint_timeout"))
+        return parse_uint(v, &c->checkpoint_timeout_s);
     if (!strcmp(k, "redact_patterns"))
         return copy_str(c->redact_patterns, sizeof(c->redact_patterns), v);
     return -2;

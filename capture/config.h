@@ -43,6 +43,14 @@ struct cp_config {
     unsigned nvidia_smi_timeout_s;
     uint64_t proc_file_max;     /* cap per /proc file copied */
     char redact_patterns[CP_PATH_MAX]; /* extra comma-separated globs, matched on env names */
+    /* evidence collectors (issue 3) */
+    unsigned kmsg_margin_s;     /* kernel log kept from process start minus this */
+    uint64_t kmsg_max;          /* cap on kmsg.json */
+    uint64_t smi_output_max;    /* cap on nvidia-smi output */
+    unsigned smi_bus_lost_window_s; /* a bus-loss Xid this recent: nvidia-smi is skipped */
+    uint64_t log_tail;          /* bytes of stdout/stderr kept */
+    uint64_t ml_file_max;       /* cap per ML debug file */
+    unsigned checkpoint_timeout_s; /* stat/verify of the checkpoint, in a child */
 };
 
 void cp_config_defaults(struct cp_config *c);
