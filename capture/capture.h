@@ -49,6 +49,11 @@ struct cap {
     char *environ_raw;
     size_t environ_len;
     unsigned long long env_start, env_end, arg_start, arg_end; /* from /proc/<pid>/stat */
+    /* secret values in the core's copies of argv/envp, overwritten as the core streams */
+    struct redact {
+        uint64_t vaddr, len;
+    } *redact;
+    size_t nredact;
     /* kmsg.c: a fallen-off-the-bus class Xid in the recent kernel log (nvidia-smi would hang) */
     int bus_lost_recent;
     char bus_lost_line[256];
@@ -56,6 +61,10 @@ struct cap {
     pid_t smi_pid;
     int smi_fd;
     double smi_started;
+    int smi_err;          /* its stderr pipe, or -1 */
+    int smi_ctl;          /* its supervisor's reports (nvidia-smi's pid, then its wait status) */
+    char smi_status[12];  /* not started: skipped|absent|failed, with smi_reason; "" otherwise */
+    char smi_reason[400];
     /* checkpoint.c: what the quick collector found, for the finisher's verdict */
     char ckpt_path[1024];
     int ckpt_found;

@@ -146,6 +146,76 @@ static long long boot_time(void)
     return bt;
 }
 
+/* Ranges (as addresses) where `masked` differs from `orig`: what to overwrite in the core. */
+static void add_diff_ranges(struct cap *c, uint64_t base, const char *orig, const char *masked,
+                            size_t len)
+{
+    for (size_t i = 0; i < len;) {
+        if (orig[i] == masked[i]) {
+            i++;
+            continue;
+        }
+        size_t j = i;
+        while (j < len && orig[j] != masked[j])
+            j++;
+        struct redact *r = realloc(c->redact, (c->nredact + 1) * sizeof(*r));
+        if (!r)
+            return;
+        c->redact = r;
+        c->redact[c->nredact++] = (struct redact){base + i, j - i};
+        i = j;
+    }
+}
+
+/* The secrets the evidence members leave out must not survive in the core's copy of the
+ * initial argv and environment block either (slim and meta bundles must be shareable). */
+static void plan_core_redaction(struct cap *c)
+{
+    size_t len;
+    int tr;
+    if (c->environ_raw && c->env_start && c->env_end > c->env_start) {
+        len = c->environ_len;
+        char *m = malloc(len + 1);
+        if (m) {
+            memcpy(m, c->environ_raw, len);
+            m[len] = 0;
+            for (size_t i = 0; i < len;) {
+                char *kv = m + i;
+                size_t l = strnlen(kv, len - i);
+                char *eq = memchr(kv, '=', l);
+                if (eq) {
+                    *eq = 0;
+                    if (is_secret_name(&c->cfg, kv))
+                        memset(eq + 1, '*', l - (size_t)(eq + 1 - kv));
+                    else
+                        mask_url_credentials(eq + 1);
+                    *eq = '=';
+                }
+                i += l + 1;
+            }
+            add_diff_ranges(c, c->env_start, c->environ_raw, m, len);
+            free(m);
+        }
+    }
+    char *cl = c->arg_start ? read_file_at(c->procfd, "cmdline", 1 << 20, &len, &tr) : NULL;
+    if (cl) {
+        char *m = malloc(len + 1);
+        if (m) {
+            memcpy(m, cl, len + 1);
+            char *av[4096];
+            int ac = 0;
+            for (size_t i = 0; i < len && ac < 4096;) {
+                av[ac++] = m + i;
+                i += strnlen(m + i, len - i) + 1;
+            }
+            mask_cmdline(&c->cfg, av, ac);
+            add_diff_ranges(c, c->arg_start, cl, m, len);
+            free(m);
+        }
+        free(cl);
+    }
+}
+
 int proc_identify(struct cap *c)
 {
     double t = now_mono();
@@ -236,6 +306,7 @@ int proc_identify(struct cap *c)
     stat_field(stat, 50, &c->env_start);
     stat_field(stat, 51, &c->env_end);
     c->environ_raw = read_file_at(c->procfd, "environ", 1 << 20, &c->environ_len, &tr);
+    plan_core_redaction(c);
     cap_step(c, "identify", "ok", t, "%s", c->secure ? "secure process: root-only bundle" : "");
     free(stat);
     free(status);

@@ -256,7 +256,76 @@ struct pipe_in {
     struct xxh64 hash;
     int eof, timed_out, error;
     uint64_t reads;
+    /* stream offsets to overwrite after hashing (secrets in argv/envp) */
+    struct redact *redact;
+    size_t nredact;
+    uint64_t redacted;
 };
+
+/* Overwrite secrets in buf, which holds stream bytes [off, off + n). */
+static void redact_apply(struct pipe_in *p, uint8_t *buf, uint64_t off, size_t n)
+{
+    for (size_t i = 0; i < p->nredact; i++) {
+        uint64_t lo = p->redact[i].vaddr, hi = lo + p->redact[i].len;
+        if (hi <= off || lo >= off + n)
+            continue;
+        if (lo < off)
+            lo = off;
+        if (hi > off + n)
+            hi = off + n;
+        memset(buf + (lo - off), '*', (size_t)(hi - lo));
+        p->redacted += hi - lo;
+    }
+}
+
+/* NT_PRPSINFO carries the first 80 bytes of the command line (NULs turned into spaces): the
+ * same secrets, at the same positions as in argv. */
+static void redact_psargs(const struct cap *c, uint8_t *prefix, size_t plen,
+                          const struct core_layout *L)
+{
+    if (!c->arg_start || L->note_off + L->note_size > plen)
+        return;
+    uint8_t *n = prefix + L->note_off, *end = n + L->note_size;
+    while (end - n >= 12) {
+        uint32_t namesz, descsz, type;
+        memcpy(&namesz, n, 4);
+        memcpy(&descsz, n + 4, 4);
+        memcpy(&type, n + 8, 4);
+        uint64_t nl = (namesz + 3ULL) & ~3ULL, dl = (descsz + 3ULL) & ~3ULL;
+        if ((uint64_t)(end - n) < 12 + nl + dl)
+            return;
+        if (type == 3 /* NT_PRPSINFO */ && descsz >= 56 + 80) {
+            uint8_t *psargs = n + 12 + nl + 56;
+            for (size_t i = 0; i < c->nredact; i++) {
+                uint64_t lo = c->redact[i].vaddr, hi = lo + c->redact[i].len;
+                if (hi <= c->arg_start || lo >= c->arg_start + 80)
+                    continue;
+                lo = lo < c->arg_start ? 0 : lo - c->arg_start;
+                hi = hi - c->arg_start > 80 ? 80 : hi - c->arg_start;
+                memset(psargs + lo, '*', (size_t)(hi - lo));
+            }
+        }
+        n += 12 + nl + dl;
+    }
+}
+
+/* Turn the planned address ranges into stream offsets through the segment table. */
+static void redact_map(struct pipe_in *p, const struct cap *c, const struct core_layout *L)
+{
+    p->redact = calloc(c->nredact ? c->nredact : 1, sizeof(*p->redact));
+    if (!p->redact)
+        return;
+    for (size_t i = 0; i < c->nredact; i++)
+        for (size_t s = 0; s < L->nsegs; s++) {
+            const struct core_seg *g = &L->segs[s];
+            uint64_t a = c->redact[i].vaddr;
+            if (a >= g->vaddr && a + c->redact[i].len <= g->vaddr + g->filesz) {
+                p->redact[p->nredact++] =
+                    (struct redact){g->off + (a - g->vaddr), c->redact[i].len};
+                break;
+            }
+        }
+}
 
 static ssize_t pipe_read(struct pipe_in *p, uint8_t *buf, size_t n)
 {
@@ -287,6 +356,8 @@ static ssize_t pipe_read(struct pipe_in *p, uint8_t *buf, size_t n)
             return 0;
         }
         xxh64_update(&p->hash, buf, (size_t)r);
+        if (p->nredact)
+            redact_apply(p, buf, p->bytes, (size_t)r);
         p->bytes += (uint64_t)r;
         return r;
     }
@@ -389,6 +460,11 @@ void stream_core(struct cap *c)
         free(prefix);
         return;
     }
+    redact_map(&p, c, &L);
+    if (p.nredact)
+        redact_apply(&p, prefix, 0, plen); /* the headers, read before the map existed */
+    if (c->nredact)
+        redact_psargs(c, prefix, plen, &L);
     cJSON_AddNumberToObject(core, "full_size", (double)L.size);
     cJSON_AddNumberToObject(core, "segments", (double)L.nsegs);
 
@@ -427,12 +503,18 @@ void stream_core(struct cap *c)
     if (bw_begin(&c->bw, "core", declared) || sink_init(&k, c, workers)) {
         cap_step(c, "core", "failed", t, "cannot start the core member: %s",
                  strerror(c->bw.err ? c->bw.err : ENOMEM));
+        if (c->bw.open_member >= 0 && bw_end(&c->bw, c->cfg.frame_size) >= 0) {
+            cJSON_AddBoolToObject(core, "truncated", 1);
+            cJSON_AddStringToObject(core, "truncation_reason", "out of memory for the stream");
+        }
+        free(p.redact);
         free(prefix);
         core_layout_free(&L);
         core_slim_free(&P);
         return;
     }
-    k.hash_member = c->mode != CP_MODE_FULL;
+    /* in full mode the member is the stream itself, unless secrets were overwritten */
+    k.hash_member = c->mode != CP_MODE_FULL || p.nredact > 0;
     cJSON_AddNumberToObject(core, "level", c->cfg.level);
     cJSON_AddNumberToObject(core, "threads", workers);
     cJSON_AddNumberToObject(core, "frame_size", (double)c->cfg.frame_size);
@@ -524,9 +606,11 @@ void stream_core(struct cap *c)
      * stream hash is reused rather than hashing every byte twice. */
     struct xxh64 mh = k.member_hash;
     int have_mh = 1;
-    if (c->mode == CP_MODE_FULL) {
+    if (c->mode == CP_MODE_FULL && !k.hash_member) {
         mh = p.hash;
         have_mh = written == p.bytes - extra;
+    } else if (k.stop_writing) {
+        have_mh = 1; /* hashed in write order: exactly what reached the file */
     }
     if (written < declared) {
         static const uint8_t zb[1 << 14];
@@ -553,6 +637,9 @@ void stream_core(struct cap *c)
     cJSON_AddNumberToObject(core, "compressed_bytes", (double)k.compressed);
     cJSON_AddNumberToObject(core, "frames", (double)k.frames);
     cJSON_AddNumberToObject(core, "pipe_reads", (double)p.reads);
+    cJSON_AddNumberToObject(core, "redacted_ranges", (double)p.nredact);
+    cJSON_AddNumberToObject(core, "redacted_bytes", (double)p.redacted);
+    free(p.redact);
     if (c->mode == CP_MODE_SLIM) {
         cJSON_AddNumberToObject(core, "slim_kept_bytes", (double)P.kept);
         cJSON_AddNumberToObject(core, "slim_stacks", (double)P.stacks);

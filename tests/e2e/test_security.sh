@@ -106,4 +106,19 @@ check "secrets: no secret value in any member but core" bash -c "! grep -rq SECR
 check "secrets: the variable names are kept" bash -c "grep -q HF_TOKEN '$T/sec/proc/environ.json' && grep -q AWS_SECRET_ACCESS_KEY '$T/sec/proc/environ.json'"
 check "secrets: useful values are kept (NCCL_DEBUG=INFO)" [ "$(json "$T/sec/proc/environ.json" 'd["values"]["NCCL_DEBUG"]')" = INFO ]
 check "secrets: masked cmdline arguments are still listed" bash -c "grep -q -- '--token=\\*\\*\\*' '$T/sec/manifest.json'"
+# slim and meta bundles are the shareable ones: no secret anywhere, the core included
+for mode in slim meta; do
+    sed -i 's/^mode = .*//' "$T/conf"; echo "mode = $mode" >> "$T/conf"
+    env HF_TOKEN=hf_SECRETVALUE1 AWS_SECRET_ACCESS_KEY=SECRETVALUE2 \
+        DATA_URL=https://alice:SECRETVALUE3@example.invalid/x \
+        "$CP_SRC/fixtures/programs/py_crash.py" --token=SECRETVALUE4 --api-key SECRETVALUE5 > /dev/null 2>&1 &
+    pid=$!; wait $pid 2>/dev/null
+    b=$(real_bundle_for $pid) || { fail "secrets/$mode: no bundle"; continue; }
+    n=$(zstd -dc "$b" | grep -a -c SECRETVALUE)
+    check "secrets/$mode: no secret value anywhere in the decompressed bundle ($n found)" [ "$n" = 0 ]
+    if [ $mode = slim ]; then
+        check "secrets/slim: the core's argv/envp copies were overwritten" \
+            bash -c "tar --zstd -xOf '$b' capture.json | python3 -c 'import json,sys; d=json.load(sys.stdin); sys.exit(0 if d[\"core\"][\"redacted_bytes\"] > 0 else 1)'"
+    fi
+done
 finish
