@@ -267,6 +267,9 @@ int main(int argc, char **argv)
         cap_step(c, "config", "failed", t, "%s; using defaults", err);
         cp_config_defaults(&c->cfg);
     }
+    /* a last resort: whatever hangs, the process dies, the kernel gets its pipe back, and the
+     * temporary is salvaged by the next capture */
+    alarm(c->cfg.deadline_s + 60);
     proc_identify(c);
     if (!c->comm[0])
         snprintf(c->comm, sizeof(c->comm), "pid%d", (int)c->pid);
@@ -302,8 +305,10 @@ int main(int argc, char **argv)
     pid_t p = fork();
     if (p > 0)
         return 0;
-    if (p == 0)
+    if (p == 0) {
         setsid();
+        alarm(c->cfg.finisher_deadline_s);
+    }
     /* fork failed: finish inline, which only delays the handler's exit, not the reaping */
     return finish(c) ? 1 : 0;
 }
