@@ -80,4 +80,11 @@ if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
 else
     fail "python3-torch is not installed (/usr/bin/python3 -c 'import torch')"
 fi
+
+# 4. RLIMIT_CORE 0: the process asked for no core -> a metadata-only bundle that says why
+pid=$( (ulimit -c 0; exec "$CP_BIN/cp-abort") > /dev/null 2>&1 & p=$!; wait $p 2>/dev/null; echo $p)
+b=$(cp_bundle_for "$pid" 30) || fail "rlimit 0: no bundle"
+check "rlimit 0: no core member" bash -c "! tar --zstd -tf '$b' | grep -qx core"
+check "rlimit 0: capture.json gives the reason" bash -c "tar --zstd -xOf '$b' capture.json | grep -q 'RLIMIT_CORE to 0'"
+check "rlimit 0: manifest says meta" bash -c "tar --zstd -xOf '$b' manifest.json | grep -q '\"mode\":\"meta\"'"
 finish
