@@ -113,6 +113,25 @@ int core_layout_parse(const uint8_t *b, size_t len, struct core_layout *L, uint6
     return 0;
 }
 
+int core_notes_next(uint8_t *prefix, const struct core_layout *L, uint64_t *pos,
+                    struct core_note *out)
+{
+    if (*pos + 12 > L->note_size)
+        return 0;
+    uint8_t *n = prefix + L->note_off + *pos;
+    uint32_t namesz, descsz;
+    memcpy(&namesz, n, 4);
+    memcpy(&descsz, n + 4, 4);
+    memcpy(&out->type, n + 8, 4);
+    uint64_t nlen = (namesz + 3ULL) & ~3ULL, dlen = (descsz + 3ULL) & ~3ULL;
+    if (L->note_size - *pos - 12 < nlen + dlen)
+        return 0;
+    out->desc = n + 12 + nlen;
+    out->descsz = descsz;
+    *pos += 12 + nlen + dlen;
+    return 1;
+}
+
 void core_slim_free(struct slim_plan *P)
 {
     free(P->head);
@@ -188,17 +207,11 @@ int core_slim_plan(const uint8_t *prefix, const struct core_layout *L, uint64_t 
         snprintf(why, whylen, "out of memory");
         return -1;
     }
-    /* walk the notes */
-    const uint8_t *n = prefix + L->note_off, *end = n + L->note_size;
-    while (end - n >= 12) {
-        uint32_t namesz, descsz, type;
-        memcpy(&namesz, n, 4);
-        memcpy(&descsz, n + 4, 4);
-        memcpy(&type, n + 8, 4);
-        uint64_t nlen = (namesz + 3ULL) & ~3ULL, dlen = (descsz + 3ULL) & ~3ULL;
-        if ((uint64_t)(end - n) < 12 + nlen + dlen)
-            break;
-        const uint8_t *desc = n + 12 + nlen;
+    uint64_t pos = 0;
+    struct core_note nt;
+    while (core_notes_next((uint8_t *)prefix, L, &pos, &nt)) {
+        uint32_t type = nt.type, descsz = nt.descsz;
+        const uint8_t *desc = nt.desc;
         if (type == NT_PRSTATUS && descsz >= sp_off + 8) {
             uint64_t sp;
             memcpy(&sp, desc + sp_off, 8);
@@ -240,7 +253,6 @@ int core_slim_plan(const uint8_t *prefix, const struct core_layout *L, uint64_t 
                 }
             }
         }
-        n += 12 + nlen + dlen;
     }
     /* small anonymous segments: vdso, the dynamic linker's early allocations */
     for (size_t i = 0; i < L->nsegs; i++)

@@ -34,6 +34,16 @@ int core_layout_parse(const uint8_t *b, size_t len, struct core_layout *L, uint6
                       char *why, size_t whylen);
 void core_layout_free(struct core_layout *L);
 
+/* Iterates the notes of the core's PT_NOTE, which must lie within `prefix`; stops early when
+ * fn returns nonzero. Malformed sizes end the walk. */
+struct core_note {
+    uint32_t type;
+    uint8_t *desc;
+    uint32_t descsz;
+};
+int core_notes_next(uint8_t *prefix, const struct core_layout *L, uint64_t *pos,
+                    struct core_note *out);
+
 struct slim_piece {
     uint64_t in_off, len, out_off;
 };

@@ -285,17 +285,11 @@ static void redact_psargs(const struct cap *c, uint8_t *prefix, size_t plen,
 {
     if (!c->arg_start || L->note_off + L->note_size > plen)
         return;
-    uint8_t *n = prefix + L->note_off, *end = n + L->note_size;
-    while (end - n >= 12) {
-        uint32_t namesz, descsz, type;
-        memcpy(&namesz, n, 4);
-        memcpy(&descsz, n + 4, 4);
-        memcpy(&type, n + 8, 4);
-        uint64_t nl = (namesz + 3ULL) & ~3ULL, dl = (descsz + 3ULL) & ~3ULL;
-        if ((uint64_t)(end - n) < 12 + nl + dl)
-            return;
-        if (type == 3 /* NT_PRPSINFO */ && descsz >= 56 + 80) {
-            uint8_t *psargs = n + 12 + nl + 56;
+    uint64_t pos = 0;
+    struct core_note note;
+    while (core_notes_next(prefix, L, &pos, &note)) {
+        if (note.type == 3 /* NT_PRPSINFO */ && note.descsz >= 56 + 80) {
+            uint8_t *psargs = note.desc + 56;
             for (size_t i = 0; i < c->nredact; i++) {
                 uint64_t lo = c->redact[i].vaddr, hi = lo + c->redact[i].len;
                 if (hi <= c->arg_start || lo >= c->arg_start + 80)
@@ -305,7 +299,6 @@ static void redact_psargs(const struct cap *c, uint8_t *prefix, size_t plen,
                 memset(psargs + lo, '*', (size_t)(hi - lo));
             }
         }
-        n += 12 + nl + dl;
     }
 }
 
