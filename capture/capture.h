@@ -57,17 +57,20 @@ struct cap {
     /* kmsg.c: a fallen-off-the-bus class Xid in the recent kernel log (nvidia-smi would hang) */
     int bus_lost_recent;
     char bus_lost_line[256];
+    double bus_lost_time; /* wall-clock time of that line (seconds since the epoch); 0: unknown */
     /* smi.c: the nvidia-smi child, running while the core drains */
     pid_t smi_pid;
     int smi_fd;
     double smi_started;
     int smi_err;          /* its stderr pipe, or -1 */
     int smi_ctl;          /* its supervisor's reports (nvidia-smi's pid, then its wait status) */
-    char smi_status[12];  /* not started: skipped|absent|failed, with smi_reason; "" otherwise */
+    char smi_status[12];  /* not started: skipped|absent|refused|failed (+ smi_reason) */
     char smi_reason[400];
     /* checkpoint.c: what the quick collector found, for the finisher's verdict */
     char ckpt_path[1024];
     int ckpt_found;
+    int ckpt_fd, ckpt_dirfd; /* O_PATH: the checkpoint and its directory, or -1; valid only
+                                once ckpt_collect has run (it sets them) */
 };
 
 /* The value of NAME in the crashed process's initial environment, or NULL. */

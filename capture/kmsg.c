@@ -773,6 +773,7 @@ void kmsg_collect(struct cap *c)
 
     if (k.bus_t >= 0) {
         c->bus_lost_recent = 1;
+        c->bus_lost_time = k.bus_t;
         copy_utf8(c->bus_lost_line, sizeof(c->bus_lost_line), k.bus_line);
     }
 

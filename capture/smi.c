@@ -1,14 +1,554 @@
-/* smi.c - nvidia-smi -q -x, run while the core drains (stub until issue 3 lands). */
+/* smi.c - `nvidia-smi -q -x`, started before the drain and collected by the finisher.
+ *
+ * nvidia-smi is the one slow and possibly hanging collector: it can take seconds, and it hangs,
+ * sometimes in uninterruptible sleep, when a GPU has fallen off the bus. So it runs concurrently
+ * with the drain, lands after `core`, and is bounded in time and output.
+ *
+ * Process layout. The finisher is forked from the handler after the drain, so it is a sibling of
+ * anything smi_start forks, never its parent: it cannot waitpid() nvidia-smi. smi_start therefore
+ * forks a tiny supervisor (a copy of the handler that never execs) that forks and execs
+ * nvidia-smi, reports its pid, reaps it and reports its wait status on a control pipe. The
+ * finisher reads stdout, stderr and that pipe with poll() under the deadline; on expiry it
+ * SIGKILLs nvidia-smi's process group (its own, so the supervisor survives to reap it and
+ * report). A child stuck in uninterruptible sleep never blocks anybody: the supervisor waits on
+ * it alone, and the finisher gives up after about a second.
+ *
+ * nvidia-smi runs with an empty environment, from an absolute host path, fd 0 on /dev/null (the
+ * kernel waits for every reader of the core pipe), stdout and stderr on two separate pipes (the
+ * XML member is stdout byte for byte; stderr only feeds stderr_tail), nothing else open, in its
+ * own process group, with no_new_privs, and with the handler's RLIMIT_CORE of 1, which tells the
+ * kernel not to run core_pattern again if it crashes. */
 #include "capture.h"
 #include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define SMI_PIPE_SIZE (1 << 20) /* nvidia-smi -q -x prints ~20-60 KiB per GPU */
+#define SMI_TAIL 4096           /* stderr/stdout tail kept in nvidia-smi.json */
+#define SMI_REAP_WAIT_MS 1000   /* after SIGKILL: how long to wait for the supervisor's report */
+
+/* Control-pipe records, one write() each (atomic: smaller than PIPE_BUF). */
+enum { CTL_PID = 1, CTL_STATUS = 2, CTL_FORK_FAILED = 3 };
+struct ctl_msg {
+    int32_t kind, value;
+};
+
+static void ctl_send(int fd, int kind, int value)
+{
+    struct ctl_msg m = {kind, value};
+    ssize_t r = write(fd, &m, sizeof(m));
+    (void)r;
+}
+
+/* Runs in the forked supervisor: only async-signal-safe calls (the handler may have threads). */
+static __attribute__((noreturn)) void supervise(const char *path, int out_w, int err_w, int ctl_w,
+                                                const char *exec_fail_msg, size_t exec_fail_len)
+{
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null < 0 || dup2(null, 0) < 0) /* drops the core pipe: the kernel waits for its readers */
+        _exit(126);
+    close(null);
+    if (dup2(out_w, 1) < 0 || dup2(err_w, 2) < 0)
+        _exit(126);
+    /* everything else the handler holds (bundle, its lock, /proc/<pid>, pidfd) goes */
+    if (ctl_w > 3)
+        close_range(3, (unsigned)ctl_w - 1, 0);
+    close_range((unsigned)ctl_w + 1, ~0u, 0);
+    if (chdir("/"))
+        _exit(126);
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof(dfl));
+    dfl.sa_handler = SIG_DFL;
+    for (int s = 1; s < NSIG; s++)
+        if (s != SIGKILL && s != SIGSTOP)
+            sigaction(s, &dfl, NULL); /* ignored signals would survive exec */
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); /* inherited by nvidia-smi */
+
+    pid_t s = fork();
+    if (s == 0) {
+        close(ctl_w);
+        setpgid(0, 0);
+        char *argv[] = {(char *)path, "-q", "-x", NULL};
+        char *envp[] = {NULL};
+        execve(path, argv, envp);
+        ssize_t r = write(2, exec_fail_msg, exec_fail_len);
+        (void)r;
+        _exit(127);
+    }
+    if (s < 0) {
+        ctl_send(ctl_w, CTL_FORK_FAILED, errno);
+        _exit(1);
+    }
+    setpgid(s, s); /* whichever of the two runs first: the group exists before we report it */
+    ctl_send(ctl_w, CTL_PID, (int)s);
+    /* the finisher sees EOF on stdout/stderr only when nvidia-smi's copies are the last */
+    dup2(0, 1);
+    dup2(0, 2);
+    /* the supervisor needs no privilege to wait */
+    struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct d[2];
+    memset(d, 0, sizeof(d));
+    syscall(SYS_capset, &h, d);
+    int st;
+    while (waitpid(s, &st, 0) < 0)
+        if (errno != EINTR)
+            _exit(1);
+    ctl_send(ctl_w, CTL_STATUS, st);
+    _exit(0);
+}
+
+static void not_started(struct cap *c, const char *status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void not_started(struct cap *c, const char *status, const char *fmt, ...)
+{
+    snprintf(c->smi_status, sizeof(c->smi_status), "%s", status);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->smi_reason, sizeof(c->smi_reason), fmt, ap);
+    va_end(ap);
+}
 
 void smi_start(struct cap *c)
 {
     c->smi_pid = -1;
-    c->smi_fd = -1;
+    c->smi_fd = c->smi_err = c->smi_ctl = -1;
+    c->smi_status[0] = c->smi_reason[0] = 0;
+    c->smi_started = now_mono();
+    const char *path = c->cfg.nvidia_smi;
+    if (!path[0]) {
+        not_started(c, "skipped", "disabled (nvidia_smi is empty in the configuration)");
+        return;
+    }
+    if (path[0] != '/') {
+        not_started(c, "failed", "%s: not an absolute path", path);
+        return;
+    }
+    if (c->cfg.nvidia_smi_timeout_s == 0) {
+        not_started(c, "skipped", "disabled (nvidia_smi_timeout is 0)");
+        return;
+    }
+    if (c->bus_lost_recent) {
+        const char *line = c->bus_lost_line[0] ? c->bus_lost_line : "Xid 79";
+        char when[64];
+        if (c->bus_lost_time > 0)
+            snprintf(when, sizeof(when), "%.0f s before the crash",
+                     (double)c->crash_time - c->bus_lost_time < 0
+                         ? 0
+                         : (double)c->crash_time - c->bus_lost_time);
+        else
+            snprintf(when, sizeof(when), "within the last %u s", c->cfg.smi_bus_lost_window_s);
+        not_started(c, "skipped",
+                    "%s: in the kernel log %s; nvidia-smi hangs when a GPU has fallen off the bus",
+                    line, when);
+        return;
+    }
+    struct stat st;
+    if (stat(path, &st)) {
+        if (errno == ENOENT || errno == ENOTDIR)
+            not_started(c, "absent", "%s: not installed", path);
+        else
+            not_started(c, "failed", "%s: %s", path, strerror(errno));
+        return;
+    }
+    /* it runs as root on every crash: only a binary root controls */
+    if (!S_ISREG(st.st_mode) || !(st.st_mode & 0111)) {
+        not_started(c, "failed", "%s: not an executable file", path);
+        return;
+    }
+    if (st.st_uid != 0 || (st.st_mode & 022)) {
+        not_started(c, "refused", "%s: not owned by root or writable by group/others", path);
+        return;
+    }
+
+    int out[2], err[2], ctl[2];
+    if (pipe2(out, O_CLOEXEC)) {
+        not_started(c, "failed", "pipe: %s", strerror(errno));
+        return;
+    }
+    if (pipe2(err, O_CLOEXEC)) {
+        not_started(c, "failed", "pipe: %s", strerror(errno));
+        close(out[0]), close(out[1]);
+        return;
+    }
+    if (pipe2(ctl, O_CLOEXEC)) {
+        not_started(c, "failed", "pipe: %s", strerror(errno));
+        close(out[0]), close(out[1]), close(err[0]), close(err[1]);
+        return;
+    }
+    /* output waits in the pipe while the core drains; nvidia-smi should not block on it */
+    fcntl(out[0], F_SETPIPE_SZ, SMI_PIPE_SIZE);
+    char fail[CP_PATH_MAX + 64];
+    int fl = snprintf(fail, sizeof(fail), "crashpack: cannot execute %s\n", path);
+    size_t fail_len = fl < 0 ? 0 : (size_t)fl >= sizeof(fail) ? sizeof(fail) - 1 : (size_t)fl;
+
+    pid_t p = fork();
+    if (p == 0)
+        supervise(path, out[1], err[1], ctl[1], fail, fail_len);
+    int e = errno;
+    close(out[1]), close(err[1]), close(ctl[1]);
+    if (p < 0) {
+        close(out[0]), close(err[0]), close(ctl[0]);
+        not_started(c, "failed", "fork: %s", strerror(e));
+        return;
+    }
+    int rd[3] = {out[0], err[0], ctl[0]};
+    for (int i = 0; i < 3; i++)
+        fcntl(rd[i], F_SETFL, fcntl(rd[i], F_GETFL) | O_NONBLOCK);
+    c->smi_pid = p; /* the supervisor; nvidia-smi's own pid arrives on smi_ctl */
+    c->smi_fd = out[0];
+    c->smi_err = err[0];
+    c->smi_ctl = ctl[0];
+}
+
+/* ---- the finisher's side ---- */
+
+struct smi_run {
+    char *out;
+    size_t out_len, out_cap;
+    uint64_t out_total; /* bytes seen, including those past the cap */
+    char err_tail[SMI_TAIL];
+    size_t err_len; /* bytes in err_tail (ring buffer, oldest at err_pos when full) */
+    size_t err_pos;
+    uint64_t err_total;
+    int out_eof, err_eof, ctl_eof;
+    pid_t spid; /* nvidia-smi, from the supervisor */
+    int have_status, wstatus;
+    int fork_errno;
+    int truncated;
+};
+
+static void tail_add(struct smi_run *r, const char *b, size_t n)
+{
+    r->err_total += n;
+    for (size_t i = 0; i < n; i++) {
+        r->err_tail[r->err_pos] = b[i];
+        r->err_pos = (r->err_pos + 1) % SMI_TAIL;
+        if (r->err_len < SMI_TAIL)
+            r->err_len++;
+    }
+}
+
+/* Reads what is there without blocking. Returns -1 when the output cap was crossed. */
+static int drain_out(struct smi_run *r, int fd, uint64_t max)
+{
+    char buf[65536];
+    for (;;) {
+        ssize_t n = read(fd, buf, sizeof(buf));
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno != EAGAIN)
+                r->out_eof = 1;
+            return 0;
+        }
+        if (n == 0) {
+            r->out_eof = 1;
+            return 0;
+        }
+        r->out_total += (uint64_t)n;
+        size_t keep = (size_t)n;
+        if (r->out_len + keep > max) {
+            keep = (size_t)(max - r->out_len);
+            r->truncated = 1;
+        }
+        if (r->out_len + keep > r->out_cap) {
+            size_t nc = r->out_cap ? r->out_cap : 256 << 10;
+            while (nc < r->out_len + keep)
+                nc *= 2;
+            if (nc > max)
+                nc = (size_t)max;
+            char *nb = realloc(r->out, nc);
+            if (!nb) {
+                r->truncated = 1;
+                return -1;
+            }
+            r->out = nb;
+            r->out_cap = nc;
+        }
+        memcpy(r->out + r->out_len, buf, keep);
+        r->out_len += keep;
+        if (r->truncated)
+            return -1;
+    }
+}
+
+static void drain_err(struct smi_run *r, int fd)
+{
+    char buf[4096];
+    for (;;) {
+        ssize_t n = read(fd, buf, sizeof(buf));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            if (n == 0 || errno != EAGAIN)
+                r->err_eof = 1;
+            return;
+        }
+        tail_add(r, buf, (size_t)n);
+    }
+}
+
+static void drain_ctl(struct smi_run *r, int fd)
+{
+    struct ctl_msg m;
+    for (;;) {
+        ssize_t n = read(fd, &m, sizeof(m));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            return;
+        if (n != (ssize_t)sizeof(m)) { /* EOF, error, or a torn record (never written) */
+            r->ctl_eof = 1;
+            return;
+        }
+        if (m.kind == CTL_PID)
+            r->spid = m.value;
+        else if (m.kind == CTL_STATUS) {
+            r->have_status = 1;
+            r->wstatus = m.value;
+        } else if (m.kind == CTL_FORK_FAILED)
+            r->fork_errno = m.value;
+    }
+}
+
+/* One poll round over the open fds (only the control pipe with ctl_only). Returns the number
+ * of ready fds, 0 on timeout or when nothing is left open, -1 when the output cap was crossed. */
+static int poll_round(struct cap *c, struct smi_run *r, int timeout_ms, int ctl_only)
+{
+    struct pollfd pf[3];
+    int n = 0, io = -1, ie = -1, ic = -1;
+    if (!ctl_only && !r->out_eof)
+        io = n, pf[n++] = (struct pollfd){c->smi_fd, POLLIN, 0};
+    if (!ctl_only && !r->err_eof)
+        ie = n, pf[n++] = (struct pollfd){c->smi_err, POLLIN, 0};
+    if (!r->ctl_eof && !r->have_status)
+        ic = n, pf[n++] = (struct pollfd){c->smi_ctl, POLLIN, 0};
+    if (n == 0)
+        return 0;
+    int k = poll(pf, (nfds_t)n, timeout_ms);
+    if (k <= 0)
+        return k < 0 && errno == EINTR ? 1 : 0;
+    if (io >= 0 && pf[io].revents && drain_out(r, c->smi_fd, c->cfg.smi_output_max) < 0)
+        return -1;
+    if (ie >= 0 && pf[ie].revents)
+        drain_err(r, c->smi_err);
+    if (ic >= 0 && pf[ic].revents)
+        drain_ctl(r, c->smi_ctl);
+    return k;
+}
+
+static int ms_left(double deadline)
+{
+    double left = (deadline - now_mono()) * 1000;
+    return left <= 0 ? 0 : left > 1e9 ? 1000000000 : (int)left + 1;
+}
+
+/* State letter of /proc/<pid>/stat ('D': uninterruptible sleep), or 0. */
+static char proc_state(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    size_t len;
+    int tr;
+    char *s = read_file_at(AT_FDCWD, path, 4096, &len, &tr);
+    if (!s)
+        return 0;
+    char *p = strrchr(s, ')'), st = 0;
+    if (p && p[1] == ' ')
+        st = p[2];
+    free(s);
+    return st;
+}
+
+/* JSON-safe copy: printable ASCII, newlines and tabs kept, other bytes as '?'. */
+static char *printable(const char *b, size_t n)
+{
+    char *s = malloc(n + 1);
+    if (!s)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)b[i];
+        s[i] = (ch >= 0x20 && ch < 0x7f) || ch == '\n' || ch == '\t' ? (char)ch : '?';
+    }
+    s[n] = 0;
+    return s;
+}
+
+static void add_json(struct cap *c, const char *status, const char *reason, struct smi_run *r,
+                     double elapsed_ms)
+{
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "status", status);
+    cJSON_AddStringToObject(j, "reason", reason);
+    cJSON_AddStringToObject(j, "path", c->cfg.nvidia_smi);
+    if (r && r->have_status && WIFEXITED(r->wstatus))
+        cJSON_AddNumberToObject(j, "exit_status", WEXITSTATUS(r->wstatus));
+    else
+        cJSON_AddNullToObject(j, "exit_status");
+    if (r && r->have_status && WIFSIGNALED(r->wstatus))
+        cJSON_AddNumberToObject(j, "signal", WTERMSIG(r->wstatus));
+    cJSON_AddNumberToObject(j, "elapsed_ms", (double)(long)(elapsed_ms * 10) / 10);
+    cJSON_AddNumberToObject(j, "timeout_s", c->cfg.nvidia_smi_timeout_s);
+    cJSON_AddNumberToObject(j, "output_bytes", r ? (double)r->out_total : 0);
+    cJSON_AddBoolToObject(j, "truncated", r && r->truncated);
+    char *tail = NULL;
+    if (r && r->err_len) {
+        char lin[SMI_TAIL];
+        size_t start = r->err_len < SMI_TAIL ? 0 : r->err_pos;
+        for (size_t i = 0; i < r->err_len; i++)
+            lin[i] = r->err_tail[(start + i) % SMI_TAIL];
+        tail = printable(lin, r->err_len);
+    }
+    cJSON_AddStringToObject(j, "stderr_tail", tail ? tail : "");
+    free(tail);
+    /* nvidia-smi prints its own failures ("Failed to initialize NVML: ...") on stdout */
+    if (r && r->out_len) {
+        size_t n = r->out_len > SMI_TAIL ? SMI_TAIL : r->out_len;
+        char *t = printable(r->out + r->out_len - n, n);
+        cJSON_AddStringToObject(j, "stdout_tail", t ? t : "");
+        free(t);
+        cJSON_AddStringToObject(j, "partial_member", "nvidia-smi.partial");
+    }
+    char *s = cJSON_PrintUnformatted(j);
+    if (s)
+        bw_add(&c->bw, "nvidia-smi.json", s, strlen(s));
+    free(s);
+    cJSON_Delete(j);
+    /* whatever it printed before failing or hanging (often the GPUs before the broken one) */
+    if (r && r->out_len)
+        bw_add(&c->bw, "nvidia-smi.partial", r->out, r->out_len);
 }
 
 void smi_finish(struct cap *c)
 {
-    cap_step(c, "nvidia-smi.xml", "skipped", now_mono(), "not implemented yet");
+    double t0 = c->smi_started ? c->smi_started : now_mono();
+    if (c->smi_status[0] || c->smi_fd < 0) {
+        const char *st = c->smi_status[0] ? c->smi_status : "failed";
+        const char *why = c->smi_reason[0] ? c->smi_reason : "not started";
+        add_json(c, st, why, NULL, 0);
+        cap_step(c, "nvidia-smi", st, t0, "%s", why);
+        return;
+    }
+    struct smi_run r;
+    memset(&r, 0, sizeof(r));
+    r.spid = -1;
+    double deadline = c->smi_started + c->cfg.nvidia_smi_timeout_s;
+    /* the finisher dies at its own alarm (finisher_deadline): leave it half of that for the rest */
+    double limit =
+        now_mono() + (c->cfg.finisher_deadline_s > 1 ? c->cfg.finisher_deadline_s / 2 : 1);
+    int shortened = deadline > limit;
+    if (shortened)
+        deadline = limit;
+    int timed_out = 0, capped = 0;
+    /* Until EOF on both outputs and the supervisor's report, or the deadline. A deadline that
+     * passed during a long drain still takes everything already waiting in the pipes. */
+    while (!(r.out_eof && r.err_eof && (r.have_status || r.ctl_eof))) {
+        int left = ms_left(deadline);
+        int k = poll_round(c, &r, left, 0);
+        if (k < 0) {
+            capped = 1;
+            break;
+        }
+        if (k == 0 && ms_left(deadline) == 0) {
+            timed_out = 1;
+            break;
+        }
+    }
+    /* both outputs closed but no report yet: nvidia-smi is exiting, the supervisor reaping */
+    if (timed_out && r.out_eof && r.err_eof) {
+        double until = now_mono() + SMI_REAP_WAIT_MS / 1000.0;
+        while (!r.have_status && !r.ctl_eof && poll_round(c, &r, ms_left(until), 1) > 0)
+            ;
+        if (r.have_status)
+            timed_out = 0;
+    }
+    double elapsed = (now_mono() - c->smi_started) * 1000;
+    char killed[160] = "";
+    if (timed_out || capped) {
+        if (r.spid <= 0)
+            drain_ctl(&r, c->smi_ctl);
+        if (r.have_status) {
+            /* whatever it left behind still holds the pipe: its group goes (a group with
+             * members keeps its number; an empty one just gives ESRCH) */
+            if (r.spid > 0)
+                kill(-r.spid, SIGKILL);
+            snprintf(killed, sizeof(killed), "it had exited; its process group killed");
+        } else if (r.spid > 0) {
+            kill(-r.spid, SIGKILL); /* nvidia-smi and anything it started */
+            /* the supervisor reaps it and reports; never wait on a child in D state */
+            double until = now_mono() + SMI_REAP_WAIT_MS / 1000.0;
+            while (!r.have_status && !r.ctl_eof && poll_round(c, &r, ms_left(until), 1) > 0)
+                ;
+            if (r.have_status)
+                snprintf(killed, sizeof(killed), "killed (SIGKILL to process group %d)",
+                         (int)r.spid);
+            else if (proc_state(r.spid) == 'D')
+                snprintf(killed, sizeof(killed), "killed; still in uninterruptible sleep");
+            else
+                snprintf(killed, sizeof(killed), "killed; not yet reaped after %d ms",
+                         SMI_REAP_WAIT_MS);
+        } else {
+            /* no pid reported: the supervisor never got to fork; kill it instead */
+            kill(c->smi_pid, SIGKILL);
+            snprintf(killed, sizeof(killed), "supervisor %d killed; nvidia-smi never started",
+                     (int)c->smi_pid);
+        }
+    }
+    close(c->smi_fd), close(c->smi_err), close(c->smi_ctl);
+    c->smi_fd = c->smi_err = c->smi_ctl = -1;
+
+    char why[600];
+    const char *status;
+    if (timed_out) {
+        status = "timeout";
+        snprintf(why, sizeof(why), "no result within nvidia_smi_timeout = %u s%s; %s",
+                 c->cfg.nvidia_smi_timeout_s,
+                 shortened ? " (shortened to half of finisher_deadline)" : "", killed);
+    } else if (capped) {
+        status = "failed";
+        snprintf(why, sizeof(why), "output exceeded nvidia_smi_output_max = %llu bytes; %s",
+                 (unsigned long long)c->cfg.smi_output_max, killed);
+    } else if (r.fork_errno) {
+        status = "failed";
+        snprintf(why, sizeof(why), "fork: %s", strerror(r.fork_errno));
+    } else if (!r.have_status) {
+        status = "failed";
+        snprintf(why, sizeof(why), "the supervisor exited without a report");
+    } else if (WIFEXITED(r.wstatus) && WEXITSTATUS(r.wstatus) == 0) {
+        status = "ok";
+    } else if (WIFEXITED(r.wstatus)) {
+        status = "failed";
+        snprintf(why, sizeof(why), "exit status %d%s", WEXITSTATUS(r.wstatus),
+                 WEXITSTATUS(r.wstatus) == 127 ? " (could not execute it)" : "");
+    } else {
+        status = "failed";
+        snprintf(why, sizeof(why), "killed by signal %d", WTERMSIG(r.wstatus));
+    }
+
+    if (!strcmp(status, "ok")) {
+        if (bw_add(&c->bw, "nvidia-smi.xml", r.out ? r.out : "", r.out_len))
+            cap_step(c, "nvidia-smi", "failed", t0, "writing the member: %s", strerror(c->bw.err));
+        else
+            cap_step(c, "nvidia-smi", "ok", t0, "%zu bytes in %.0f ms", r.out_len, elapsed);
+    } else {
+        add_json(c, status, why, &r, elapsed);
+        cap_step(c, "nvidia-smi", status, t0, "%s", why);
+    }
+    free(r.out);
 }
