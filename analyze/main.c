@@ -17,7 +17,8 @@ static const struct verb verbs[] = {
     {"install", cmd_install, "install the capture handler into core_pattern"},
     {"uninstall", cmd_uninstall, "restore the previous core_pattern"},
     {"status", cmd_status, "is the handler installed, and did something take core_pattern back?"},
-    {"analyze", cmd_analyze, "show what a bundle holds (manifest, capture outcome, members)"},
+    {"analyze", cmd_analyze, "explain a bundle: crashed thread, cause, symbolized stacks"},
+    {"checkpoint", cmd_checkpoint, "is a checkpoint file intact? (and the newest valid one)"},
 };
 
 static void usage(FILE *out)

@@ -4,6 +4,7 @@ set -euo pipefail
 pkgs=(
     build-essential cmake pkg-config                       # build
     libzstd-dev libcjson-dev                               # capture handler + reader
+    libzip-dev                                             # checkpoint verdict (crashpack checkpoint)
     libdw-dev libelf-dev libunwind-dev libsqlite3-dev libxml2-dev  # analyzer (later issues)
     zstd xxhash tar gdb elfutils binutils acl util-linux procps time  # tests: open bundles, check cores
     python3 python3-torch                                  # real python/libtorch crashes (/usr/bin/python3)
