@@ -15,6 +15,8 @@
  */
 #include "bundle.h"
 #include "commands.h"
+#include "native.h"
+#include "report_native.h"
 
 #include <cjson/cJSON.h>
 
@@ -31,17 +33,29 @@
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: crashpack analyze BUNDLE [--json] [--members]\n"
+            "usage: crashpack analyze BUNDLE [--json] [--members] [options]\n"
             "\n"
-            "Shows what a crash bundle holds: the crashed process (manifest.json), how the\n"
-            "capture went (capture.json), and the bundle's members.\n"
+            "Explains a crash bundle offline: the crashed process (manifest.json), how the\n"
+            "capture went (capture.json), the bundle's members, and from the core: the crashed\n"
+            "thread, the signal and its cause, and every thread's symbolized frames.\n"
             "\n"
-            "  --json      print one JSON object (format crashpack-report/1) instead of text\n"
-            "  --members   text: print only the member table (name, size, compressed, frames)\n"
-            "  -h, --help  this help\n"
+            "  --json             print one JSON object (format crashpack-report/1) instead of text\n"
+            "  --members          text: print only the member table (name, size, compressed, frames)\n"
+            "  --sysroot DIR      look the core's binaries up under DIR (and only there)\n"
+            "  --debug-dir DIR    separate debuginfo: DIR/.build-id/NN/REST.debug trees, and\n"
+            "                     .gnu_debuglink targets (repeatable; /usr/lib/debug is always last)\n"
+            "  --unwinder=KIND    dwfl (default: libdwfl with CFI, frame-pointer fallback) or fp\n"
+            "                     (frame-pointer chains only, for comparison)\n"
+            "  --max-frames N     frames kept per thread, innermost first (default 256)\n"
+            "  --timeout SEC      time limit of the core analysis (default 180)\n"
+            "  --in-process       analyze the core without the sandboxed child (debugging)\n"
+            "  -h, --help         this help\n"
             "\n"
-            "Exit status: 0 complete bundle, 1 partial bundle (cut short; what could be read is\n"
-            "shown), 2 usage error or unreadable file.\n");
+            "The core and the binaries are parsed in a child process with CPU, memory and time\n"
+            "limits; if it fails, what it finished is still reported.\n"
+            "\n"
+            "Exit status: 0 complete, 1 partial (the bundle is cut short, or the core analysis\n"
+            "did not complete; what could be read is shown), 2 usage error or unreadable file.\n");
 }
 
 /* ---- untrusted strings ---- */
@@ -123,6 +137,8 @@ static void put_safe(FILE *out, const char *s)
         }
     }
 }
+
+static const struct report_text_ops text_ops = {.clean = utf8_clean, .put = put_safe};
 
 /* ---- building the report ---- */
 
@@ -614,6 +630,9 @@ static void print_text(FILE *out, const cJSON *r, int members_only)
         fputc('\n', out);
     }
 
+    report_native_print(out, r, &text_ops);
+    fputc('\n', out);
+
     label(out, "capture");
     put_safe(out, gstr(r, "capture.status") ? gstr(r, "capture.status") : "?");
     if ((s = gstr(r, "capture.mode.effective"))) {
@@ -707,57 +726,192 @@ static void print_text(FILE *out, const cJSON *r, int members_only)
     print_members(out, r);
 }
 
-int cmd_analyze(int argc, char **argv)
+#define MAX_DEBUG_DIRS 64
+#define THREADS_JSON_MAX (16u << 20)
+
+struct analyze_args {
+    int json, members_only;
+    const char *path;
+    struct native_opts native;
+    const char *debug_dirs[MAX_DEBUG_DIRS];
+};
+
+/* The value of option `name` given as "--name=V" or "--name V". NULL when a is not that option;
+ * *bad is set when the value is missing. */
+static const char *opt_value(const char *a, const char *name, int argc, char **argv, int *i,
+                             int *bad)
 {
-    int json = 0, members_only = 0;
-    const char *path = NULL;
+    size_t l = strlen(name);
+    if (strncmp(a, name, l))
+        return NULL;
+    if (a[l] == '=')
+        return a + l + 1;
+    if (a[l])
+        return NULL;
+    if (*i + 1 >= argc) {
+        *bad = 1;
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+static int parse_uint(const char *s, unsigned long max, unsigned long *out)
+{
+    char *end;
+    unsigned long v = strtoul(s, &end, 10);
+    if (!*s || *end || v == 0 || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* Options that take a value. Returns 1 when handled, 0 when not one of them, -1 on error. */
+static int parse_value_opt(struct analyze_args *A, const char *a, int argc, char **argv, int *i)
+{
+    int bad = 0;
+    const char *v;
+    unsigned long n;
+    struct modules_opts *mo = &A->native.unwind.mods;
+    if ((v = opt_value(a, "--sysroot", argc, argv, i, &bad))) {
+        mo->sysroot = v;
+    } else if ((v = opt_value(a, "--debug-dir", argc, argv, i, &bad))) {
+        if (mo->ndebug_dirs == MAX_DEBUG_DIRS)
+            return -1;
+        A->debug_dirs[mo->ndebug_dirs++] = v;
+    } else if ((v = opt_value(a, "--unwinder", argc, argv, i, &bad))) {
+        if (!strcmp(v, "dwfl"))
+            A->native.unwind.method = UNWIND_DWFL;
+        else if (!strcmp(v, "fp"))
+            A->native.unwind.method = UNWIND_FP;
+        else
+            return -1;
+    } else if ((v = opt_value(a, "--max-frames", argc, argv, i, &bad))) {
+        if (parse_uint(v, 1000000, &n))
+            return -1;
+        A->native.unwind.max_frames = n;
+    } else if ((v = opt_value(a, "--timeout", argc, argv, i, &bad))) {
+        if (parse_uint(v, 86400, &n))
+            return -1;
+        A->native.wall_s = (unsigned)n;
+        A->native.cpu_s = (unsigned)n;
+    } else {
+        return bad ? -1 : 0;
+    }
+    return 1;
+}
+
+/* Returns -1 to go on, else the exit status. */
+static int parse_args(struct analyze_args *A, int argc, char **argv)
+{
     int opts = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        int r;
         if (opts && a[0] == '-' && a[1]) {
             if (!strcmp(a, "--json")) {
-                json = 1;
+                A->json = 1;
             } else if (!strcmp(a, "--members")) {
-                members_only = 1;
+                A->members_only = 1;
+            } else if (!strcmp(a, "--in-process")) {
+                A->native.in_process = 1;
             } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
                 usage(stdout);
                 return 0;
             } else if (!strcmp(a, "--")) {
                 opts = 0;
-            } else {
-                fprintf(stderr, "crashpack analyze: unknown option `%s`\n", a);
+            } else if ((r = parse_value_opt(A, a, argc, argv, &i)) < 0) {
+                fprintf(stderr, "crashpack analyze: bad or missing value for `");
+                put_safe(stderr, a);
+                fprintf(stderr, "`\n");
+                usage(stderr);
+                return 2;
+            } else if (r == 0) {
+                fprintf(stderr, "crashpack analyze: unknown option `");
+                put_safe(stderr, a);
+                fprintf(stderr, "`\n");
                 usage(stderr);
                 return 2;
             }
-        } else if (!path) {
-            path = a;
+        } else if (!A->path) {
+            A->path = a;
         } else {
             fprintf(stderr, "crashpack analyze: one bundle at a time\n");
             usage(stderr);
             return 2;
         }
     }
-    if (!path) {
+    if (!A->path) {
         usage(stderr);
         return 2;
     }
+    A->native.unwind.mods.debug_dirs = A->debug_dirs;
+    return -1;
+}
+
+/* Runs the native analysis and merges it into r. Returns 1 when it did not complete. */
+static int add_native(struct bundle *b, cJSON *r, struct analyze_args *A)
+{
+    if (!bundle_find(b, "core")) {
+        report_native_skipped(r, "no core in this bundle (a metadata-only capture)");
+        return 0;
+    }
+    const cJSON *tid = get(r, "process.crashed_tid");
+    A->native.manifest_tid = cJSON_IsNumber(tid) && tid->valuedouble > 0 &&
+                                     tid->valuedouble < 2147483648.0
+                                 ? (int32_t)tid->valuedouble
+                                 : 0;
+    A->native.comm = gstr(r, "process.comm");
+    int failed = 0;
+    cJSON *nat = native_run(b, &A->native, &failed);
+    if (!nat) {
+        report_native_skipped(r, "out of memory");
+        return 1;
+    }
+    cJSON *threads = NULL;
+    if (bundle_find(b, "proc/threads.json")) {
+        char *buf = NULL;
+        size_t len = 0;
+        int rc = bundle_read_all(b, "proc/threads.json", THREADS_JSON_MAX, &buf, &len);
+        if (rc == BUNDLE_OK)
+            threads = cJSON_ParseWithLength(buf, len);
+        free(buf);
+    }
+    report_native_merge(r, nat, cJSON_IsArray(threads) ? threads : NULL, &text_ops);
+    cJSON_Delete(threads);
+    return failed;
+}
+
+int cmd_analyze(int argc, char **argv)
+{
+    struct analyze_args A;
+    memset(&A, 0, sizeof(A));
+    int rc = parse_args(&A, argc, argv);
+    if (rc >= 0)
+        return rc;
 
     struct bundle *b = NULL;
     char err[512];
-    if (bundle_open(path, &b, err, sizeof(err))) {
+    if (bundle_open(A.path, &b, err, sizeof(err))) {
         fprintf(stderr, "crashpack analyze: ");
         put_safe(stderr, err);
         fputc('\n', stderr);
         return 2;
     }
-    cJSON *r = build_report(b, path);
+    cJSON *r = build_report(b, A.path);
     int complete = bundle_complete(b);
+    int native_failed = r && !A.members_only ? add_native(b, r, &A) : 0;
     bundle_close(b);
     if (!r) {
         fprintf(stderr, "crashpack analyze: out of memory\n");
         return 2;
     }
-    if (json) {
+    if (native_failed) {
+        const char *e = gstr(r, "analysis.error");
+        fprintf(stderr, "crashpack analyze: the core analysis is incomplete: ");
+        put_safe(stderr, e ? e : "unknown error");
+        fputc('\n', stderr);
+    }
+    if (A.json) {
         char *s = cJSON_Print(r);
         if (!s) {
             cJSON_Delete(r);
@@ -768,12 +922,12 @@ int cmd_analyze(int argc, char **argv)
         fputc('\n', stdout);
         free(s);
     } else {
-        print_text(stdout, r, members_only);
+        print_text(stdout, r, A.members_only);
     }
     cJSON_Delete(r);
     if (fflush(stdout) != 0 || ferror(stdout)) {
         fprintf(stderr, "crashpack analyze: cannot write the output\n");
         return 2;
     }
-    return complete ? 0 : 1;
+    return complete && !native_failed ? 0 : 1;
 }

@@ -1,0 +1,514 @@
+/* modules.c - a core's ELF modules from NT_FILE and the in-core ELF header pages; file lookup.
+ *
+ * Main data structure: struct modules (modules.h), an array of struct module sorted by start
+ * address. Built in three steps: group the NT_FILE mappings into runs of one file that start at
+ * file offset 0 (group_files), read each run's first page from the core to learn whether it is an
+ * ELF file, its build-id and its load bias (probe_header), and add the vdso from NT_AUXV
+ * (add_vdso). Lookup happens later, when libdwfl asks (modules_find_elf).
+ */
+#include "modules.h"
+
+#include "core.h"
+
+#include <elfutils/libdwelf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define HEADER_PAGE 4096u
+#define VDSO_MAX (1u << 20)
+#define DELETED_SUFFIX " (deleted)"
+#define DEFAULT_DEBUG_DIR "/usr/lib/debug"
+#ifndef AT_SYSINFO_EHDR
+#define AT_SYSINFO_EHDR 33
+#endif
+
+static void msg(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void msg(char *buf, size_t len, const char *fmt, ...)
+{
+    if (!buf || !len)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, len, fmt, ap);
+    va_end(ap);
+}
+
+const char *modules_build_id_hex(const struct module *mod, char *buf, size_t len)
+{
+    size_t j = 0;
+    if (len)
+        buf[0] = 0;
+    for (size_t i = 0; i < mod->build_id_len && j + 3 <= len; i++, j += 2)
+        snprintf(buf + j, 3, "%02x", mod->build_id[i]);
+    return buf;
+}
+
+const struct module *modules_at(const struct modules *m, uint64_t addr)
+{
+    size_t lo = 0, hi = m->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (m->v[mid].start <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0)
+        return NULL;
+    const struct module *mod = &m->v[lo - 1];
+    return addr < mod->end ? mod : NULL;
+}
+
+/* ---- the first page: ELF?, build-id, bias ---- */
+
+static void note_build_id(struct module *mod, const unsigned char *buf, size_t len)
+{
+    size_t pos = 0;
+    struct core_note n;
+    while (core_note_next(buf, len, &pos, &n)) {
+        if (n.type == NT_GNU_BUILD_ID && n.namesz == 4 && !memcmp(n.name, "GNU", 4) &&
+            n.descsz > 0 && n.descsz <= MODULES_MAX_BUILD_ID) {
+            memcpy(mod->build_id, n.desc, n.descsz);
+            mod->build_id_len = n.descsz;
+            return;
+        }
+    }
+}
+
+/* Parses an ELF image's header (buf holds its first len bytes, len >= 64) for the module's bias
+ * and build-id. Returns 1 when it is an ELF header, 0 when not. */
+static int parse_image_header(struct module *mod, unsigned char *buf, size_t len)
+{
+    if (len < sizeof(Elf64_Ehdr) || memcmp(buf, ELFMAG, SELFMAG))
+        return 0;
+    Elf *e = elf_memory((char *)buf, len);
+    GElf_Ehdr eh;
+    size_t phnum = 0;
+    if (!e || !gelf_getehdr(e, &eh) || elf_getphdrnum(e, &phnum)) {
+        if (e)
+            elf_end(e);
+        return 1; /* ELF magic, headers beyond the page: a module without bias or build-id */
+    }
+    int have_load = 0;
+    for (size_t i = 0; i < phnum; i++) {
+        GElf_Phdr ph;
+        if (!gelf_getphdr(e, (int)i, &ph))
+            break;
+        if (ph.p_type == PT_LOAD && !have_load) {
+            uint64_t align = ph.p_align ? ph.p_align : 1;
+            mod->bias = mod->start - (ph.p_vaddr & ~(align - 1));
+            mod->bias_known = have_load = 1;
+        } else if (ph.p_type == PT_NOTE && !mod->build_id_len && ph.p_offset < len &&
+                   ph.p_filesz <= len - ph.p_offset && !(ph.p_offset & 3)) {
+            note_build_id(mod, buf + ph.p_offset, (size_t)ph.p_filesz);
+        }
+    }
+    elf_end(e);
+    return 1;
+}
+
+/* Returns 1 when the module is an ELF file (or may be: its first page is not in the core). */
+static int probe_header(struct core *c, struct module *mod, int *in_core)
+{
+    unsigned char *page = malloc(HEADER_PAGE);
+    size_t got = 0;
+    if (!page)
+        return 0;
+    uint64_t want = mod->end - mod->start < HEADER_PAGE ? mod->end - mod->start : HEADER_PAGE;
+    core_read_dumped(c, mod->start, page, (size_t)want, &got);
+    *in_core = got >= sizeof(Elf64_Ehdr);
+    int elf = *in_core ? parse_image_header(mod, page, got) : 1;
+    free(page);
+    return elf;
+}
+
+/* ---- building the list ---- */
+
+static int file_cmp(const void *a, const void *b)
+{
+    const struct core_file *x = *(const struct core_file *const *)a;
+    const struct core_file *y = *(const struct core_file *const *)b;
+    if (x->start != y->start)
+        return x->start < y->start ? -1 : 1;
+    return x->end < y->end ? -1 : x->end > y->end;
+}
+
+static int seg_exec(const struct core *c, uint64_t start, uint64_t end)
+{
+    for (size_t i = 0; i < c->nsegs; i++) {
+        const struct core_segment *s = &c->segs[i];
+        if (s->vaddr < end && start < s->vaddr + s->memsz && (s->flags & PF_X))
+            return 1;
+    }
+    return 0;
+}
+
+static int add_module(struct modules *m, size_t *cap, const char *name, uint64_t start,
+                      uint64_t end)
+{
+    if (m->n == *cap) {
+        size_t nc = *cap ? *cap * 2 : 64;
+        struct module *v = realloc(m->v, nc * sizeof(*v));
+        if (!v)
+            return -1;
+        m->v = v;
+        *cap = nc;
+    }
+    struct module *mod = &m->v[m->n];
+    memset(mod, 0, sizeof(*mod));
+    mod->name = strdup(name);
+    if (!mod->name)
+        return -1;
+    size_t l = strlen(name), sl = strlen(DELETED_SUFFIX);
+    mod->deleted = l > sl && !strcmp(name + l - sl, DELETED_SUFFIX);
+    mod->path = strndup(name, mod->deleted ? l - sl : l);
+    if (!mod->path) {
+        free(mod->name);
+        return -1;
+    }
+    mod->start = start;
+    mod->end = end;
+    m->n++;
+    return 0;
+}
+
+static void drop_last(struct modules *m)
+{
+    struct module *mod = &m->v[--m->n];
+    free(mod->name);
+    free(mod->path);
+}
+
+/* One module per run of mappings of the same path whose first mapping has file offset 0. */
+static int group_files(struct core *c, struct modules *m, size_t *cap)
+{
+    const struct core_file **f = malloc((c->nfiles ? c->nfiles : 1) * sizeof(*f));
+    if (!f)
+        return -1;
+    for (size_t i = 0; i < c->nfiles; i++)
+        f[i] = &c->files[i];
+    qsort(f, c->nfiles, sizeof(*f), file_cmp);
+    for (size_t i = 0; i < c->nfiles; i++) {
+        if (f[i]->offset != 0 || !f[i]->path[0])
+            continue;
+        uint64_t end = f[i]->end;
+        size_t j = i + 1;
+        for (; j < c->nfiles && !strcmp(f[j]->path, f[i]->path) && f[j]->offset != 0; j++)
+            if (f[j]->end > end)
+                end = f[j]->end;
+        if (m->n && m->v[m->n - 1].end > f[i]->start)
+            continue; /* overlaps the previous module (hostile): keep the first */
+        if (add_module(m, cap, f[i]->path, f[i]->start, end)) {
+            free(f);
+            return -1;
+        }
+        struct module *mod = &m->v[m->n - 1];
+        int in_core = 0;
+        mod->exec = seg_exec(c, mod->start, mod->end);
+        if (!probe_header(c, mod, &in_core) || (!in_core && !mod->exec))
+            drop_last(m); /* a data file (locale archive, device, ...) */
+        i = j - 1;
+    }
+    free(f);
+    return 0;
+}
+
+/* The vdso: its whole image is in the core (it is not a file). */
+static int add_vdso(struct core *c, struct modules *m, size_t *cap)
+{
+    int found = 0;
+    uint64_t base = core_auxv(c, AT_SYSINFO_EHDR, &found);
+    const struct core_segment *s = found && base ? core_segment_at(c, base) : NULL;
+    if (!s || modules_at(m, base))
+        return 0;
+    uint64_t len = s->vaddr + s->memsz - base;
+    if (len > VDSO_MAX)
+        len = VDSO_MAX;
+    unsigned char *img = malloc(len ? len : 1);
+    size_t got = 0;
+    if (!img)
+        return -1;
+    if (core_read_dumped(c, base, img, (size_t)len, &got) || got < sizeof(Elf64_Ehdr)) {
+        free(img);
+        return 0;
+    }
+    if (add_module(m, cap, "[vdso]", base, base + got)) {
+        free(img);
+        return -1;
+    }
+    struct module *mod = &m->v[m->n - 1];
+    free(mod->path);
+    mod->path = NULL;
+    mod->exec = 1;
+    mod->image = img;
+    mod->image_len = got;
+    if (!parse_image_header(mod, img, got)) {
+        drop_last(m);
+        free(img);
+    }
+    return 0;
+}
+
+static int mod_cmp(const void *a, const void *b)
+{
+    const struct module *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+static char *join(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    char *s = malloc(la + lb + 1);
+    if (s) {
+        memcpy(s, a, la);
+        memcpy(s + la, b, lb + 1);
+    }
+    return s;
+}
+
+static int set_paths(struct modules *m, const struct modules_opts *o)
+{
+    if (o && o->sysroot && o->sysroot[0]) {
+        size_t l = strlen(o->sysroot);
+        while (l > 1 && o->sysroot[l - 1] == '/')
+            l--;
+        if (!(m->sysroot = strndup(o->sysroot, l)))
+            return -1;
+    }
+    size_t nd = o ? o->ndebug_dirs : 0;
+    m->debug_dirs = calloc(nd + 1, sizeof(char *));
+    if (!m->debug_dirs)
+        return -1;
+    for (size_t i = 0; i < nd; i++)
+        if (!(m->debug_dirs[m->ndebug_dirs++] = strdup(o->debug_dirs[i])))
+            return -1;
+    if (!(m->debug_dirs[m->ndebug_dirs++] = join(m->sysroot ? m->sysroot : "", DEFAULT_DEBUG_DIR)))
+        return -1;
+    /* "-": no CRC checks (build-ids are checked); "" and ".debug": next to the file */
+    size_t len = 16;
+    for (size_t i = 0; i < m->ndebug_dirs; i++)
+        len += strlen(m->debug_dirs[i]) + 1;
+    if (!(m->debuginfo_path = malloc(len)))
+        return -1;
+    strcpy(m->debuginfo_path, "-:.debug");
+    for (size_t i = 0; i < m->ndebug_dirs; i++) {
+        strcat(m->debuginfo_path, ":");
+        strcat(m->debuginfo_path, m->debug_dirs[i]);
+    }
+    return 0;
+}
+
+int modules_build(struct core *c, const struct modules_opts *o, struct modules **out, char *err,
+                  size_t errlen)
+{
+    size_t cap = 0;
+    struct modules *m = calloc(1, sizeof(*m));
+    *out = NULL;
+    if (!m || set_paths(m, o) || group_files(c, m, &cap) || add_vdso(c, m, &cap)) {
+        modules_free(m);
+        msg(err, errlen, "out of memory building the module list");
+        return -1;
+    }
+    qsort(m->v, m->n, sizeof(*m->v), mod_cmp);
+    for (size_t i = 0; i < m->n; i++)
+        m->v[i].owner = m;
+    *out = m;
+    return 0;
+}
+
+void modules_free(struct modules *m)
+{
+    if (!m)
+        return;
+    for (size_t i = 0; i < m->n; i++) {
+        free(m->v[i].name);
+        free(m->v[i].path);
+        free(m->v[i].image);
+        free(m->v[i].found_at);
+        free(m->v[i].problem);
+    }
+    free(m->v);
+    free(m->sysroot);
+    for (size_t i = 0; i < m->ndebug_dirs; i++)
+        free(m->debug_dirs[i]);
+    free(m->debug_dirs);
+    free(m->debuginfo_path);
+    free(m);
+}
+
+int modules_report(struct modules *m, Dwfl *dwfl, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < m->n; i++) {
+        struct module *mod = &m->v[i];
+        Dwfl_Module *dm = dwfl_report_module(dwfl, mod->name, mod->start, mod->end);
+        if (!dm) {
+            msg(err, errlen, "libdwfl refused module %.200s: %s", mod->name, dwfl_errmsg(-1));
+            return -1;
+        }
+        void **ud = NULL;
+        dwfl_module_info(dm, &ud, NULL, NULL, NULL, NULL, NULL, NULL);
+        if (ud)
+            *ud = mod;
+    }
+    return 0;
+}
+
+/* ---- lookup ---- */
+
+static void add_problem(struct module *mod, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add_problem(struct module *mod, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    if (!mod->problem) {
+        mod->problem = strdup(buf);
+        return;
+    }
+    char *s = NULL;
+    if (strlen(mod->problem) < 4096 && asprintf(&s, "%s; %s", mod->problem, buf) >= 0) {
+        free(mod->problem);
+        mod->problem = s;
+    }
+}
+
+static int path_ok(const char *p)
+{
+    if (p[0] != '/')
+        return 0;
+    for (const char *s = p; (s = strstr(s, "/..")); s += 3)
+        if (s[3] == '/' || s[3] == 0)
+            return 0;
+    return 1;
+}
+
+/* Opens a candidate and checks its build-id. Returns 1 with *fdp and *elfp set when accepted. */
+static int try_file(struct module *mod, const char *path, int *fdp, Elf **elfp)
+{
+    char hex[2 * MODULES_MAX_BUILD_ID + 1], fhex[2 * MODULES_MAX_BUILD_ID + 1];
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0)
+        return 0;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return 0;
+    }
+    Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+    GElf_Ehdr eh;
+    if (!e || elf_kind(e) != ELF_K_ELF || !gelf_getehdr(e, &eh)) {
+        add_problem(mod, "%s is not an ELF file", path);
+        goto reject;
+    }
+    const void *id = NULL;
+    ssize_t idlen = dwelf_elf_gnu_build_id(e, &id);
+    if (mod->build_id_len &&
+        (idlen != (ssize_t)mod->build_id_len || memcmp(id, mod->build_id, mod->build_id_len))) {
+        struct module f = {.build_id_len = idlen > 0 && idlen <= (ssize_t)MODULES_MAX_BUILD_ID
+                                               ? (size_t)idlen : 0};
+        if (f.build_id_len)
+            memcpy(f.build_id, id, f.build_id_len);
+        add_problem(mod, "build-id mismatch: %s has %s, the core %s", path,
+                    f.build_id_len ? modules_build_id_hex(&f, fhex, sizeof(fhex)) : "none",
+                    modules_build_id_hex(mod, hex, sizeof(hex)));
+        goto reject;
+    }
+    *fdp = fd;
+    *elfp = e;
+    return 1;
+reject:
+    if (e)
+        elf_end(e);
+    close(fd);
+    return 0;
+}
+
+static int give_up(int fd, Elf **elfp)
+{
+    elf_end(*elfp);
+    *elfp = NULL;
+    close(fd);
+    return -1;
+}
+
+static int take_file(struct module *mod, const char *path, char **file_name, int debug_only)
+{
+    free(mod->found_at);
+    mod->found_at = strdup(path);
+    *file_name = strdup(path);
+    mod->debug_only = debug_only;
+    return mod->found_at && *file_name;
+}
+
+/* Under each debug dir: .build-id/NN/REST (a main file) then .build-id/NN/REST.debug. */
+static int try_build_id_trees(const struct modules *m, struct module *mod, int *fdp, Elf **elfp,
+                              char **file_name)
+{
+    char hex[2 * MODULES_MAX_BUILD_ID + 1], path[4096];
+    if (mod->build_id_len < 2)
+        return 0;
+    modules_build_id_hex(mod, hex, sizeof(hex));
+    for (size_t i = 0; i < m->ndebug_dirs; i++) {
+        for (int dbg = 0; dbg < 2; dbg++) {
+            snprintf(path, sizeof(path), "%s/.build-id/%.2s/%s%s", m->debug_dirs[i], hex, hex + 2,
+                     dbg ? ".debug" : "");
+            if (try_file(mod, path, fdp, elfp))
+                return take_file(mod, path, file_name, dbg) ? 1 : give_up(*fdp, elfp);
+        }
+    }
+    return 0;
+}
+
+static int find_image(struct module *mod, Elf **elfp)
+{
+    *elfp = elf_memory((char *)mod->image, mod->image_len);
+    if (!*elfp)
+        add_problem(mod, "its in-core image is not a readable ELF file");
+    else {
+        free(mod->found_at);
+        mod->found_at = strdup("(in the core)");
+    }
+    return -1;
+}
+
+int modules_find_elf(Dwfl_Module *dm, void **userdata, const char *modname, Dwarf_Addr base,
+                     char **file_name, Elf **elfp)
+{
+    (void)dm;
+    (void)modname;
+    (void)base;
+    struct module *mod = *userdata;
+    int fd = -1;
+    if (!mod || mod->looked_up)
+        return -1;
+    mod->looked_up = 1;
+    if (mod->image)
+        return find_image(mod, elfp);
+    const struct modules *m = mod->owner;
+    char path[4096];
+    if (!path_ok(mod->path)) {
+        add_problem(mod, "its path is not absolute or has `..`: not looked up");
+    } else {
+        snprintf(path, sizeof(path), "%s%s", m->sysroot ? m->sysroot : "", mod->path);
+        if (try_file(mod, path, &fd, elfp))
+            return take_file(mod, path, file_name, 0) ? fd : give_up(fd, elfp);
+    }
+    int r = try_build_id_trees(m, mod, &fd, elfp, file_name);
+    if (r > 0)
+        return fd;
+    if (!mod->problem || !strstr(mod->problem, "mismatch"))
+        add_problem(mod, "not found%s%s", m->sysroot ? " under " : "",
+                    m->sysroot ? m->sysroot : "");
+    else
+        add_problem(mod, "no file with the core's build-id found");
+    return -1;
+}
+

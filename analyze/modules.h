@@ -1,0 +1,88 @@
+/* modules.h - the ELF modules (executable, shared libraries, vdso) of a core, and their files.
+ *
+ * modules_build() derives the module list from the core alone: NT_FILE mappings grouped per file
+ * (a module starts at the mapping of file offset 0 and spans the consecutive mappings of the same
+ * path), the build-id and load bias from the core's copy of each module's first page (the kernel
+ * dumps the ELF header page of every mapped ELF file), and the vdso image from NT_AUXV's
+ * AT_SYSINFO_EHDR. So with no binaries at all every address still resolves to a module, a build-id
+ * and an offset.
+ *
+ * Files are found lazily, through libdwfl's find_elf callback (modules_find_elf): the path in the
+ * core (under --sysroot when one is given, and then only there), then `.build-id/NN/REST` and
+ * `.build-id/NN/REST.debug` under each debug directory (--debug-dir, then SYSROOT/usr/lib/debug).
+ * A file whose build-id differs from the core's is rejected and the reason kept in the module.
+ * Separate debuginfo (.build-id trees and .gnu_debuglink) is libdwfl's standard search over
+ * modules_debuginfo_path().
+ *
+ * Paths in the core are hostile: only absolute paths without `..` components are looked up, only
+ * regular files are opened (O_NONBLOCK, never a FIFO or device).
+ *
+ * Ownership: struct modules and its modules are owned by the caller (modules_free). The strings in
+ * a module are owned by it. The library never prints or exits.
+ */
+#ifndef CRASHPACK_MODULES_H
+#define CRASHPACK_MODULES_H
+
+#include <elfutils/libdwfl.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct core;
+
+#define MODULES_MAX_BUILD_ID 64u
+
+struct modules;
+
+struct module {
+    char *name;        /* as the core recorded it (" (deleted)" kept), "[vdso]" for the vdso */
+    char *path;        /* the path to look up: name without " (deleted)"; NULL for the vdso */
+    uint64_t start, end; /* address range: start maps file offset 0 */
+    int exec;          /* one of its segments is executable */
+    int deleted;       /* the file was deleted while mapped */
+    unsigned char build_id[MODULES_MAX_BUILD_ID];
+    size_t build_id_len; /* 0: not known from the core */
+    uint64_t bias;     /* load bias (address - ELF vaddr), when bias_known */
+    int bias_known;
+    unsigned char *image; /* a module wholly in the core (the vdso): its bytes */
+    size_t image_len;
+    char *found_at;    /* the file libdwfl uses for it, NULL when none */
+    int debug_only;    /* found_at is a separate debug file (symbols, no code or CFI) */
+    char *problem;     /* why no file, or what is wrong with it; NULL when fine */
+    int looked_up;
+    const struct modules *owner; /* private */
+};
+
+struct modules_opts {
+    const char *sysroot;           /* NULL: the paths as they are */
+    const char *const *debug_dirs; /* searched before SYSROOT/usr/lib/debug */
+    size_t ndebug_dirs;
+};
+
+struct modules {
+    struct module *v; /* sorted by start, non-overlapping */
+    size_t n;
+    char *sysroot;
+    char **debug_dirs; /* the user's, then the default */
+    size_t ndebug_dirs;
+    char *debuginfo_path; /* for Dwfl_Callbacks.debuginfo_path */
+};
+
+int modules_build(struct core *c, const struct modules_opts *o, struct modules **out, char *err,
+                  size_t errlen);
+void modules_free(struct modules *m);
+
+/* The module containing addr, or NULL. */
+const struct module *modules_at(const struct modules *m, uint64_t addr);
+
+/* Reports every module to dwfl (between dwfl_report_begin and dwfl_report_end) and sets each
+ * Dwfl_Module's userdata to its struct module. Returns 0, or -1 with a message. */
+int modules_report(struct modules *m, Dwfl *dwfl, char *err, size_t errlen);
+
+/* Dwfl_Callbacks.find_elf: looks the module's file up as described above. */
+int modules_find_elf(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
+                     char **file_name, Elf **elfp);
+
+/* Lowercase hex of a module's build-id into buf (empty when unknown). */
+const char *modules_build_id_hex(const struct module *mod, char *buf, size_t len);
+
+#endif

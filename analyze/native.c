@@ -1,0 +1,520 @@
+/* native.c - the native analysis, run in a sandboxed child that streams JSON lines to the parent.
+ *
+ * Main data structures: in the child, struct job (the bundle and the options) and the line
+ * protocol - one JSON object per line, its "t" member saying what it is:
+ *   core     {arch, threads, segments, warnings[], unwinder}
+ *   crash    {crashed_tid, crashed_tid_source, signal{...}, summary, stack_overflow...}
+ *   modules  {modules[]}           (before unwinding; sent again at the end, the last one wins:
+ *                                   files are looked up lazily, for the modules frames fall in)
+ *   thread   {thread}              (crashed thread first, then the core's order)
+ *   cause    {abort_message..., exception}
+ *   error    {message}             (the analysis cannot go on)
+ *   end      {}
+ * In the parent, assemble() folds the lines into the object native.h describes.
+ */
+#include "native.h"
+
+#include "bundle.h"
+#include "cause.h"
+#include "core.h"
+#include "modules.h"
+#include "sandbox.h"
+#include "symbolize.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DEFAULT_CPU_S 120u
+#define DEFAULT_WALL_S 180u
+#define DEFAULT_AS (32ull << 30) /* libdw maps whole files: a CUDA process maps several GiB */
+#define MAX_OUTPUT (512u << 20)
+
+struct job {
+    struct bundle *b;
+    struct native_opts o;
+};
+
+/* ---- small JSON helpers ---- */
+
+static void add_hex(cJSON *o, const char *key, uint64_t v)
+{
+    char buf[32];
+    snprintf(buf, sizeof(buf), "0x%" PRIx64, v);
+    cJSON_AddStringToObject(o, key, buf);
+}
+
+/* Strings from the core or the binaries: cJSON escapes controls; invalid UTF-8 is the caller's
+ * to clean (cmd_analyze does it for the whole report). NULL becomes null. */
+static void add_str(cJSON *o, const char *key, const char *s)
+{
+    if (s)
+        cJSON_AddStringToObject(o, key, s);
+    else
+        cJSON_AddNullToObject(o, key);
+}
+
+static int write_all(int fd, const char *p, size_t n)
+{
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Sends one line (and frees j). */
+static int emit(int fd, const char *type, cJSON *j)
+{
+    if (!j)
+        return -1;
+    cJSON_AddStringToObject(j, "t", type);
+    char *s = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    if (!s)
+        return -1;
+    int rc = write_all(fd, s, strlen(s));
+    if (!rc)
+        rc = write_all(fd, "\n", 1);
+    free(s);
+    return rc;
+}
+
+static int emit_error(int fd, const char *message)
+{
+    cJSON *j = cJSON_CreateObject();
+    add_str(j, "message", message);
+    emit(fd, "error", j);
+    return 2;
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* ---- child: lines ---- */
+
+static cJSON *core_line(const struct core *c, const struct native_opts *o)
+{
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "arch", c->arch == CORE_ARCH_X86_64 ? "x86_64" : "aarch64");
+    cJSON_AddNumberToObject(j, "threads", (double)c->nthreads);
+    cJSON_AddNumberToObject(j, "segments", (double)c->nsegs);
+    cJSON_AddNumberToObject(j, "mapped_files", (double)c->nfiles);
+    cJSON *w = cJSON_AddArrayToObject(j, "warnings");
+    for (size_t i = 0; i < c->nwarnings; i++)
+        cJSON_AddItemToArray(w, cJSON_CreateString(c->warnings[i]));
+    cJSON_AddStringToObject(j, "unwinder", unwind_method_name(o->unwind.method));
+    return j;
+}
+
+static cJSON *crash_line(const struct core *c, const struct cause *z)
+{
+    cJSON *j = cJSON_CreateObject();
+    if (z->crashed >= 0)
+        cJSON_AddNumberToObject(j, "crashed_tid", c->threads[z->crashed].tid);
+    else
+        cJSON_AddNullToObject(j, "crashed_tid");
+    add_str(j, "crashed_tid_source", z->crashed_source);
+    cJSON *s = cJSON_AddObjectToObject(j, "signal");
+    cJSON_AddNumberToObject(s, "number", z->signo);
+    cJSON_AddStringToObject(s, "name", z->signame);
+    if (z->have_code)
+        cJSON_AddNumberToObject(s, "code", z->code);
+    else
+        cJSON_AddNullToObject(s, "code");
+    add_str(s, "code_name", z->code_name);
+    add_str(s, "code_text", z->code_text);
+    if (z->have_addr)
+        add_hex(s, "fault_address", z->addr);
+    else
+        cJSON_AddNullToObject(s, "fault_address");
+    if (z->have_sender) {
+        cJSON_AddNumberToObject(s, "sender_pid", z->sender_pid);
+        cJSON_AddNumberToObject(s, "sender_uid", z->sender_uid);
+        cJSON_AddBoolToObject(s, "self_sent", z->self_sent);
+    }
+    cJSON_AddStringToObject(j, "summary", z->summary);
+    cJSON_AddBoolToObject(j, "stack_overflow", z->stack_overflow);
+    add_str(j, "stack_overflow_detail", z->stack_overflow ? z->overflow_detail : NULL);
+    return j;
+}
+
+static cJSON *cause_line(const struct cause *z)
+{
+    cJSON *j = cJSON_CreateObject();
+    add_str(j, "abort_message", z->abort_message);
+    add_str(j, "abort_message_source", z->abort_source);
+    cJSON_AddBoolToObject(j, "abort_message_heuristic", z->abort_heuristic);
+    if (z->exception_type) {
+        cJSON *e = cJSON_AddObjectToObject(j, "exception");
+        add_str(e, "type", z->exception_type);
+        add_str(e, "what", z->exception_what);
+        cJSON_AddBoolToObject(e, "heuristic", z->exception_heuristic);
+    } else {
+        cJSON_AddNullToObject(j, "exception");
+    }
+    return j;
+}
+
+static const char *base_name(const char *p)
+{
+    const char *s = strrchr(p, '/');
+    return s && s[1] ? s + 1 : p;
+}
+
+static cJSON *modules_line(struct unwind_session *s)
+{
+    const struct modules *m = unwind_modules(s);
+    Dwfl *dwfl = unwind_dwfl(s);
+    cJSON *j = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(j, "modules");
+    char hex[2 * MODULES_MAX_BUILD_ID + 1];
+    for (size_t i = 0; i < m->n; i++) {
+        const struct module *mod = &m->v[i];
+        cJSON *o = cJSON_CreateObject();
+        add_str(o, "path", mod->name);
+        add_hex(o, "start", mod->start);
+        add_hex(o, "end", mod->end);
+        if (mod->bias_known)
+            add_hex(o, "bias", mod->bias);
+        else
+            cJSON_AddNullToObject(o, "bias");
+        add_str(o, "build_id", mod->build_id_len ? modules_build_id_hex(mod, hex, sizeof(hex)) : NULL);
+        add_str(o, "found_at", mod->found_at);
+        cJSON_AddBoolToObject(o, "debug_only", mod->debug_only);
+        const char *mainf = NULL, *debugf = NULL;
+        Dwfl_Module *dm = dwfl ? dwfl_addrmodule(dwfl, mod->start) : NULL;
+        if (dm)
+            dwfl_module_info(dm, NULL, NULL, NULL, NULL, NULL, &mainf, &debugf);
+        add_str(o, "debug_file", debugf && (!mainf || strcmp(mainf, debugf)) ? debugf : NULL);
+        add_str(o, "problem", mod->problem);
+        cJSON_AddBoolToObject(o, "looked_up", mod->looked_up);
+        cJSON_AddItemToArray(a, o);
+    }
+    return j;
+}
+
+static void frame_json(cJSON *arr, const struct sym_frame *f, size_t index,
+                       const struct unwind_frame *uf)
+{
+    char hex[2 * MODULES_MAX_BUILD_ID + 1];
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "index", (double)index);
+    add_hex(o, "pc", f->pc);
+    add_str(o, "function", f->function);
+    add_str(o, "function_full", f->function_full);
+    add_str(o, "symbol", f->symbol);
+    if (f->have_symbol_offset)
+        add_hex(o, "symbol_offset", f->symbol_offset);
+    add_str(o, "module", f->module ? base_name(f->module->name) : NULL);
+    if (f->module)
+        add_hex(o, "module_offset", f->module_offset);
+    else
+        cJSON_AddNullToObject(o, "module_offset");
+    add_str(o, "build_id", f->module && f->module->build_id_len
+                               ? modules_build_id_hex(f->module, hex, sizeof(hex))
+                               : NULL);
+    if (f->have_elf_vaddr)
+        add_hex(o, "elf_address", f->elf_vaddr);
+    add_str(o, "file", f->file);
+    if (f->line)
+        cJSON_AddNumberToObject(o, "line", f->line);
+    else
+        cJSON_AddNullToObject(o, "line");
+    if (f->column)
+        cJSON_AddNumberToObject(o, "column", f->column);
+    cJSON_AddBoolToObject(o, "inline", f->inline_);
+    cJSON_AddStringToObject(o, "trust", unwind_trust_name(uf->trust));
+    if (uf->tail_call)
+        cJSON_AddBoolToObject(o, "tail_call", 1);
+    cJSON_AddItemToArray(arr, o);
+}
+
+static cJSON *thread_line(struct unwind_session *s, const struct unwind_stack *st, int crashed)
+{
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddNumberToObject(j, "tid", st->tid);
+    cJSON_AddBoolToObject(j, "crashed", crashed);
+    cJSON *frames = cJSON_AddArrayToObject(j, "frames");
+    for (size_t i = 0; i < st->nframes; i++) {
+        const struct unwind_frame *uf = &st->frames[i];
+        struct sym_list l;
+        if (symbolize_pc(unwind_dwfl(s), unwind_modules(s), uf->pc, uf->activation, &l))
+            break;
+        if (uf->tail_call && l.n > 1) { /* as gdb: the innermost scope at the call site */
+            l.v[0].inline_ = 0;
+            symbolize_list_truncate(&l, 1);
+        }
+        for (size_t k = 0; k < l.n; k++)
+            frame_json(frames, &l.v[k], i, uf);
+        symbolize_list_free(&l);
+    }
+    cJSON_AddNumberToObject(j, "frames_dropped", (double)st->dropped);
+    cJSON_AddBoolToObject(j, "unwind_complete", st->complete);
+    add_str(j, "unwind_stop", st->stop[0] ? st->stop : NULL);
+    return j;
+}
+
+/* ---- child: the run ---- */
+
+/* CRASHPACK_TEST_CHILD_CRASH=N makes the child die by SIGSEGV after N threads: how the tests
+ * check that a crash while parsing still gives a partial report (no bundle can set it). */
+static long test_crash_after(void)
+{
+    const char *v = getenv("CRASHPACK_TEST_CHILD_CRASH");
+    return v && *v ? strtol(v, NULL, 10) : -1;
+}
+
+static int unwind_all(int fd, struct core *c, struct unwind_session *s, const struct cause *z)
+{
+    long crash_after = test_crash_after();
+    for (size_t k = 0; k < c->nthreads; k++) {
+        if (crash_after >= 0 && (long)k == crash_after)
+            raise(SIGSEGV);
+        /* the crashed thread first, then the others in the core's order */
+        size_t i = z->crashed < 0 ? k : k == 0 ? (size_t)z->crashed : k <= (size_t)z->crashed ? k - 1 : k;
+        struct unwind_stack st;
+        if (unwind_thread(s, &c->threads[i], &st))
+            return emit_error(fd, "out of memory while unwinding");
+        int rc = emit(fd, "thread", thread_line(s, &st, (int)i == z->crashed));
+        unwind_stack_free(&st);
+        if (rc)
+            return 3;
+    }
+    return 0;
+}
+
+static int analyze(struct job *j, int fd, struct core *c)
+{
+    char err[512] = "";
+    struct cause z;
+    memset(&z, 0, sizeof(z));
+    cause_crashed_thread(c, j->o.manifest_tid, &z);
+    cause_signal(c, &z);
+    cause_stack_overflow(c, &z);
+    if (emit(fd, "core", core_line(c, &j->o)) || emit(fd, "crash", crash_line(c, &z)))
+        return 3;
+    struct unwind_session *s = NULL;
+    if (unwind_begin(c, &j->o.unwind, &s, err, sizeof(err)))
+        return emit_error(fd, err);
+    int rc = emit(fd, "modules", modules_line(s)) ? 3 : unwind_all(fd, c, s, &z);
+    if (!rc && z.signo == SIGABRT) {
+        cause_abort_message(s, c, j->o.comm, &z);
+        cause_cxx_exception(s, c, &z);
+    }
+    if (!rc && (emit(fd, "cause", cause_line(&z)) || emit(fd, "modules", modules_line(s))))
+        rc = 3;
+    if (!rc && unwind_warning(s)[0]) {
+        cJSON *w = cJSON_CreateObject();
+        add_str(w, "message", unwind_warning(s));
+        rc = emit(fd, "warning", w) ? 3 : 0;
+    }
+    cause_free(&z);
+    unwind_end(s);
+    return rc;
+}
+
+static int child_main(void *arg, int fd)
+{
+    struct job *j = arg;
+    char err[512] = "";
+    unsetenv("DEBUGINFOD_URLS"); /* never the network; the same answer for the same input */
+    if (j->o.unwind.deadline <= 0)
+        j->o.unwind.deadline = now() + 0.8 * (j->o.wall_s ? j->o.wall_s : DEFAULT_WALL_S);
+    struct core *c = NULL;
+    if (core_open(j->b, "core", &c, err, sizeof(err)))
+        return emit_error(fd, err);
+    int rc = analyze(j, fd, c);
+    core_close(c);
+    if (!rc)
+        rc = emit(fd, "end", cJSON_CreateObject()) ? 3 : 0;
+    return rc;
+}
+
+/* ---- parent: assembling the lines ---- */
+
+/* Sets r[key] = v. The key is copied first: it may be v's own name, which cJSON frees. */
+static void replace(cJSON *r, const char *key, cJSON *v)
+{
+    char *k = strdup(key);
+    if (!k) {
+        cJSON_Delete(v);
+        return;
+    }
+    if (cJSON_GetObjectItemCaseSensitive(r, k))
+        cJSON_ReplaceItemInObjectCaseSensitive(r, k, v);
+    else
+        cJSON_AddItemToObject(r, k, v);
+    free(k);
+}
+
+/* Moves every member of `from` except "t" into `to`. */
+static void move_members(cJSON *to, cJSON *from)
+{
+    cJSON *it = from->child;
+    while (it) {
+        cJSON *next = it->next;
+        if (strcmp(it->string, "t")) {
+            cJSON *v = cJSON_DetachItemViaPointer(from, it);
+            replace(to, v->string, v);
+        }
+        it = next;
+    }
+}
+
+static void take_line(cJSON *r, cJSON *line, int *ended, double *dropped)
+{
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(line, "t");
+    const char *type = cJSON_IsString(t) ? t->valuestring : "";
+    if (!strcmp(type, "core")) {
+        cJSON *u = cJSON_DetachItemFromObjectCaseSensitive(line, "unwinder");
+        if (u)
+            replace(r, "unwinder", u);
+        cJSON_DeleteItemFromObjectCaseSensitive(line, "t");
+        replace(r, "core", cJSON_Duplicate(line, 1));
+    } else if (!strcmp(type, "crash")) {
+        cJSON *cause = cJSON_GetObjectItemCaseSensitive(r, "cause");
+        cJSON *sum = cJSON_DetachItemFromObjectCaseSensitive(line, "summary");
+        cJSON *so = cJSON_DetachItemFromObjectCaseSensitive(line, "stack_overflow");
+        cJSON *sd = cJSON_DetachItemFromObjectCaseSensitive(line, "stack_overflow_detail");
+        replace(cause, "summary", sum ? sum : cJSON_CreateNull());
+        replace(cause, "stack_overflow", so ? so : cJSON_CreateFalse());
+        replace(cause, "stack_overflow_detail", sd ? sd : cJSON_CreateNull());
+        move_members(r, line);
+    } else if (!strcmp(type, "cause")) {
+        move_members(cJSON_GetObjectItemCaseSensitive(r, "cause"), line);
+    } else if (!strcmp(type, "modules")) {
+        move_members(r, line);
+    } else if (!strcmp(type, "thread")) {
+        cJSON_DeleteItemFromObjectCaseSensitive(line, "t");
+        const cJSON *d = cJSON_GetObjectItemCaseSensitive(line, "frames_dropped");
+        *dropped += cJSON_IsNumber(d) ? d->valuedouble : 0;
+        cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(r, "threads"), cJSON_Duplicate(line, 1));
+    } else if (!strcmp(type, "error") || !strcmp(type, "warning")) {
+        const cJSON *m = cJSON_GetObjectItemCaseSensitive(line, "message");
+        if (cJSON_IsString(m))
+            cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(r, type[0] == 'e' ? "errors" : "warnings"),
+                                 cJSON_CreateString(m->valuestring));
+    } else if (!strcmp(type, "end")) {
+        *ended = 1;
+    }
+}
+
+static cJSON *empty_result(const struct native_opts *o)
+{
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddBoolToObject(r, "complete", 0);
+    cJSON_AddNullToObject(r, "error");
+    cJSON_AddStringToObject(r, "unwinder", unwind_method_name(o->unwind.method));
+    cJSON_AddNullToObject(r, "core");
+    cJSON_AddNullToObject(r, "crashed_tid");
+    cJSON_AddNullToObject(r, "crashed_tid_source");
+    cJSON_AddNullToObject(r, "signal");
+    cJSON *c = cJSON_AddObjectToObject(r, "cause");
+    cJSON_AddNullToObject(c, "summary");
+    cJSON_AddItemToObject(r, "threads", cJSON_CreateArray());
+    cJSON_AddNumberToObject(r, "frames_dropped", 0);
+    cJSON_AddItemToObject(r, "modules", cJSON_CreateArray());
+    cJSON_AddItemToObject(r, "errors", cJSON_CreateArray());
+    cJSON_AddItemToObject(r, "warnings", cJSON_CreateArray());
+    return r;
+}
+
+static int assemble(cJSON *r, char *out, size_t len)
+{
+    int ended = 0;
+    double dropped = 0;
+    char *p = out, *end = out + len;
+    while (p < end) {
+        char *nl = memchr(p, '\n', (size_t)(end - p));
+        if (!nl)
+            break; /* a line cut by the child's death */
+        cJSON *line = cJSON_ParseWithLength(p, (size_t)(nl - p));
+        if (cJSON_IsObject(line))
+            take_line(r, line, &ended, &dropped);
+        cJSON_Delete(line);
+        p = nl + 1;
+    }
+    replace(r, "frames_dropped", cJSON_CreateNumber(dropped));
+    return ended;
+}
+
+static void set_error(cJSON *r, const char *status, int ended)
+{
+    const cJSON *errs = cJSON_GetObjectItemCaseSensitive(r, "errors");
+    const cJSON *nt = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(r, "core"),
+                                                       "threads");
+    int done = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(r, "threads"));
+    char count[32] = "?", buf[1024];
+    if (cJSON_IsNumber(nt))
+        snprintf(count, sizeof(count), "%.0f", nt->valuedouble);
+    if (cJSON_GetArraySize(errs) > 0)
+        snprintf(buf, sizeof(buf), "%s", cJSON_GetArrayItem(errs, 0)->valuestring);
+    else if (!ended)
+        snprintf(buf, sizeof(buf), "the native analysis %s; partial result: %d of %s threads",
+                 status, done, count);
+    else
+        snprintf(buf, sizeof(buf), "the native analysis %s", status);
+    replace(r, "error", cJSON_CreateString(buf));
+}
+
+static int run_in_process(struct job *j, char **out, size_t *len, char *status, size_t slen)
+{
+    FILE *f = tmpfile();
+    if (!f) {
+        snprintf(status, slen, "could not start (tmpfile: %s)", strerror(errno));
+        return -1;
+    }
+    int rc = child_main(j, fileno(f));
+    long n = lseek(fileno(f), 0, SEEK_END);
+    *out = malloc(n > 0 ? (size_t)n + 1 : 1);
+    *len = 0;
+    if (*out && n > 0 && pread(fileno(f), *out, (size_t)n, 0) == n)
+        *len = (size_t)n;
+    if (*out)
+        (*out)[*len] = 0;
+    fclose(f);
+    snprintf(status, slen, rc ? "failed (status %d)" : "completed", rc);
+    return rc ? 1 : 0;
+}
+
+cJSON *native_run(struct bundle *b, const struct native_opts *o, int *failed)
+{
+    struct job j = {.b = b, .o = *o};
+    struct sandbox_limits l = {
+        .cpu_s = o->cpu_s ? o->cpu_s : DEFAULT_CPU_S,
+        .wall_s = o->wall_s ? o->wall_s : DEFAULT_WALL_S,
+        .as_bytes = o->as_bytes ? o->as_bytes : DEFAULT_AS,
+        .max_output = MAX_OUTPUT,
+    };
+    char *out = NULL, status[512] = "";
+    size_t len = 0;
+    int rc = o->in_process ? run_in_process(&j, &out, &len, status, sizeof(status))
+                           : sandbox_run(child_main, &j, &l, &out, &len, status, sizeof(status));
+    cJSON *r = empty_result(o);
+    if (!r) {
+        free(out);
+        return NULL;
+    }
+    int ended = rc >= 0 && out ? assemble(r, out, len) : 0;
+    free(out);
+    int ok = rc == 0 && ended && cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(r, "errors")) == 0;
+    replace(r, "complete", cJSON_CreateBool(ok));
+    if (!ok)
+        set_error(r, rc < 0 ? "could not be started" : status, ended);
+    *failed = !ok;
+    return r;
+}

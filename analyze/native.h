@@ -1,0 +1,53 @@
+/* native.h - the native half of `crashpack analyze`: the core's threads, frames, cause, modules.
+ *
+ * native_run() opens the bundle's core (core.h), picks the crashed thread and reads the signal
+ * (cause.h), unwinds every thread (unwind.h), symbolizes every frame (symbolize.h), and looks for
+ * the abort message, an uncaught C++ exception and a stack overflow - in a forked child under CPU,
+ * memory and time limits (sandbox.h), since libelf/libdw parse untrusted cores and binaries. The
+ * child streams its results as JSON lines (one per thread, crashed thread first), so a child that
+ * crashes or runs out of time still leaves the threads it finished; the parent assembles them
+ * into one object:
+ *
+ *   complete (bool), error (string|null: why not complete), unwinder ("dwfl"|"fp"),
+ *   core {arch, threads, segments, warnings[]},
+ *   crashed_tid, crashed_tid_source ("cursig"|"manifest"|"siginfo_note"|"first_thread"),
+ *   signal {number, name, code, code_name, code_text, fault_address (hex), sender_pid,
+ *           sender_uid, self_sent},
+ *   cause {summary, stack_overflow, stack_overflow_detail, abort_message, abort_message_source,
+ *          abort_message_heuristic, exception {type, what, heuristic} | null},
+ *   threads[] {tid, crashed, frames[], frames_dropped, unwind_complete, unwind_stop},
+ *     frames[] {index (physical frame number), pc (hex), function, function_full, symbol,
+ *               module, module_offset (hex), build_id, elf_address (hex), file, line, column,
+ *               inline, trust}
+ *   frames_dropped (sum over threads), modules[] {path, start, end, bias, build_id, found_at,
+ *   debug_only, debug_file, problem, looked_up (files are looked up only for the modules that
+ *   frames or the cause analysis touch)}
+ *
+ * Output is deterministic for one input and one set of options (no times, stable orders).
+ * Ownership: the returned cJSON object is the caller's. Never prints or exits.
+ */
+#ifndef CRASHPACK_NATIVE_H
+#define CRASHPACK_NATIVE_H
+
+#include "unwind.h"
+
+#include <cjson/cJSON.h>
+#include <stdint.h>
+
+struct bundle;
+
+struct native_opts {
+    struct unwind_opts unwind; /* method, max_frames, module lookup (sysroot, debug dirs) */
+    int32_t manifest_tid;      /* the kernel's %i from the manifest; 0 when unknown */
+    const char *comm;          /* program name for heuristics; NULL when unknown */
+    unsigned cpu_s;            /* child's CPU limit (0: default 120) */
+    unsigned wall_s;           /* child's wall-clock limit (0: default 180) */
+    uint64_t as_bytes;         /* child's address-space limit (0: default 32 GiB) */
+    int in_process;            /* 1: no child (debugging); a crash then takes the caller down */
+};
+
+/* Returns the assembled object, or NULL when out of memory. *failed is set to 1 when the analysis
+ * did not complete (the object says why in "error"), else 0. */
+cJSON *native_run(struct bundle *b, const struct native_opts *o, int *failed);
+
+#endif

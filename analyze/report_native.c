@@ -1,0 +1,435 @@
+/* report_native.c - merging the native analysis into the report, and its text summary.
+ *
+ * Main data structure: the report's cJSON tree (cmd_analyze.c builds it). For the text, struct
+ * group gathers threads whose frames are identical (same pcs and functions) so that a process
+ * with many parked workers prints each distinct stack once.
+ */
+#include "report_native.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define TEXT_CRASHED_FRAMES 40
+#define TEXT_OTHER_FRAMES 12
+#define TEXT_GROUP_TIDS 8
+
+/* ---- merge ---- */
+
+static void clean_tree(cJSON *j, const struct report_text_ops *ops)
+{
+    for (cJSON *it = j ? j->child : NULL; it; it = it->next) {
+        if (cJSON_IsString(it) && it->valuestring) {
+            char *c = ops->clean(it->valuestring);
+            if (c && strcmp(c, it->valuestring))
+                cJSON_SetValuestring(it, c);
+            free(c);
+        } else if (cJSON_IsObject(it) || cJSON_IsArray(it)) {
+            clean_tree(it, ops);
+        }
+    }
+}
+
+/* Sets o[key] = v (null when v is NULL). The key is copied first: it may be v's own name, which
+ * cJSON frees while replacing. */
+static void put_item(cJSON *o, const char *key, cJSON *v)
+{
+    char *k = strdup(key);
+    if (!v)
+        v = cJSON_CreateNull();
+    if (!k) {
+        cJSON_Delete(v);
+        return;
+    }
+    if (cJSON_GetObjectItemCaseSensitive(o, k))
+        cJSON_ReplaceItemInObjectCaseSensitive(o, k, v);
+    else
+        cJSON_AddItemToObject(o, k, v);
+    free(k);
+}
+
+static cJSON *take(cJSON *o, const char *key)
+{
+    return cJSON_DetachItemFromObjectCaseSensitive(o, key);
+}
+
+static const cJSON *thread_info(const cJSON *threads_json, double tid)
+{
+    const cJSON *t;
+    cJSON_ArrayForEach(t, threads_json)
+    {
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(t, "tid");
+        if (cJSON_IsNumber(id) && id->valuedouble == tid)
+            return t;
+    }
+    return NULL;
+}
+
+static cJSON *str_or_null(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsString(v) ? cJSON_CreateString(v->valuestring) : cJSON_CreateNull();
+}
+
+/* Contract order: tid, name, crashed, state first; then the rest of the thread. */
+static cJSON *shape_thread(cJSON *t, const cJSON *threads_json)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON *tid = take(t, "tid"), *crashed = take(t, "crashed");
+    const cJSON *info = cJSON_IsNumber(tid) ? thread_info(threads_json, tid->valuedouble) : NULL;
+    put_item(o, "tid", tid);
+    put_item(o, "name", str_or_null(info, "name"));
+    put_item(o, "crashed", crashed ? crashed : cJSON_CreateFalse());
+    put_item(o, "state", cJSON_IsTrue(crashed) ? cJSON_CreateString("crashed")
+                                               : str_or_null(info, "state"));
+    put_item(o, "wchan", str_or_null(info, "wchan"));
+    while (t->child) {
+        cJSON *v = cJSON_DetachItemViaPointer(t, t->child);
+        put_item(o, v->string, v);
+    }
+    cJSON_Delete(t);
+    return o;
+}
+
+static void merge_process(cJSON *r, cJSON *nat)
+{
+    cJSON *p = cJSON_GetObjectItemCaseSensitive(r, "process");
+    cJSON *tid = take(nat, "crashed_tid"), *src = take(nat, "crashed_tid_source");
+    const cJSON *man_tid = cJSON_GetObjectItemCaseSensitive(p, "crashed_tid");
+    if (cJSON_IsNumber(man_tid))
+        put_item(p, "manifest_tid", cJSON_CreateNumber(man_tid->valuedouble));
+    if (cJSON_IsNumber(tid)) {
+        put_item(p, "crashed_tid", tid);
+        put_item(p, "crashed_tid_source", src);
+    } else {
+        cJSON_Delete(tid);
+        cJSON_Delete(src);
+    }
+    cJSON *ns = take(nat, "signal"), *ps = cJSON_GetObjectItemCaseSensitive(p, "signal");
+    if (!cJSON_IsObject(ns) || !ps) {
+        cJSON_Delete(ns);
+        return;
+    }
+    if (!cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(ps, "number"))) {
+        put_item(ps, "number", take(ns, "number"));
+        put_item(ps, "name", take(ns, "name"));
+    }
+    static const char *keys[] = {"code", "code_name", "code_text", "fault_address",
+                                 "sender_pid", "sender_uid", "self_sent"};
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+        if (cJSON_GetObjectItemCaseSensitive(ns, keys[i]))
+            put_item(ps, keys[i], take(ns, keys[i]));
+    cJSON_Delete(ns);
+}
+
+void report_native_merge(cJSON *r, cJSON *nat, const cJSON *threads_json,
+                         const struct report_text_ops *ops)
+{
+    clean_tree(nat, ops);
+    merge_process(r, nat);
+    cJSON *threads = take(nat, "threads"), *shaped = cJSON_CreateArray();
+    while (threads && threads->child)
+        cJSON_AddItemToArray(shaped,
+                             shape_thread(cJSON_DetachItemViaPointer(threads, threads->child),
+                                          threads_json));
+    cJSON_Delete(threads);
+    put_item(r, "threads", shaped);
+    put_item(r, "unwinder", take(nat, "unwinder"));
+    put_item(r, "frames_dropped", take(nat, "frames_dropped"));
+    put_item(r, "cause", take(nat, "cause"));
+    put_item(r, "modules", take(nat, "modules"));
+    cJSON *a = cJSON_CreateObject();
+    put_item(a, "complete", take(nat, "complete"));
+    put_item(a, "error", take(nat, "error"));
+    put_item(a, "warnings", take(nat, "warnings"));
+    put_item(a, "core", take(nat, "core"));
+    put_item(r, "analysis", a);
+    cJSON_Delete(nat);
+}
+
+void report_native_skipped(cJSON *r, const char *reason)
+{
+    put_item(r, "unwinder", cJSON_CreateNull());
+    put_item(r, "frames_dropped", cJSON_CreateNumber(0));
+    put_item(r, "cause", cJSON_CreateNull());
+    put_item(r, "modules", cJSON_CreateArray());
+    cJSON *a = cJSON_CreateObject();
+    put_item(a, "complete", cJSON_CreateFalse());
+    put_item(a, "error", cJSON_CreateString(reason));
+    put_item(a, "warnings", cJSON_CreateArray());
+    put_item(a, "core", cJSON_CreateNull());
+    put_item(r, "analysis", a);
+}
+
+/* ---- text ---- */
+
+static const char *s_of(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static double n_of(const cJSON *o, const char *key, double dflt)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : dflt;
+}
+
+static void label(FILE *out, const char *l)
+{
+    fprintf(out, "%-10s", l);
+}
+
+static void line(FILE *out, const char *l, const char *s, const struct report_text_ops *ops)
+{
+    if (!s)
+        return;
+    label(out, l);
+    ops->put(out, s);
+    fputc('\n', out);
+}
+
+static const char *base(const char *p)
+{
+    const char *s = p ? strrchr(p, '/') : NULL;
+    return s && s[1] ? s + 1 : p;
+}
+
+static void print_frame(FILE *out, int n, const cJSON *f, const struct report_text_ops *ops)
+{
+    const char *fn = s_of(f, "function"), *mod = s_of(f, "module"), *file = s_of(f, "file");
+    const char *off = s_of(f, "module_offset"), *pc = s_of(f, "pc");
+    fprintf(out, "  #%-3d %-18s ", n, pc ? pc : "?");
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(f, "inline")))
+        fputs("[inline] ", out);
+    ops->put(out, fn ? fn : "??");
+    if (mod) {
+        fputs(" (", out);
+        ops->put(out, mod);
+        if (off) {
+            fputc('+', out);
+            ops->put(out, off);
+        }
+        fputc(')', out);
+    }
+    if (file) {
+        fputc(' ', out);
+        ops->put(out, base(file));
+        double ln = n_of(f, "line", 0);
+        if (ln > 0)
+            fprintf(out, ":%.0f", ln);
+    }
+    const char *trust = s_of(f, "trust");
+    if (trust && strcmp(trust, "cfi") && strcmp(trust, "context"))
+        fprintf(out, " [%s]", trust);
+    fputc('\n', out);
+}
+
+static void print_frames(FILE *out, const cJSON *t, int max, const struct report_text_ops *ops)
+{
+    const cJSON *frames = cJSON_GetObjectItemCaseSensitive(t, "frames"), *f;
+    int n = 0, total = cJSON_GetArraySize(frames);
+    cJSON_ArrayForEach(f, frames)
+    {
+        if (n == max)
+            break;
+        print_frame(out, n++, f, ops);
+    }
+    double dropped = n_of(t, "frames_dropped", 0);
+    if (total > max || dropped > 0)
+        fprintf(out, "  ... %d more frames shown by --json, %.0f beyond the frame cap\n",
+                total > max ? total - max : 0, dropped);
+    const char *stop = s_of(t, "unwind_stop");
+    if (stop) {
+        fputs("  (unwinding stopped: ", out);
+        ops->put(out, stop);
+        fputs(")\n", out);
+    }
+    if (!total)
+        fputs("  (no frames)\n", out);
+}
+
+/* Two threads group together when their frames have the same pcs and functions. */
+static int same_stack(const cJSON *a, const cJSON *b)
+{
+    const cJSON *fa = cJSON_GetObjectItemCaseSensitive(a, "frames");
+    const cJSON *fb = cJSON_GetObjectItemCaseSensitive(b, "frames");
+    if (cJSON_GetArraySize(fa) != cJSON_GetArraySize(fb) ||
+        n_of(a, "frames_dropped", 0) != n_of(b, "frames_dropped", 0))
+        return 0;
+    for (const cJSON *x = fa->child, *y = fb->child; x && y; x = x->next, y = y->next) {
+        const char *pa = s_of(x, "pc"), *pb = s_of(y, "pc");
+        const char *na = s_of(x, "function"), *nb = s_of(y, "function");
+        if (!pa || !pb || strcmp(pa, pb) || (!na != !nb) || (na && strcmp(na, nb)))
+            return 0;
+    }
+    return 1;
+}
+
+static void print_tid(FILE *out, const cJSON *t, const struct report_text_ops *ops)
+{
+    fprintf(out, "%.0f", n_of(t, "tid", 0));
+    const char *name = s_of(t, "name");
+    if (name) {
+        fputs(" (", out);
+        ops->put(out, name);
+        fputc(')', out);
+    }
+}
+
+static void print_group(FILE *out, const cJSON *threads, const cJSON *first, char *done,
+                        const struct report_text_ops *ops)
+{
+    int count = 0, i = 0;
+    const cJSON *t;
+    cJSON_ArrayForEach(t, threads)
+    {
+        if (!done[i] && same_stack(first, t))
+            count++;
+        i++;
+    }
+    fprintf(out, "\n%d thread%s: ", count, count == 1 ? "" : "s");
+    int shown = 0;
+    i = 0;
+    cJSON_ArrayForEach(t, threads)
+    {
+        if (!done[i] && same_stack(first, t)) {
+            done[i] = 1;
+            if (shown < TEXT_GROUP_TIDS) {
+                fputs(shown ? ", " : "", out);
+                print_tid(out, t, ops);
+            }
+            shown++;
+        }
+        i++;
+    }
+    if (shown > TEXT_GROUP_TIDS)
+        fprintf(out, ", ... (%d more)", shown - TEXT_GROUP_TIDS);
+    fputc('\n', out);
+    print_frames(out, first, TEXT_OTHER_FRAMES, ops);
+}
+
+static void print_threads(FILE *out, const cJSON *r, const struct report_text_ops *ops)
+{
+    const cJSON *threads = cJSON_GetObjectItemCaseSensitive(r, "threads"), *t;
+    int n = cJSON_GetArraySize(threads), i = 0;
+    char *done = calloc((size_t)n + 1, 1);
+    if (!done)
+        return;
+    cJSON_ArrayForEach(t, threads)
+    {
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(t, "crashed"))) {
+            fputs("\ncrashed thread ", out);
+            print_tid(out, t, ops);
+            fputc('\n', out);
+            print_frames(out, t, TEXT_CRASHED_FRAMES, ops);
+            done[i] = 1;
+        }
+        i++;
+    }
+    i = 0;
+    cJSON_ArrayForEach(t, threads)
+    {
+        if (!done[i])
+            print_group(out, threads, t, done, ops);
+        i++;
+    }
+    free(done);
+}
+
+/* Modules with a problem that frames refer to; the others only counted. */
+static void print_modules(FILE *out, const cJSON *r, const struct report_text_ops *ops)
+{
+    const cJSON *m, *t, *f;
+    int other = 0, header = 0;
+    cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(r, "modules"))
+    {
+        const char *prob = s_of(m, "problem"), *path = s_of(m, "path");
+        if (!prob || !path)
+            continue;
+        int used = 0;
+        cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(r, "threads"))
+            cJSON_ArrayForEach(f, cJSON_GetObjectItemCaseSensitive(t, "frames"))
+        {
+            const char *fm = s_of(f, "module");
+            used |= fm && !strcmp(fm, base(path));
+        }
+        if (!used) {
+            other++;
+            continue;
+        }
+        if (!header++)
+            fputs("\nmodule problems\n", out);
+        fputs("  ", out);
+        ops->put(out, path);
+        fputs(": ", out);
+        ops->put(out, prob);
+        fputc('\n', out);
+    }
+    if (other)
+        fprintf(out, "%s  %d module%s not on any stack %s problems too (see --json)\n",
+                header ? "" : "\nmodule problems\n", other, other == 1 ? "" : "s",
+                other == 1 ? "has" : "have");
+}
+
+static void print_cause(FILE *out, const cJSON *r, const struct report_text_ops *ops)
+{
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(r, "cause");
+    line(out, "signal", s_of(c, "summary"), ops);
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "stack_overflow")))
+        line(out, "cause", s_of(c, "stack_overflow_detail"), ops);
+    const char *am = s_of(c, "abort_message");
+    if (am) {
+        label(out, "abort");
+        ops->put(out, am);
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "abort_message_heuristic")))
+            fputs(" (heuristic: found on the stack)", out);
+        fputc('\n', out);
+    }
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(c, "exception");
+    if (s_of(e, "type")) {
+        label(out, "exception");
+        fputs("uncaught C++ exception of type ", out);
+        ops->put(out, s_of(e, "type"));
+        if (s_of(e, "what")) {
+            fputs(": what() = \"", out);
+            ops->put(out, s_of(e, "what"));
+            fputc('"', out);
+        }
+        fputs(" (heuristic)\n", out);
+    }
+}
+
+void report_native_print(FILE *out, const cJSON *r, const struct report_text_ops *ops)
+{
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(r, "analysis");
+    if (!a)
+        return;
+    print_cause(out, r, ops);
+    const cJSON *threads = cJSON_GetObjectItemCaseSensitive(r, "threads");
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(r, "process");
+    if (cJSON_GetArraySize(threads) > 0) {
+        label(out, "threads");
+        fprintf(out, "%d, crashed tid %.0f", cJSON_GetArraySize(threads),
+                n_of(p, "crashed_tid", -1));
+        const char *src = s_of(p, "crashed_tid_source");
+        if (src) {
+            fputs(" (from ", out);
+            ops->put(out, src);
+            fputc(')', out);
+        }
+        fputs(", unwinder ", out);
+        ops->put(out, s_of(r, "unwinder") ? s_of(r, "unwinder") : "?");
+        fputc('\n', out);
+    }
+    const cJSON *w;
+    cJSON_ArrayForEach(w, cJSON_GetObjectItemCaseSensitive(a, "warnings"))
+        if (cJSON_IsString(w))
+            line(out, "warning", w->valuestring, ops);
+    cJSON_ArrayForEach(w, cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(a, "core"), "warnings"))
+        if (cJSON_IsString(w))
+            line(out, "warning", w->valuestring, ops);
+    if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(a, "complete")))
+        line(out, "analysis", s_of(a, "error") ? s_of(a, "error") : "incomplete", ops);
+    print_threads(out, r, ops);
+    print_modules(out, r, ops);
+}

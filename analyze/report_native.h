@@ -1,0 +1,30 @@
+/* report_native.h - the native analysis (native.h) in the crashpack-report/1 object and on screen.
+ *
+ * report_native_merge() moves the result of native_run() into the report: threads[] (each with
+ * name, state and wchan from the bundle's proc/threads.json), process.crashed_tid (from the core,
+ * with its source), process.signal's si_code and fault address, cause{}, modules[], unwinder,
+ * frames_dropped and analysis{complete, error, warnings, core}. Every string is made valid UTF-8.
+ *
+ * report_native_print() prints the one-screen summary: signal and cause, the crashed thread's
+ * frames, the other threads grouped by identical stacks ("4 threads: ..."), module problems.
+ *
+ * Ownership: merge consumes `nat`; nothing is kept. Never exits.
+ */
+#ifndef CRASHPACK_REPORT_NATIVE_H
+#define CRASHPACK_REPORT_NATIVE_H
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+
+struct report_text_ops {
+    char *(*clean)(const char *s);          /* malloc()ed valid-UTF-8 copy */
+    void (*put)(FILE *out, const char *s);  /* terminal-safe printing */
+};
+
+void report_native_merge(cJSON *r, cJSON *nat, const cJSON *threads_json,
+                         const struct report_text_ops *ops);
+/* Records that no native analysis ran (reason: "no core in this bundle", ...). */
+void report_native_skipped(cJSON *r, const char *reason);
+void report_native_print(FILE *out, const cJSON *r, const struct report_text_ops *ops);
+
+#endif

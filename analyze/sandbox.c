@@ -1,0 +1,179 @@
+/* sandbox.c - fork, limit, collect: the child runs the untrusted parsing, the parent survives it.
+ *
+ * Main data structure: a growing output buffer (struct sink) the parent fills from the pipe with
+ * poll() until EOF or the wall-clock deadline, then the child's wait status turned into words.
+ */
+#include "sandbox.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+struct sink {
+    char *buf;
+    size_t len, cap, max;
+    int overflow;
+};
+
+static void msg(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void msg(char *buf, size_t len, const char *fmt, ...)
+{
+    if (!buf || !len)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, len, fmt, ap);
+    va_end(ap);
+}
+
+static void set_limit(int what, uint64_t v)
+{
+    struct rlimit r = {.rlim_cur = v, .rlim_max = v};
+    setrlimit(what, &r);
+}
+
+static void child(sandbox_fn fn, void *arg, const struct sandbox_limits *l, int fd)
+{
+    prctl(PR_SET_DUMPABLE, 0);
+    set_limit(RLIMIT_CORE, 0);
+    if (l->cpu_s) {
+        struct rlimit r = {.rlim_cur = l->cpu_s, .rlim_max = l->cpu_s + 1};
+        setrlimit(RLIMIT_CPU, &r);
+    }
+#ifndef CRASHPACK_SANITIZE
+    if (l->as_bytes)
+        set_limit(RLIMIT_AS, l->as_bytes);
+#endif
+    signal(SIGPIPE, SIG_IGN);
+    int rc = fn(arg, fd);
+    close(fd);
+    _exit(rc & 0xff);
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Appends up to 64 KiB from fd. Returns 1 at EOF, 0 to go on, -1 on a read error. */
+static int drain(struct sink *s, int fd)
+{
+    char chunk[65536];
+    ssize_t n = read(fd, chunk, sizeof(chunk));
+    if (n < 0)
+        return errno == EINTR || errno == EAGAIN ? 0 : -1;
+    if (n == 0)
+        return 1;
+    if (s->len + (size_t)n > s->max) {
+        s->overflow = 1;
+        return 1;
+    }
+    if (s->len + (size_t)n + 1 > s->cap) {
+        size_t nc = s->cap ? s->cap * 2 : 1 << 16;
+        while (nc < s->len + (size_t)n + 1)
+            nc *= 2;
+        char *b = realloc(s->buf, nc);
+        if (!b) {
+            s->overflow = 1;
+            return 1;
+        }
+        s->buf = b;
+        s->cap = nc;
+    }
+    memcpy(s->buf + s->len, chunk, (size_t)n);
+    s->len += (size_t)n;
+    return 0;
+}
+
+/* Reads until EOF or the deadline. Returns 1 when the deadline passed. */
+static int collect(struct sink *s, int fd, unsigned wall_s)
+{
+    double deadline = wall_s ? now() + wall_s : 0;
+    for (;;) {
+        int wait_ms = -1;
+        if (deadline) {
+            double left = deadline - now();
+            if (left <= 0)
+                return 1;
+            wait_ms = (int)(left * 1000) + 1;
+        }
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int r = poll(&p, 1, wait_ms);
+        if (r < 0 && errno != EINTR)
+            return 0;
+        if (r > 0 && drain(s, fd))
+            return 0;
+    }
+}
+
+static void describe(int st, int timed_out, const struct sink *s, const struct sandbox_limits *l,
+                     char *status, size_t statuslen)
+{
+    if (timed_out)
+        msg(status, statuslen, "ran past the time limit (%u s) and was killed", l->wall_s);
+    else if (s->overflow)
+        msg(status, statuslen, "wrote more than the output limit (%zu bytes) and was killed",
+            s->max);
+    else if (WIFSIGNALED(st) && WTERMSIG(st) == SIGXCPU)
+        msg(status, statuslen, "ran past the CPU limit (%u s)", l->cpu_s);
+    else if (WIFSIGNALED(st))
+        msg(status, statuslen, "was killed by SIG%s (a crash while parsing the core or its "
+            "binaries)", sigabbrev_np(WTERMSIG(st)) ? sigabbrev_np(WTERMSIG(st)) : "?");
+    else if (WIFEXITED(st) && WEXITSTATUS(st))
+        msg(status, statuslen, "exited with status %d", WEXITSTATUS(st));
+    else
+        msg(status, statuslen, "completed");
+}
+
+int sandbox_run(sandbox_fn fn, void *arg, const struct sandbox_limits *l, char **out,
+                size_t *outlen, char *status, size_t statuslen)
+{
+    int p[2];
+    *out = NULL;
+    *outlen = 0;
+    if (pipe2(p, O_CLOEXEC)) {
+        msg(status, statuslen, "pipe: %s", strerror(errno));
+        return -1;
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        msg(status, statuslen, "fork: %s", strerror(errno));
+        close(p[0]);
+        close(p[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        close(p[0]);
+        child(fn, arg, l, p[1]);
+    }
+    close(p[1]);
+    struct sink s = {.max = l->max_output ? l->max_output : (256u << 20)};
+    int timed_out = collect(&s, p[0], l->wall_s);
+    if (timed_out || s.overflow)
+        kill(pid, SIGKILL);
+    close(p[0]);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    describe(st, timed_out, &s, l, status, statuslen);
+    if (!s.buf)
+        s.buf = calloc(1, 1);
+    else
+        s.buf[s.len] = 0;
+    *out = s.buf;
+    *outlen = s.len;
+    return !timed_out && !s.overflow && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
+}

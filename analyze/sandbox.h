@@ -1,0 +1,35 @@
+/* sandbox.h - run untrusted parsing in a forked child with CPU, memory and time limits.
+ *
+ * sandbox_run() forks; the child sets RLIMIT_CPU, RLIMIT_AS (not in sanitizer builds: ASan's
+ * shadow memory needs the address space; CRASHPACK_SANITIZE is defined there), RLIMIT_CORE 0 and
+ * PR_SET_DUMPABLE 0 (a crash of the analyzer must not become a crash capture), runs fn(arg, fd)
+ * and _exits with its return value. fn writes its result to fd; the parent collects it (at most
+ * max_output bytes) until the child exits or the wall-clock limit passes, when the child is
+ * killed. A child that crashed or was killed still hands over what it wrote before: callers
+ * write results incrementally so that a partial result survives.
+ *
+ * Ownership: *out is malloc()ed (NUL-terminated) and the caller's. Never prints or exits (in the
+ * parent).
+ */
+#ifndef CRASHPACK_SANDBOX_H
+#define CRASHPACK_SANDBOX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct sandbox_limits {
+    unsigned cpu_s;      /* RLIMIT_CPU, seconds (0: none) */
+    unsigned wall_s;     /* killed after this many seconds (0: none) */
+    uint64_t as_bytes;   /* RLIMIT_AS (0: none; ignored in sanitizer builds) */
+    size_t max_output;   /* bytes collected from the child (more kills it) */
+};
+
+typedef int (*sandbox_fn)(void *arg, int out_fd);
+
+/* Returns 0 when the child exited with status 0; 1 when it failed (exit status, signal, time or
+ * output limit: `status` says which in words); -1 when it could not be started (status says
+ * why). *out and *outlen hold what the child wrote in every case but -1. */
+int sandbox_run(sandbox_fn fn, void *arg, const struct sandbox_limits *l, char **out,
+                size_t *outlen, char *status, size_t statuslen);
+
+#endif

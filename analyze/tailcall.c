@@ -1,0 +1,289 @@
+/* tailcall.c - the chain of tail calls between two frames, from DWARF call sites (as gdb does).
+ *
+ * Main data structures: struct search - the function entry to reach, the path of tail-call sites
+ * found so far (return pcs, absolute), how many complete paths were found (only a unique one is
+ * used) and a budget of DIEs visited, so a hostile or huge DWARF tree cannot stall the analysis;
+ * struct tailcall_cache - per module, its function symbols sorted by name, to resolve a call
+ * site that names a declaration (a call into another compilation unit) in O(log n).
+ */
+#include "tailcall.h"
+
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define VISIT_BUDGET 200000
+#define MAX_SYMTAB 2000000
+
+struct search {
+    struct tailcall_cache *cache;
+    Dwfl *dwfl;
+    uint64_t target;                   /* entry of the callee to reach */
+    uint64_t path[TAILCALL_MAX_CHAIN]; /* return pcs of the tail-call sites, caller side first */
+    uint64_t found[TAILCALL_MAX_CHAIN];
+    size_t depth, found_len;
+    int paths;
+    long budget;
+};
+
+static int is_call_site(Dwarf_Die *d)
+{
+    int tag = dwarf_tag(d);
+    return tag == DW_TAG_call_site || tag == DW_TAG_GNU_call_site;
+}
+
+static int site_return_pc(Dwarf_Die *site, Dwarf_Addr *pc)
+{
+    Dwarf_Attribute a;
+    if (dwarf_formaddr(dwarf_attr(site, DW_AT_call_return_pc, &a), pc) == 0)
+        return 0;
+    return dwarf_formaddr(dwarf_attr(site, DW_AT_low_pc, &a), pc);
+}
+
+static int site_is_tail(Dwarf_Die *site)
+{
+    Dwarf_Attribute a;
+    bool flag = false;
+    if (dwarf_attr(site, DW_AT_call_tail_call, &a) && dwarf_formflag(&a, &flag) == 0 && flag)
+        return 1;
+    return dwarf_attr(site, DW_AT_GNU_tail_call, &a) && dwarf_formflag(&a, &flag) == 0 && flag;
+}
+
+struct symidx {
+    const char *name; /* into the module's string table: valid while the Dwfl lives */
+    size_t len;       /* without a "@version" suffix */
+    uint64_t addr;
+};
+
+struct modidx {
+    Dwfl_Module *m;
+    struct symidx *v;
+    size_t n;
+};
+
+struct tailcall_cache {
+    struct modidx *mods;
+    size_t n;
+};
+
+struct tailcall_cache *tailcall_cache_new(void)
+{
+    return calloc(1, sizeof(struct tailcall_cache));
+}
+
+void tailcall_cache_free(struct tailcall_cache *c)
+{
+    if (!c)
+        return;
+    for (size_t i = 0; i < c->n; i++)
+        free(c->mods[i].v);
+    free(c->mods);
+    free(c);
+}
+
+static int symidx_cmp(const void *a, const void *b)
+{
+    const struct symidx *x = a, *y = b;
+    size_t l = x->len < y->len ? x->len : y->len;
+    int r = memcmp(x->name, y->name, l);
+    if (r)
+        return r;
+    if (x->len != y->len)
+        return x->len < y->len ? -1 : 1;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+/* The defined function symbols of m, sorted by name. */
+static struct modidx *module_index(struct tailcall_cache *c, Dwfl_Module *m)
+{
+    for (size_t i = 0; i < c->n; i++)
+        if (c->mods[i].m == m)
+            return &c->mods[i];
+    struct modidx *v = realloc(c->mods, (c->n + 1) * sizeof(*v));
+    if (!v)
+        return NULL;
+    c->mods = v;
+    struct modidx *x = &c->mods[c->n++];
+    *x = (struct modidx){.m = m};
+    int n = dwfl_module_getsymtab(m);
+    if (n > MAX_SYMTAB)
+        n = MAX_SYMTAB;
+    if (n <= 1 || !(x->v = malloc((size_t)n * sizeof(*x->v))))
+        return x;
+    for (int i = 1; i < n; i++) {
+        GElf_Sym sym;
+        GElf_Addr addr = 0;
+        const char *s = dwfl_module_getsym_info(m, i, &sym, &addr, NULL, NULL, NULL);
+        if (!s || GELF_ST_TYPE(sym.st_info) != STT_FUNC || sym.st_shndx == SHN_UNDEF || !addr)
+            continue;
+        const char *at = strchr(s, '@');
+        x->v[x->n++] = (struct symidx){s, at ? (size_t)(at - s) : strlen(s), addr};
+    }
+    qsort(x->v, x->n, sizeof(*x->v), symidx_cmp);
+    return x;
+}
+
+/* The address of the function named `name` in the module's symbol table (0: none). */
+static uint64_t symbol_address(struct tailcall_cache *c, Dwfl_Module *m, const char *name)
+{
+    struct modidx *x = c ? module_index(c, m) : NULL;
+    struct symidx key = {name, strlen(name), 0};
+    size_t lo = 0, hi = x ? x->n : 0;
+    while (lo < hi) { /* the first entry >= name (address 0 sorts first) */
+        size_t mid = lo + (hi - lo) / 2;
+        if (symidx_cmp(&x->v[mid], &key) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (x && lo < x->n && x->v[lo].len == key.len && !memcmp(x->v[lo].name, name, key.len))
+        return x->v[lo].addr;
+    return 0;
+}
+
+/* Entry address of the function a call site calls (0: unknown, e.g. an indirect call). */
+static uint64_t site_target(struct tailcall_cache *c, Dwfl_Module *m, Dwarf_Die *site,
+                            Dwarf_Addr bias)
+{
+    Dwarf_Attribute a;
+    Dwarf_Die fn;
+    Dwarf_Addr entry;
+    if (!dwarf_formref_die(dwarf_attr(site, DW_AT_call_origin, &a), &fn) &&
+        !dwarf_formref_die(dwarf_attr(site, DW_AT_abstract_origin, &a), &fn))
+        return 0;
+    if (dwarf_entrypc(&fn, &entry) == 0)
+        return entry + bias;
+    const char *name = dwarf_formstring(dwarf_attr_integrate(&fn, DW_AT_linkage_name, &a));
+    if (!name)
+        name = dwarf_diename(&fn);
+    return name ? symbol_address(c, m, name) : 0;
+}
+
+/* Entry of the function containing pc (lookup address), from the symbol table. */
+static uint64_t function_entry(Dwfl *dwfl, uint64_t lookup)
+{
+    Dwfl_Module *m = dwfl_addrmodule(dwfl, lookup);
+    GElf_Off off = 0;
+    GElf_Sym sym;
+    if (!m || !dwfl_module_addrinfo(m, lookup, &off, &sym, NULL, NULL, NULL))
+        return 0;
+    return lookup - off;
+}
+
+/* The concrete scopes containing addr (absolute), innermost first: dwarf_getscopes continues
+ * into the abstract origin of an inlined instance, dwarf_getscopes_die on its innermost scope
+ * gives the containing DIEs of the concrete tree. Returns the count (*scopes malloc()ed). */
+static int concrete_scopes(Dwfl_Module *m, uint64_t addr, Dwarf_Addr *biasp, Dwarf_Die **scopes)
+{
+    Dwarf_Die *cu = dwfl_module_addrdie(m, addr, biasp), *s = NULL, inner;
+    *scopes = NULL;
+    int n = cu ? dwarf_getscopes(cu, addr - *biasp, &s) : 0;
+    if (n <= 0) {
+        free(s);
+        return 0;
+    }
+    inner = s[0];
+    free(s);
+    n = dwarf_getscopes_die(&inner, scopes);
+    return n > 0 ? n : 0;
+}
+
+/* The call site in the scopes containing lookup whose return pc is ret (absolute). */
+static int find_site(Dwfl_Module *m, uint64_t lookup, uint64_t ret, Dwarf_Die *out,
+                     Dwarf_Addr *biasp)
+{
+    Dwarf_Addr bias = 0;
+    Dwarf_Die *scopes = NULL;
+    int n = concrete_scopes(m, lookup, &bias, &scopes), found = 0;
+    for (int i = 0; i < n && !found; i++) {
+        Dwarf_Die child;
+        if (dwarf_child(&scopes[i], &child) != 0)
+            continue;
+        do {
+            Dwarf_Addr pc;
+            if (is_call_site(&child) && site_return_pc(&child, &pc) == 0 && pc + bias == ret) {
+                *out = child;
+                found = 1;
+            }
+        } while (!found && dwarf_siblingof(&child, &child) == 0);
+        if (dwarf_tag(&scopes[i]) == DW_TAG_subprogram)
+            break;
+    }
+    free(scopes);
+    *biasp = bias;
+    return found;
+}
+
+static void search_from(struct search *s, uint64_t entry);
+
+/* Visits the DIE tree under d for tail-call sites. */
+static void visit(struct search *s, Dwfl_Module *m, Dwarf_Addr bias, Dwarf_Die *d, int level)
+{
+    Dwarf_Die child;
+    if (level > 64 || dwarf_child(d, &child) != 0)
+        return;
+    do {
+        if (--s->budget < 0 || s->paths > 1)
+            return;
+        if (is_call_site(&child) && site_is_tail(&child)) {
+            Dwarf_Addr ret;
+            uint64_t t = site_target(s->cache, m, &child, bias);
+            if (t && site_return_pc(&child, &ret) == 0) {
+                s->path[s->depth++] = ret + bias;
+                if (t == s->target) {
+                    if (++s->paths == 1) {
+                        memcpy(s->found, s->path, sizeof(s->path));
+                        s->found_len = s->depth;
+                    }
+                } else if (s->depth < TAILCALL_MAX_CHAIN) {
+                    search_from(s, t);
+                }
+                s->depth--;
+            }
+        } else if (dwarf_haschildren(&child)) {
+            int tag = dwarf_tag(&child);
+            if (tag == DW_TAG_lexical_block || tag == DW_TAG_inlined_subroutine)
+                visit(s, m, bias, &child, level + 1);
+        }
+    } while (dwarf_siblingof(&child, &child) == 0);
+}
+
+/* Looks for tail calls leading to s->target in the function starting at entry. */
+static void search_from(struct search *s, uint64_t entry)
+{
+    Dwfl_Module *m = dwfl_addrmodule(s->dwfl, entry);
+    Dwarf_Addr bias = 0;
+    Dwarf_Die *scopes = NULL;
+    int n = m ? concrete_scopes(m, entry, &bias, &scopes) : 0;
+    for (int i = 0; i < n; i++)
+        if (dwarf_tag(&scopes[i]) == DW_TAG_subprogram) {
+            visit(s, m, bias, &scopes[i], 0);
+            break;
+        }
+    free(scopes);
+}
+
+size_t tailcall_chain(struct tailcall_cache *c, Dwfl *dwfl, uint64_t callee_pc,
+                      int callee_activation, uint64_t caller_pc, uint64_t *out, size_t max)
+{
+    if (!dwfl || !callee_pc || !caller_pc)
+        return 0;
+    uint64_t callee = function_entry(dwfl, callee_activation ? callee_pc : callee_pc - 1);
+    Dwfl_Module *m = dwfl_addrmodule(dwfl, caller_pc - 1);
+    Dwarf_Die site;
+    Dwarf_Addr bias = 0;
+    if (!callee || !m || !find_site(m, caller_pc - 1, caller_pc, &site, &bias))
+        return 0;
+    uint64_t first = site_target(c, m, &site, bias);
+    if (!first || first == callee)
+        return 0;
+    struct search s = {.cache = c, .dwfl = dwfl, .target = callee, .budget = VISIT_BUDGET};
+    search_from(&s, first);
+    if (s.paths != 1)
+        return 0; /* none, or ambiguous: claim nothing */
+    size_t n = 0;
+    for (size_t i = s.found_len; i-- > 0 && n < max;)
+        out[n++] = s.found[i]; /* innermost (closest to the callee) first */
+    return n;
+}
