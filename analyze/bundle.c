@@ -8,6 +8,7 @@
  * table's size (capped), so a lying frame is an error, never an allocation it asked for.
  */
 #include "bundle.h"
+#include "errmsg.h"
 
 #include <cjson/cJSON.h>
 #include <zstd.h>
@@ -15,7 +16,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,18 +56,8 @@ struct bundle {
 
 /* ---- small helpers ---- */
 
-static void msg(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void msg(char *buf, size_t len, const char *fmt, ...)
-{
-    if (!buf || !len)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, len, fmt, ap);
-    va_end(ap);
-}
 
-#define SETERR(b, ...) msg((b)->err, sizeof((b)->err), __VA_ARGS__)
+#define SETERR(b, ...) cp_errmsg((b)->err, sizeof((b)->err), __VA_ARGS__)
 
 const char *bundle_strerror(int code)
 {
@@ -289,7 +279,7 @@ static int check_unique(struct bundle *b, char *why, size_t whylen)
         return 0;
     const char **names = malloc(b->nmembers * sizeof(*names));
     if (!names) {
-        msg(why, whylen, "out of memory");
+        cp_errmsg(why, whylen, "out of memory");
         return -1;
     }
     for (size_t i = 0; i < b->nmembers; i++)
@@ -298,7 +288,7 @@ static int check_unique(struct bundle *b, char *why, size_t whylen)
     int rc = 0;
     for (size_t i = 1; i < b->nmembers; i++)
         if (!strcmp(names[i - 1], names[i])) {
-            msg(why, whylen, "member name `%s` appears twice", names[i]);
+            cp_errmsg(why, whylen, "member name `%s` appears twice", names[i]);
             rc = -1;
             break;
         }
@@ -321,51 +311,51 @@ static int load_index(struct bundle *b, char *why, size_t whylen)
 {
     unsigned char tail[12], fh[8];
     if (b->file_size < 20) {
-        msg(why, whylen, "file too small to hold an index");
+        cp_errmsg(why, whylen, "file too small to hold an index");
         return -1;
     }
     if (pread_full(b->fd, tail, 12, b->file_size - 12) != 12) {
-        msg(why, whylen, "cannot read the end of the file: %s", strerror(errno));
+        cp_errmsg(why, whylen, "cannot read the end of the file: %s", strerror(errno));
         return -1;
     }
     if (memcmp(tail + 4, BUNDLE_INDEX_TRAILER, 8)) {
-        msg(why, whylen, "no index: the file does not end with " BUNDLE_INDEX_TRAILER);
+        cp_errmsg(why, whylen, "no index: the file does not end with " BUNDLE_INDEX_TRAILER);
         return -1;
     }
     uint64_t n = le32(tail);
     if (n > BUNDLE_MAX_INDEX) {
-        msg(why, whylen, "index length %llu over the limit", (unsigned long long)n);
+        cp_errmsg(why, whylen, "index length %llu over the limit", (unsigned long long)n);
         return -1;
     }
     if (n + 20 > b->file_size) {
-        msg(why, whylen, "index length %llu larger than the file", (unsigned long long)n);
+        cp_errmsg(why, whylen, "index length %llu larger than the file", (unsigned long long)n);
         return -1;
     }
     uint64_t fstart = b->file_size - 20 - n;
     if (pread_full(b->fd, fh, 8, fstart) != 8) {
-        msg(why, whylen, "cannot read the index frame header");
+        cp_errmsg(why, whylen, "cannot read the index frame header");
         return -1;
     }
     if (le32(fh) != BUNDLE_MAGIC_INDEX || le32(fh + 4) != n + 12) {
-        msg(why, whylen, "index frame header at offset %llu does not match the trailer",
+        cp_errmsg(why, whylen, "index frame header at offset %llu does not match the trailer",
             (unsigned long long)fstart);
         return -1;
     }
     char *text = malloc(n + 1);
     if (!text) {
-        msg(why, whylen, "out of memory for a %llu-byte index", (unsigned long long)n);
+        cp_errmsg(why, whylen, "out of memory for a %llu-byte index", (unsigned long long)n);
         return -1;
     }
     if (pread_full(b->fd, text, n, fstart + 8) != (ssize_t)n) {
         free(text);
-        msg(why, whylen, "cannot read the index");
+        cp_errmsg(why, whylen, "cannot read the index");
         return -1;
     }
     text[n] = 0;
     cJSON *root = cJSON_ParseWithLength(text, n);
     free(text);
     if (!root) {
-        msg(why, whylen, "index is not valid JSON");
+        cp_errmsg(why, whylen, "index is not valid JSON");
         return -1;
     }
 
@@ -374,20 +364,20 @@ static int load_index(struct bundle *b, char *why, size_t whylen)
     const cJSON *members = cJSON_GetObjectItemCaseSensitive(root, "members");
     uint64_t tar_size;
     if (!cJSON_IsObject(root) || !cJSON_IsString(fmt) || strcmp(fmt->valuestring, INDEX_FORMAT)) {
-        msg(why, whylen, "index format is not " INDEX_FORMAT);
+        cp_errmsg(why, whylen, "index format is not " INDEX_FORMAT);
         goto out;
     }
     if (json_u64(cJSON_GetObjectItemCaseSensitive(root, "tar_size"), &tar_size)) {
-        msg(why, whylen, "index tar_size missing or invalid");
+        cp_errmsg(why, whylen, "index tar_size missing or invalid");
         goto out;
     }
     if (!cJSON_IsArray(members)) {
-        msg(why, whylen, "index has no members array");
+        cp_errmsg(why, whylen, "index has no members array");
         goto out;
     }
     int count = cJSON_GetArraySize(members);
     if (count <= 0 || (unsigned)count > BUNDLE_MAX_MEMBERS) {
-        msg(why, whylen, "index lists %d members", count);
+        cp_errmsg(why, whylen, "index lists %d members", count);
         goto out;
     }
 
@@ -401,28 +391,28 @@ static int load_index(struct bundle *b, char *why, size_t whylen)
         const cJSON *jf = cJSON_GetObjectItemCaseSensitive(jm, "frames");
         uint64_t size, header, data;
         if (!cJSON_IsObject(jm) || !cJSON_IsString(jn) || !name_ok(jn->valuestring)) {
-            msg(why, whylen, "index member #%d: missing or unsafe name", i);
+            cp_errmsg(why, whylen, "index member #%d: missing or unsafe name", i);
             goto out;
         }
         if (json_u64(cJSON_GetObjectItemCaseSensitive(jm, "size"), &size) ||
             json_u64(cJSON_GetObjectItemCaseSensitive(jm, "header"), &header) ||
             json_u64(cJSON_GetObjectItemCaseSensitive(jm, "data"), &data) ||
             !member_offsets_ok(size, header, data)) {
-            msg(why, whylen, "index member `%s`: invalid size/header/data", jn->valuestring);
+            cp_errmsg(why, whylen, "index member `%s`: invalid size/header/data", jn->valuestring);
             goto out;
         }
         if (header < tar_end) {
-            msg(why, whylen, "index member `%s` overlaps the previous member", jn->valuestring);
+            cp_errmsg(why, whylen, "index member `%s` overlaps the previous member", jn->valuestring);
             goto out;
         }
         int nf = cJSON_IsArray(jf) ? cJSON_GetArraySize(jf) : -1;
         if (nf <= 0 || (uint64_t)nf > BUNDLE_MAX_FRAMES - b->nframes) {
-            msg(why, whylen, "index member `%s`: invalid frame list", jn->valuestring);
+            cp_errmsg(why, whylen, "index member `%s`: invalid frame list", jn->valuestring);
             goto out;
         }
         int e = table_add_member(b, jn->valuestring, size, header, data);
         if (e) {
-            msg(why, whylen, "index member `%s`: %s", jn->valuestring, bundle_strerror(e));
+            cp_errmsg(why, whylen, "index member `%s`: %s", jn->valuestring, bundle_strerror(e));
             goto out;
         }
         uint64_t cursor = header;
@@ -433,44 +423,44 @@ static int load_index(struct bundle *b, char *why, size_t whylen)
             int k = 0;
             const cJSON *x;
             if (!cJSON_IsArray(fr) || cJSON_GetArraySize(fr) != 4) {
-                msg(why, whylen, "index member `%s`: a frame is not [4 numbers]", jn->valuestring);
+                cp_errmsg(why, whylen, "index member `%s`: a frame is not [4 numbers]", jn->valuestring);
                 goto out;
             }
             cJSON_ArrayForEach(x, fr)
             {
                 if (json_u64(x, &v[k])) {
-                    msg(why, whylen, "index member `%s`: invalid frame value", jn->valuestring);
+                    cp_errmsg(why, whylen, "index member `%s`: invalid frame value", jn->valuestring);
                     goto out;
                 }
                 k++;
             }
             /* v = file_offset, compressed_size, tar_offset, decompressed_size */
             if (v[0] < file_end || v[1] > fstart || v[0] > fstart - v[1]) {
-                msg(why, whylen,
+                cp_errmsg(why, whylen,
                     "index member `%s`: frame at %llu+%llu outside the file or overlapping",
                     jn->valuestring, (unsigned long long)v[0], (unsigned long long)v[1]);
                 goto out;
             }
             if (v[3] == 0 || v[3] > BUNDLE_MAX_FRAME_SIZE || v[1] < 4 || v[1] > frame_bound(v[3])) {
-                msg(why, whylen, "index member `%s`: frame sizes %llu/%llu out of bounds",
+                cp_errmsg(why, whylen, "index member `%s`: frame sizes %llu/%llu out of bounds",
                     jn->valuestring, (unsigned long long)v[1], (unsigned long long)v[3]);
                 goto out;
             }
             if (v[2] != cursor) {
-                msg(why, whylen, "index member `%s`: frames not contiguous at tar offset %llu",
+                cp_errmsg(why, whylen, "index member `%s`: frames not contiguous at tar offset %llu",
                     jn->valuestring, (unsigned long long)cursor);
                 goto out;
             }
             e = table_add_frame(b, v[0], v[1], v[2], v[3]);
             if (e) {
-                msg(why, whylen, "index: %s", bundle_strerror(e));
+                cp_errmsg(why, whylen, "index: %s", bundle_strerror(e));
                 goto out;
             }
             cursor += v[3];
             file_end = v[0] + v[1];
         }
         if (cursor != data + pad512(size)) {
-            msg(why, whylen, "index member `%s`: frames cover %llu tar bytes, member needs %llu",
+            cp_errmsg(why, whylen, "index member `%s`: frames cover %llu tar bytes, member needs %llu",
                 jn->valuestring, (unsigned long long)(cursor - header),
                 (unsigned long long)(data + pad512(size) - header));
             goto out;
@@ -479,7 +469,7 @@ static int load_index(struct bundle *b, char *why, size_t whylen)
         i++;
     }
     if (tar_size < tar_end) {
-        msg(why, whylen, "index tar_size %llu smaller than its members",
+        cp_errmsg(why, whylen, "index tar_size %llu smaller than its members",
             (unsigned long long)tar_size);
         goto out;
     }
@@ -527,21 +517,21 @@ static int parse_marker(const char *text, size_t len, char *name, size_t namelen
 {
     cJSON *j = cJSON_ParseWithLength(text, len);
     if (!j) {
-        msg(why, whylen, "member marker is not valid JSON");
+        cp_errmsg(why, whylen, "member marker is not valid JSON");
         return -1;
     }
     int rc = -1;
     const cJSON *jn = cJSON_GetObjectItemCaseSensitive(j, "member");
     if (!cJSON_IsObject(j) || !cJSON_IsString(jn) || !name_ok(jn->valuestring) ||
         strlen(jn->valuestring) >= namelen) {
-        msg(why, whylen, "member marker has a missing or unsafe name");
+        cp_errmsg(why, whylen, "member marker has a missing or unsafe name");
         goto out;
     }
     if (json_u64(cJSON_GetObjectItemCaseSensitive(j, "size"), size) ||
         json_u64(cJSON_GetObjectItemCaseSensitive(j, "header"), header) ||
         json_u64(cJSON_GetObjectItemCaseSensitive(j, "data"), data) ||
         !member_offsets_ok(*size, *header, *data)) {
-        msg(why, whylen, "member marker for `%s` has invalid size/header/data", jn->valuestring);
+        cp_errmsg(why, whylen, "member marker for `%s` has invalid size/header/data", jn->valuestring);
         goto out;
     }
     snprintf(name, namelen, "%s", jn->valuestring);
@@ -560,61 +550,61 @@ static void walk(struct bundle *b, char *why, size_t whylen)
     uint64_t member_end = 0;
     char *name = malloc(BUNDLE_MAX_NAME + 1);
     if (!name) {
-        msg(why, whylen, "out of memory");
+        cp_errmsg(why, whylen, "out of memory");
         return;
     }
-    msg(why, whylen, "every frame is complete");
+    cp_errmsg(why, whylen, "every frame is complete");
     while (off < b->file_size) {
         unsigned char h[18];
         uint64_t remain = b->file_size - off;
         size_t hl = remain < sizeof(h) ? (size_t)remain : sizeof(h);
         if (pread_full(b->fd, h, hl, off) != (ssize_t)hl) {
-            msg(why, whylen, "read error at offset %llu", (unsigned long long)off);
+            cp_errmsg(why, whylen, "read error at offset %llu", (unsigned long long)off);
             break;
         }
         if (hl < 4) {
-            msg(why, whylen, "file ends inside a frame header at offset %llu",
+            cp_errmsg(why, whylen, "file ends inside a frame header at offset %llu",
                 (unsigned long long)off);
             break;
         }
         uint32_t magic = le32(h);
         if (magic >= BUNDLE_MAGIC_SKIP_MIN && magic <= BUNDLE_MAGIC_SKIP_MAX) {
             if (hl < 8) {
-                msg(why, whylen, "file ends inside a frame header at offset %llu",
+                cp_errmsg(why, whylen, "file ends inside a frame header at offset %llu",
                     (unsigned long long)off);
                 break;
             }
             uint64_t len = le32(h + 4);
             if (len > remain - 8) {
-                msg(why, whylen, "file ends inside a skippable frame at offset %llu",
+                cp_errmsg(why, whylen, "file ends inside a skippable frame at offset %llu",
                     (unsigned long long)off);
                 break;
             }
             if (magic == BUNDLE_MAGIC_MARKER) {
                 uint64_t size, header, data;
                 if (len > BUNDLE_MAX_MARKER) {
-                    msg(why, whylen, "member marker at offset %llu too large",
+                    cp_errmsg(why, whylen, "member marker at offset %llu too large",
                         (unsigned long long)off);
                     break;
                 }
                 char text[BUNDLE_MAX_MARKER];
                 if (pread_full(b->fd, text, (size_t)len, off + 8) != (ssize_t)len) {
-                    msg(why, whylen, "read error at offset %llu", (unsigned long long)off);
+                    cp_errmsg(why, whylen, "read error at offset %llu", (unsigned long long)off);
                     break;
                 }
                 char mwhy[256];
                 if (parse_marker(text, (size_t)len, name, BUNDLE_MAX_NAME + 1, &size, &header,
                                  &data, mwhy, sizeof(mwhy))) {
-                    msg(why, whylen, "%s (offset %llu)", mwhy, (unsigned long long)off);
+                    cp_errmsg(why, whylen, "%s (offset %llu)", mwhy, (unsigned long long)off);
                     break;
                 }
                 if (in_member && cursor < member_end) {
-                    msg(why, whylen, "member `%s` cut short: the next marker is at offset %llu",
+                    cp_errmsg(why, whylen, "member `%s` cut short: the next marker is at offset %llu",
                         b->members[b->nmembers - 1].name, (unsigned long long)off);
                     break;
                 }
                 if (header != cursor) {
-                    msg(why, whylen,
+                    cp_errmsg(why, whylen,
                         "member marker for `%s` at offset %llu says tar offset %llu, the stream "
                         "is at %llu",
                         name, (unsigned long long)off, (unsigned long long)header,
@@ -622,13 +612,13 @@ static void walk(struct bundle *b, char *why, size_t whylen)
                     break;
                 }
                 if (bundle_find(b, name)) {
-                    msg(why, whylen, "member `%s` appears twice (second marker at offset %llu)",
+                    cp_errmsg(why, whylen, "member `%s` appears twice (second marker at offset %llu)",
                         name, (unsigned long long)off);
                     break;
                 }
                 int e = table_add_member(b, name, size, header, data);
                 if (e) {
-                    msg(why, whylen, "member marker at offset %llu: %s", (unsigned long long)off,
+                    cp_errmsg(why, whylen, "member marker at offset %llu: %s", (unsigned long long)off,
                         bundle_strerror(e));
                     break;
                 }
@@ -639,36 +629,36 @@ static void walk(struct bundle *b, char *why, size_t whylen)
             continue;
         }
         if (magic != ZSTD_MAGICNUMBER) {
-            msg(why, whylen, "no zstd frame at offset %llu", (unsigned long long)off);
+            cp_errmsg(why, whylen, "no zstd frame at offset %llu", (unsigned long long)off);
             break;
         }
         unsigned long long fcs = ZSTD_getFrameContentSize(h, hl);
         if (fcs == ZSTD_CONTENTSIZE_ERROR) {
             if (hl < sizeof(h))
-                msg(why, whylen, "file ends inside a frame header at offset %llu",
+                cp_errmsg(why, whylen, "file ends inside a frame header at offset %llu",
                     (unsigned long long)off);
             else
-                msg(why, whylen, "bad zstd frame header at offset %llu", (unsigned long long)off);
+                cp_errmsg(why, whylen, "bad zstd frame header at offset %llu", (unsigned long long)off);
             break;
         }
         if (fcs == ZSTD_CONTENTSIZE_UNKNOWN) {
-            msg(why, whylen, "zstd frame at offset %llu has no content size",
+            cp_errmsg(why, whylen, "zstd frame at offset %llu has no content size",
                 (unsigned long long)off);
             break;
         }
         if (fcs > BUNDLE_MAX_FRAME_SIZE) {
-            msg(why, whylen, "zstd frame at offset %llu declares %llu bytes, over the limit",
+            cp_errmsg(why, whylen, "zstd frame at offset %llu declares %llu bytes, over the limit",
                 (unsigned long long)off, fcs);
             break;
         }
         uint64_t csize = 0;
         int r = walk_frame_size(b, off, fcs, &csize);
         if (r == 1) {
-            msg(why, whylen, "file ends inside the zstd frame at offset %llu",
+            cp_errmsg(why, whylen, "file ends inside the zstd frame at offset %llu",
                 (unsigned long long)off);
             break;
         } else if (r < 0) {
-            msg(why, whylen, "%s at offset %llu",
+            cp_errmsg(why, whylen, "%s at offset %llu",
                 r == -1 ? "corrupt zstd frame" : "read error or out of memory",
                 (unsigned long long)off);
             break;
@@ -679,13 +669,13 @@ static void walk(struct bundle *b, char *why, size_t whylen)
         }
         if (in_member && cursor < member_end) {
             if (cursor + fcs > member_end) {
-                msg(why, whylen, "zstd frame at offset %llu crosses the end of member `%s`",
+                cp_errmsg(why, whylen, "zstd frame at offset %llu crosses the end of member `%s`",
                     (unsigned long long)off, b->members[b->nmembers - 1].name);
                 break;
             }
             int e = table_add_frame(b, off, csize, cursor, fcs);
             if (e) {
-                msg(why, whylen, "at offset %llu: %s", (unsigned long long)off, bundle_strerror(e));
+                cp_errmsg(why, whylen, "at offset %llu: %s", (unsigned long long)off, bundle_strerror(e));
                 break;
             }
         } else {
@@ -725,19 +715,19 @@ static int open_common(int fd, struct bundle **out, char *err, size_t errlen)
 {
     struct stat st;
     if (fstat(fd, &st)) {
-        msg(err, errlen, "cannot stat: %s", strerror(errno));
+        cp_errmsg(err, errlen, "cannot stat: %s", strerror(errno));
         close(fd);
         return BUNDLE_EIO;
     }
     if (!S_ISREG(st.st_mode)) {
-        msg(err, errlen, "not a regular file");
+        cp_errmsg(err, errlen, "not a regular file");
         close(fd);
         return BUNDLE_EFORMAT;
     }
     struct bundle *b = calloc(1, sizeof(*b));
     if (!b) {
         close(fd);
-        msg(err, errlen, "out of memory");
+        cp_errmsg(err, errlen, "out of memory");
         return BUNDLE_ENOMEM;
     }
     b->fd = fd;
@@ -745,7 +735,7 @@ static int open_common(int fd, struct bundle **out, char *err, size_t errlen)
     b->dctx = ZSTD_createDCtx();
     if (!b->dctx) {
         free_bundle(b);
-        msg(err, errlen, "out of memory");
+        cp_errmsg(err, errlen, "out of memory");
         return BUNDLE_ENOMEM;
     }
     char iwhy[384];
@@ -759,9 +749,9 @@ static int open_common(int fd, struct bundle **out, char *err, size_t errlen)
     char wwhy[384];
     walk(b, wwhy, sizeof(wwhy));
     table_finish(b);
-    msg(b->reason, sizeof(b->reason), "%s; walking the frames: %s", iwhy, wwhy);
+    cp_errmsg(b->reason, sizeof(b->reason), "%s; walking the frames: %s", iwhy, wwhy);
     if (b->nmembers == 0) {
-        msg(err, errlen, "not a crashpack bundle (%s)", b->reason);
+        cp_errmsg(err, errlen, "not a crashpack bundle (%s)", b->reason);
         free_bundle(b);
         return BUNDLE_EFORMAT;
     }
@@ -774,13 +764,13 @@ int bundle_open(const char *path, struct bundle **out, char *err, size_t errlen)
     if (out)
         *out = NULL;
     if (!path || !out) {
-        msg(err, errlen, "invalid argument");
+        cp_errmsg(err, errlen, "invalid argument");
         return BUNDLE_EINVAL;
     }
     /* O_NONBLOCK: opening a FIFO must not hang; it is then refused as not a regular file. */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0) {
-        msg(err, errlen, "%s: %s", path, strerror(errno));
+        cp_errmsg(err, errlen, "%s: %s", path, strerror(errno));
         return BUNDLE_EIO;
     }
     int fl = fcntl(fd, F_GETFL);
@@ -794,12 +784,12 @@ int bundle_open_fd(int fd, struct bundle **out, char *err, size_t errlen)
     if (out)
         *out = NULL;
     if (fd < 0 || !out) {
-        msg(err, errlen, "invalid argument");
+        cp_errmsg(err, errlen, "invalid argument");
         return BUNDLE_EINVAL;
     }
     int d = fcntl(fd, F_DUPFD_CLOEXEC, 0);
     if (d < 0) {
-        msg(err, errlen, "dup: %s", strerror(errno));
+        cp_errmsg(err, errlen, "dup: %s", strerror(errno));
         return BUNDLE_EIO;
     }
     return open_common(d, out, err, errlen);

@@ -12,11 +12,11 @@
  * si_signo, si_errno, si_code, then the union at 16 (si_addr, or si_pid and si_uid).
  */
 #include "core.h"
+#include "errmsg.h"
 
 #include "bundle.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,16 +48,6 @@ struct core_cache {
     uint64_t clock;
 };
 
-static void msg(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void msg(char *buf, size_t len, const char *fmt, ...)
-{
-    if (!buf || !len)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, len, fmt, ap);
-    va_end(ap);
-}
 
 /* Warnings are static strings: the core never formats untrusted text into them. */
 static void warn(struct core *c, const char *w)
@@ -573,15 +563,15 @@ static int64_t check_ehdr(struct core *c, const Elf64_Ehdr *e, uint64_t *xshdr, 
 {
     *xshdr = 0;
     if (memcmp(e->e_ident, ELFMAG, SELFMAG)) {
-        msg(err, errlen, "the core member is not an ELF file");
+        cp_errmsg(err, errlen, "the core member is not an ELF file");
         return -1;
     }
     if (e->e_ident[EI_CLASS] != ELFCLASS64 || e->e_ident[EI_DATA] != ELFDATA2LSB) {
-        msg(err, errlen, "unsupported core: only 64-bit little-endian cores are understood");
+        cp_errmsg(err, errlen, "unsupported core: only 64-bit little-endian cores are understood");
         return -1;
     }
     if (e->e_type != ET_CORE) {
-        msg(err, errlen, "the core member is an ELF file but not a core (e_type %u)", e->e_type);
+        cp_errmsg(err, errlen, "the core member is an ELF file but not a core (e_type %u)", e->e_type);
         return -1;
     }
     if (e->e_machine == EM_X86_64)
@@ -589,12 +579,12 @@ static int64_t check_ehdr(struct core *c, const Elf64_Ehdr *e, uint64_t *xshdr, 
     else if (e->e_machine == EM_AARCH64)
         c->arch = CORE_ARCH_AARCH64;
     else {
-        msg(err, errlen, "unsupported core architecture (e_machine %u)", e->e_machine);
+        cp_errmsg(err, errlen, "unsupported core architecture (e_machine %u)", e->e_machine);
         return -1;
     }
     c->machine = e->e_machine;
     if (e->e_phentsize != sizeof(Elf64_Phdr) || e->e_phoff < sizeof(Elf64_Ehdr)) {
-        msg(err, errlen, "the core's program header table is malformed");
+        cp_errmsg(err, errlen, "the core's program header table is malformed");
         return -1;
     }
     if (e->e_phnum == PN_XNUM) {
@@ -609,7 +599,7 @@ static int64_t xnum_count(struct core *c, uint64_t shoff, Elf64_Shdr *sh, char *
 {
     size_t got = 0;
     if (shoff == 0 || member_read(c, shoff, sh, sizeof(*sh), &got) != CORE_OK) {
-        msg(err, errlen, "the core has more than 65535 segments and its count is unreadable");
+        cp_errmsg(err, errlen, "the core has more than 65535 segments and its count is unreadable");
         return -1;
     }
     return sh->sh_info;
@@ -622,12 +612,12 @@ static int read_header(struct core *c, size_t need, const Elf64_Shdr *xsh, char 
     size_t extra = xsh ? sizeof(*xsh) + 8 : 0, got = 0;
     c->header = calloc(1, need + extra);
     if (!c->header) {
-        msg(err, errlen, "out of memory for the core's headers (%zu bytes)", need);
+        cp_errmsg(err, errlen, "out of memory for the core's headers (%zu bytes)", need);
         return CORE_ENOMEM;
     }
     int rc = member_read(c, 0, c->header, need, &got);
     if (rc == CORE_EIO) {
-        msg(err, errlen, "cannot read the core's headers: %s", bundle_error(c->b));
+        cp_errmsg(err, errlen, "cannot read the core's headers: %s", bundle_error(c->b));
         return rc;
     }
     if (rc == CORE_ETRUNC)
@@ -655,7 +645,7 @@ static int header_extent(struct core *c, uint64_t phoff, uint64_t phnum, size_t 
 {
     if (phnum > CORE_MAX_SEGMENTS || phoff > CORE_HEADER_MAX ||
         phoff + phnum * sizeof(Elf64_Phdr) > CORE_HEADER_MAX) {
-        msg(err, errlen, "the core's program header table is too large (%llu entries)",
+        cp_errmsg(err, errlen, "the core's program header table is too large (%llu entries)",
             (unsigned long long)phnum);
         return CORE_EFORMAT;
     }
@@ -666,7 +656,7 @@ static int header_extent(struct core *c, uint64_t phoff, uint64_t phnum, size_t 
     int rc = member_read(c, phoff, ph, phnum * sizeof(*ph), &got);
     if (rc) {
         free(ph);
-        msg(err, errlen, "cannot read the core's program headers: %s", core_strerror(rc));
+        cp_errmsg(err, errlen, "cannot read the core's program headers: %s", core_strerror(rc));
         return rc;
     }
     uint64_t end = phoff + phnum * sizeof(Elf64_Phdr);
@@ -695,7 +685,7 @@ static int open_headers(struct core *c, char *err, size_t errlen)
     uint64_t xshoff = 0;
     int rc = member_read(c, 0, &e, sizeof(e), &got);
     if (rc) {
-        msg(err, errlen, "cannot read the core's ELF header: %s", core_strerror(rc));
+        cp_errmsg(err, errlen, "cannot read the core's ELF header: %s", core_strerror(rc));
         return rc;
     }
     int64_t phnum = check_ehdr(c, &e, &xshoff, err, errlen);
@@ -709,7 +699,7 @@ static int open_headers(struct core *c, char *err, size_t errlen)
         return rc;
     c->elf = elf_memory((char *)c->header, c->header_len);
     if (!c->elf || elf_kind(c->elf) != ELF_K_ELF) {
-        msg(err, errlen, "libelf cannot parse the core's headers: %s", elf_errmsg(-1));
+        cp_errmsg(err, errlen, "libelf cannot parse the core's headers: %s", elf_errmsg(-1));
         return CORE_EFORMAT;
     }
     return CORE_OK;
@@ -721,13 +711,13 @@ int core_open(struct bundle *b, const char *member, struct core **out, char *err
     elf_version(EV_CURRENT);
     const struct bundle_member *m = bundle_find(b, member);
     if (!m) {
-        msg(err, errlen, "the bundle has no `%s` member (a metadata-only capture?)", member);
+        cp_errmsg(err, errlen, "the bundle has no `%s` member (a metadata-only capture?)", member);
         return CORE_EFORMAT;
     }
     struct core *c = calloc(1, sizeof(*c));
     if (!c || !(c->cache = calloc(1, sizeof(*c->cache)))) {
         free(c);
-        msg(err, errlen, "out of memory");
+        cp_errmsg(err, errlen, "out of memory");
         return CORE_ENOMEM;
     }
     c->b = b;
@@ -735,9 +725,9 @@ int core_open(struct bundle *b, const char *member, struct core **out, char *err
     c->size = m->size;
     int rc = open_headers(c, err, errlen);
     if (!rc && (rc = load_segments(c)))
-        msg(err, errlen, "cannot read the core's program headers: %s", elf_errmsg(-1));
+        cp_errmsg(err, errlen, "cannot read the core's program headers: %s", elf_errmsg(-1));
     if (!rc && (rc = parse_notes(c)))
-        msg(err, errlen, "cannot read the core's notes: %s", core_strerror(rc));
+        cp_errmsg(err, errlen, "cannot read the core's notes: %s", core_strerror(rc));
     if (rc) {
         core_close(c);
         return rc;

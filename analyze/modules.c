@@ -7,6 +7,7 @@
  * (add_vdso). Lookup happens later, when libdwfl asks (modules_find_elf).
  */
 #include "modules.h"
+#include "errmsg.h"
 
 #include "core.h"
 
@@ -28,16 +29,6 @@
 #define AT_SYSINFO_EHDR 33
 #endif
 
-static void msg(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void msg(char *buf, size_t len, const char *fmt, ...)
-{
-    if (!buf || !len)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, len, fmt, ap);
-    va_end(ap);
-}
 
 const char *modules_build_id_hex(const struct module *mod, char *buf, size_t len)
 {
@@ -312,7 +303,7 @@ int modules_build(struct core *c, const struct modules_opts *o, struct modules *
     *out = NULL;
     if (!m || set_paths(m, o) || group_files(c, m, &cap) || add_vdso(c, m, &cap)) {
         modules_free(m);
-        msg(err, errlen, "out of memory building the module list");
+        cp_errmsg(err, errlen, "out of memory building the module list");
         return -1;
     }
     qsort(m->v, m->n, sizeof(*m->v), mod_cmp);
@@ -348,7 +339,7 @@ int modules_report(struct modules *m, Dwfl *dwfl, char *err, size_t errlen)
         struct module *mod = &m->v[i];
         Dwfl_Module *dm = dwfl_report_module(dwfl, mod->name, mod->start, mod->end);
         if (!dm) {
-            msg(err, errlen, "libdwfl refused module %.200s: %s", mod->name, dwfl_errmsg(-1));
+            cp_errmsg(err, errlen, "libdwfl refused module %.200s: %s", mod->name, dwfl_errmsg(-1));
             return -1;
         }
         void **ud = NULL;

@@ -4,12 +4,12 @@
  * poll() until EOF or the wall-clock deadline, then the child's wait status turned into words.
  */
 #include "sandbox.h"
+#include "errmsg.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,16 +25,6 @@ struct sink {
     int overflow;
 };
 
-static void msg(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void msg(char *buf, size_t len, const char *fmt, ...)
-{
-    if (!buf || !len)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, len, fmt, ap);
-    va_end(ap);
-}
 
 static void set_limit(int what, uint64_t v)
 {
@@ -122,19 +112,19 @@ static void describe(int st, int timed_out, const struct sink *s, const struct s
                      char *status, size_t statuslen)
 {
     if (timed_out)
-        msg(status, statuslen, "ran past the time limit (%u s) and was killed", l->wall_s);
+        cp_errmsg(status, statuslen, "ran past the time limit (%u s) and was killed", l->wall_s);
     else if (s->overflow)
-        msg(status, statuslen, "wrote more than the output limit (%zu bytes) and was killed",
+        cp_errmsg(status, statuslen, "wrote more than the output limit (%zu bytes) and was killed",
             s->max);
     else if (WIFSIGNALED(st) && WTERMSIG(st) == SIGXCPU)
-        msg(status, statuslen, "ran past the CPU limit (%u s)", l->cpu_s);
+        cp_errmsg(status, statuslen, "ran past the CPU limit (%u s)", l->cpu_s);
     else if (WIFSIGNALED(st))
-        msg(status, statuslen, "was killed by SIG%s (a crash while parsing the core or its "
+        cp_errmsg(status, statuslen, "was killed by SIG%s (a crash while parsing the core or its "
             "binaries)", sigabbrev_np(WTERMSIG(st)) ? sigabbrev_np(WTERMSIG(st)) : "?");
     else if (WIFEXITED(st) && WEXITSTATUS(st))
-        msg(status, statuslen, "exited with status %d", WEXITSTATUS(st));
+        cp_errmsg(status, statuslen, "exited with status %d", WEXITSTATUS(st));
     else
-        msg(status, statuslen, "completed");
+        cp_errmsg(status, statuslen, "completed");
 }
 
 int sandbox_run(sandbox_fn fn, void *arg, const struct sandbox_limits *l, char **out,
@@ -144,13 +134,13 @@ int sandbox_run(sandbox_fn fn, void *arg, const struct sandbox_limits *l, char *
     *out = NULL;
     *outlen = 0;
     if (pipe2(p, O_CLOEXEC)) {
-        msg(status, statuslen, "pipe: %s", strerror(errno));
+        cp_errmsg(status, statuslen, "pipe: %s", strerror(errno));
         return -1;
     }
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {
-        msg(status, statuslen, "fork: %s", strerror(errno));
+        cp_errmsg(status, statuslen, "fork: %s", strerror(errno));
         close(p[0]);
         close(p[1]);
         return -1;

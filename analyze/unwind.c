@@ -8,13 +8,13 @@
  * where libdwfl stopped.
  */
 #include "unwind.h"
+#include "errmsg.h"
 
 #include "core.h"
 #include "tailcall.h"
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,16 +61,6 @@ struct walk {
     int stop;       /* the walk must end (cap, time, loop) */
 };
 
-static void msg(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void msg(char *buf, size_t len, const char *fmt, ...)
-{
-    if (!buf || !len)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, len, fmt, ap);
-    va_end(ap);
-}
 
 const char *unwind_method_name(enum unwind_method m)
 {
@@ -260,14 +250,14 @@ static int start_dwfl(struct unwind_session *s, char *err, size_t errlen)
     s->cb.debuginfo_path = &s->mods->debuginfo_path;
     s->dwfl = dwfl_begin(&s->cb);
     if (!s->dwfl) {
-        msg(err, errlen, "libdwfl: %s", dwfl_errmsg(-1));
+        cp_errmsg(err, errlen, "libdwfl: %s", dwfl_errmsg(-1));
         return -1;
     }
     dwfl_report_begin(s->dwfl);
     if (modules_report(s->mods, s->dwfl, err, errlen))
         return -1;
     if (dwfl_report_end(s->dwfl, NULL, NULL)) {
-        msg(err, errlen, "libdwfl: %s", dwfl_errmsg(-1));
+        cp_errmsg(err, errlen, "libdwfl: %s", dwfl_errmsg(-1));
         return -1;
     }
     pid_t pid = s->core->psinfo.present && s->core->psinfo.pid > 0 ? s->core->psinfo.pid
@@ -276,7 +266,7 @@ static int start_dwfl(struct unwind_session *s, char *err, size_t errlen)
     if (s->n && dwfl_attach_state(s->dwfl, s->core->elf, pid, &thread_callbacks, s))
         s->attached = 1;
     else if (s->n)
-        msg(s->warning, sizeof(s->warning), "libdwfl cannot unwind this core (%s): frame pointers only",
+        cp_errmsg(s->warning, sizeof(s->warning), "libdwfl cannot unwind this core (%s): frame pointers only",
             dwfl_errmsg(-1));
     return 0;
 }
@@ -287,7 +277,7 @@ int unwind_begin(struct core *c, const struct unwind_opts *o, struct unwind_sess
     *out = NULL;
     struct unwind_session *s = calloc(1, sizeof(*s));
     if (!s) {
-        msg(err, errlen, "out of memory");
+        cp_errmsg(err, errlen, "out of memory");
         return -1;
     }
     s->core = c;
@@ -302,7 +292,7 @@ int unwind_begin(struct core *c, const struct unwind_opts *o, struct unwind_sess
     if (!s->tailcalls || make_threads(s) || modules_build(c, &o->mods, &s->mods, err, errlen) ||
         start_dwfl(s, err, errlen)) {
         if (!err[0])
-            msg(err, errlen, "out of memory");
+            cp_errmsg(err, errlen, "out of memory");
         unwind_end(s);
         return -1;
     }
@@ -370,10 +360,10 @@ static int push(struct walk *w, uint64_t pc, uint64_t sp, int activation, enum u
     if (sp)
         w->last_sp = sp;
     if (w->total >= w->s->o.count_limit) {
-        msg(o->stop, sizeof(o->stop), "stopped after %zu frames (walk limit)", w->total);
+        cp_errmsg(o->stop, sizeof(o->stop), "stopped after %zu frames (walk limit)", w->total);
         w->stop = 1;
     } else if ((w->total & 255) == 0 && w->s->o.deadline > 0 && now() > w->s->o.deadline) {
-        msg(o->stop, sizeof(o->stop), "stopped after %zu frames: time limit", w->total);
+        cp_errmsg(o->stop, sizeof(o->stop), "stopped after %zu frames: time limit", w->total);
         w->stop = 1;
     }
     return w->stop;
@@ -402,7 +392,7 @@ static int frame_cb(Dwfl_Frame *f, void *arg)
         trust = w->recovered ? UNWIND_TRUST_RECOVERED : UNWIND_TRUST_CONTEXT;
         act = act && !w->recovered;
     } else if (pc == w->last_pc && have_sp && sp == w->last_sp) {
-        msg(w->out->stop, sizeof(w->out->stop), "the unwinder looped at pc 0x%llx",
+        cp_errmsg(w->out->stop, sizeof(w->out->stop), "the unwinder looped at pc 0x%llx",
             (unsigned long long)pc);
         w->stop = 1;
         return DWARF_CB_ABORT;
@@ -437,7 +427,7 @@ static void fp_walk(struct walk *w, uint64_t sp, uint64_t fp)
         fp = rec[0];
     }
     if (!w->out->stop[0] && !steps)
-        msg(w->out->stop, sizeof(w->out->stop), "%s", "no valid frame-pointer chain");
+        cp_errmsg(w->out->stop, sizeof(w->out->stop), "%s", "no valid frame-pointer chain");
 }
 
 /* Is ra a return address: in code, and (when the code is readable) right after a call? */
@@ -508,7 +498,7 @@ static void scan_walk(struct walk *w)
             a = (w->last_sp + 7) & ~(uint64_t)7;
     }
     if (found && !w->out->complete && !w->stop)
-        msg(w->out->stop, sizeof(w->out->stop), "%s",
+        cp_errmsg(w->out->stop, sizeof(w->out->stop), "%s",
             "the outer frames were found by scanning the stack (trust \"scan\")");
 }
 
@@ -545,18 +535,18 @@ static void walk_dwfl(struct walk *w)
             o->complete = !w->stop;
             return;
         }
-        msg(o->stop, sizeof(o->stop), "the stack at 0x%llx is not in the core",
+        cp_errmsg(o->stop, sizeof(o->stop), "the stack at 0x%llx is not in the core",
             (unsigned long long)w->s->read_fail);
         return;
     }
     if (w->stop)
         return;
-    msg(o->stop, sizeof(o->stop), "libdwfl: %s", dwfl_errmsg(-1));
+    cp_errmsg(o->stop, sizeof(o->stop), "libdwfl: %s", dwfl_errmsg(-1));
     size_t before = w->total;
     if (w->total > (size_t)w->recovered && w->have_fp && w->last_sp)
         fp_walk(w, w->last_sp, w->last_fp);
     if (w->total > before && !o->complete && !w->stop)
-        msg(o->stop, sizeof(o->stop), "%s", "the frame-pointer chain ends");
+        cp_errmsg(o->stop, sizeof(o->stop), "%s", "the frame-pointer chain ends");
     if (!o->complete && !w->stop)
         scan_walk(w);
     if (o->complete)
