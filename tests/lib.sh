@@ -107,3 +107,7 @@ cp_crash() {
 
 # cp_member BUNDLE NAME: prints a member's content.
 cp_member() { zstd -dc -q "$1" | tar -xOf - "$2"; }
+
+# json FILE EXPR: prints EXPR evaluated in python with d = the parsed JSON file.
+json() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$@"; }
+export -f json

@@ -6,7 +6,6 @@
 source "$(dirname "$0")/../lib.sh"
 cp_setup
 
-json() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$@"; }
 
 check_bundle() { # NAME PID -> sets $B, extracts to $T/NAME
     local name=$1 pid=$2

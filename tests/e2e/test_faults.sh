@@ -6,7 +6,6 @@
 # bundles, the first K with cores and the rest metadata-only with the reason.
 source "$(dirname "$0")/../lib.sh"
 cp_setup
-json() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$@"; }
 valid_bundle() { # a complete bundle: zstd checksums, tar readable, capture.json last
     zstd -tq "$1" 2>/dev/null && [ "$(tar --zstd -tf "$1" 2>/dev/null | tail -1)" = capture.json ]
 }

@@ -16,7 +16,6 @@ FX=$CP_SRC/fixtures/nvidia-smi/a100-sxm4-80gb-driver535.xml
 cp "$T/conf" "$T/conf.base"
 cp_install
 
-json() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$@"; }
 # step CASE FIELD: FIELD of the "nvidia-smi" (or $STEP) entry of CASE's capture.json steps[]
 step() {
     python3 - "$T/$1/capture.json" "${STEP:-nvidia-smi}" "$2" <<'EOF'

@@ -7,13 +7,12 @@ source "$(dirname "$0")/../lib.sh"
 cp_setup
 cp_install
 chmod 755 "$T/bundles"
-json() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$@"; }
 step() { # BUNDLE NAME -> "status: reason"
     tar --zstd -xOf "$1" capture.json | python3 -c 'import json,sys
 for s in json.load(sys.stdin)["steps"]:
     if s["name"] == sys.argv[1]: print(s["status"] + ": " + s.get("reason", ""))' "$2"
 }
-export -f step json
+export -f step
 
 # 1. stderr to a file (300 KiB written), stdout to a pipe
 python3 -c 'import sys

@@ -6,7 +6,6 @@
 # never reach an evidence member.
 source "$(dirname "$0")/../lib.sh"
 cp_setup
-json() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$@"; }
 as_user() { local u=$1; shift; setpriv --reuid="$u" --regid="$u" --clear-groups "$@"; }
 real_bundle_for() { # PID: a regular, single-link file under a final name, waiting for it
     local i f

@@ -5,7 +5,6 @@
 # kernel would) yields a bundle that tar lists with the right size (pax header).
 source "$(dirname "$0")/../lib.sh"
 cp_setup
-json() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$@"; }
 crash_bt() { # CORE -> the crashing thread's frames, function names only
     gdb -batch -ex 'bt' "$CP_BIN/cp-bigheap" "$1" 2>/dev/null |
         sed -n 's/^#[0-9]* *\(0x[0-9a-f]* in \)\{0,1\}\([^ ]*\) .*/\2/p'
