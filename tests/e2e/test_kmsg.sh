@@ -318,5 +318,9 @@ K=$T/E/kmsg.json
 size=$(stat -c %s "$K")
 check "E: kmsg.json within kmsg_max ($size <= 16384)" [ "$size" -le 16384 ]
 check "E: truncated, oldest dropped, newest kept" \
-    kt expr "$K" "d['truncated'] is True and d['dropped'] > 0 and any(l['text'] == '''$marker''' for l in d['lines'][-3:]) and not any(l['source'] == 'kern.log' for l in d['lines'])"
+    kt expr "$K" "d['truncated'] is True and d['dropped'] > 0 and any(l['text'] == '''$marker''' for l in d['lines'][-3:])"
+# The ring is filled first (newest wins); kern.log, being older, only gets what budget is left, so any
+# kern.log line kept sits before every ring line, and the ring's oldest records are the ones dropped.
+check "E: the ring's oldest records were dropped, not its newest; kern.log only fills what is left" \
+    kt expr "$K" "[l['source'] for l in d['lines']] == sorted((l['source'] for l in d['lines']), key=lambda s: s != 'kern.log') and min(l['seq'] for l in d['lines'] if l['source'] == 'kmsg') > d['ring_oldest_seq'] + 10"
 finish
