@@ -1,0 +1,21 @@
+/* datadir.h - where crashpack's data files live (signature lists, Xid catalogue, built-in rules).
+ *
+ * The data root holds `rules/...`. It is, first match wins:
+ *   1. $CRASHPACK_DATA_DIR (tests, relocated installs);
+ *   2. <directory of the running executable>/../share/crashpack (an installed crashpack);
+ *   3. the source tree the binary was built from (CRASHPACK_SOURCE_DIR, set by CMake), so a build
+ *      tree works without installing.
+ * A candidate counts only when it has a `rules` directory. Never prints or exits.
+ */
+#ifndef CRASHPACK_DATADIR_H
+#define CRASHPACK_DATADIR_H
+#include <stddef.h>
+
+/* The data root, or NULL when none of the candidates exists. The string is static. */
+const char *cp_datadir(void);
+
+/* Joins the data root and a relative path ("rules/signature/skip.txt") into buf. Returns buf, or
+ * NULL (with errbuf saying which places were tried) when there is no data root. */
+char *cp_datapath(const char *rel, char *buf, size_t len, char *errbuf, size_t errlen);
+
+#endif
