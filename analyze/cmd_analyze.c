@@ -17,6 +17,8 @@
 #include "commands.h"
 #include "native.h"
 #include "report_native.h"
+#include "signature.h"
+#include "signature_text.h"
 
 #include <cjson/cJSON.h>
 
@@ -41,6 +43,8 @@ static void usage(FILE *out)
             "\n"
             "  --json             print one JSON object (format crashpack-report/1) instead of text\n"
             "  --members          text: print only the member table (name, size, compressed, frames)\n"
+            "  --explain          show which signature rule kept or skipped each frame of the\n"
+            "                     crashed thread (JSON: signature_info.explain[])\n"
             "  --sysroot DIR      look the core's binaries up under DIR (and only there)\n"
             "  --debug-dir DIR    separate debuginfo: DIR/.build-id/NN/REST.debug trees, and\n"
             "                     .gnu_debuglink targets (repeatable; /usr/lib/debug is always last)\n"
@@ -630,6 +634,7 @@ static void print_text(FILE *out, const cJSON *r, int members_only)
         fputc('\n', out);
     }
 
+    signature_print(out, r, put_safe);
     report_native_print(out, r, &text_ops);
     fputc('\n', out);
 
@@ -730,7 +735,7 @@ static void print_text(FILE *out, const cJSON *r, int members_only)
 #define THREADS_JSON_MAX (16u << 20)
 
 struct analyze_args {
-    int json, members_only;
+    int json, members_only, explain;
     const char *path;
     struct native_opts native;
     const char *debug_dirs[MAX_DEBUG_DIRS];
@@ -812,6 +817,8 @@ static int parse_args(struct analyze_args *A, int argc, char **argv)
                 A->json = 1;
             } else if (!strcmp(a, "--members")) {
                 A->members_only = 1;
+            } else if (!strcmp(a, "--explain")) {
+                A->explain = 1;
             } else if (!strcmp(a, "--in-process")) {
                 A->native.in_process = 1;
             } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -900,6 +907,8 @@ int cmd_analyze(int argc, char **argv)
     cJSON *r = build_report(b, A.path);
     int complete = bundle_complete(b);
     int native_failed = r && !A.members_only ? add_native(b, r, &A) : 0;
+    if (r && !A.members_only) /* failures are in signature_info.error */
+        signature_apply(r, A.explain, err, sizeof(err));
     bundle_close(b);
     if (!r) {
         fprintf(stderr, "crashpack analyze: out of memory\n");

@@ -1,0 +1,759 @@
+/* signature.c - see signature.h.
+ *
+ * Main data structure: struct siglists, three rule lists in the order a frame is tested against
+ * them (stop, skip, prefix); a frame no rule matches is kept. Each rule is a glob (fnmatch), a
+ * POSIX extended regex over the whole name ("re:"), or an unnamed-frame module glob ("unnamed:").
+ *
+ * The walk over the crashed thread's frames, innermost first: inline and tail-call frames are not
+ * used; a stop frame ends the walk; a skip frame is left out; a prefix frame goes into the
+ * signature and the walk continues; a kept frame goes in and counts, and the walk ends after
+ * SIGNATURE_FRAMES of them. A frame equal to the previous one used (recursion) is left out, so
+ * the recursion depth at the crash does not matter.
+ */
+#include "signature.h"
+#include "datadir.h"
+#include "errmsg.h"
+#include "xxh64.h"
+
+#include <errno.h>
+#include <fnmatch.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LIST_LINE_MAX 1024
+#define LIST_RULES_MAX 4096
+#define NAME_MAX_LEN 512
+#define FP_SCHEME "crashpack-fingerprint/1"
+
+enum action { ACT_STOP, ACT_SKIP, ACT_PREFIX, ACT_KEEP };
+enum rule_kind { RULE_GLOB, RULE_RE, RULE_UNNAMED };
+
+struct rule {
+    enum rule_kind kind;
+    int line;
+    char *text; /* the line as written */
+    char *pat;  /* glob, or module glob for RULE_UNNAMED */
+    regex_t re;
+};
+
+struct list {
+    const char *file; /* "skip.txt" */
+    enum action action;
+    struct rule *r;
+    size_t n;
+};
+
+struct siglists {
+    char version[64];
+    struct list l[3]; /* stop, skip, prefix: the order a frame is tested in */
+};
+
+static const struct {
+    const char *file;
+    enum action action;
+} list_files[3] = {{"stop.txt", ACT_STOP}, {"skip.txt", ACT_SKIP}, {"prefix.txt", ACT_PREFIX}};
+
+static const char *action_name(enum action a)
+{
+    switch (a) {
+    case ACT_STOP:
+        return "stop";
+    case ACT_SKIP:
+        return "skip";
+    case ACT_PREFIX:
+        return "prefix";
+    default:
+        return "keep";
+    }
+}
+
+/* ---- lists ---- */
+
+static void list_free(struct list *l)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        if (l->r[i].kind == RULE_RE)
+            regfree(&l->r[i].re);
+        free(l->r[i].text);
+        free(l->r[i].pat);
+    }
+    free(l->r);
+    l->r = NULL;
+    l->n = 0;
+}
+
+void siglists_free(struct siglists *l)
+{
+    if (!l)
+        return;
+    for (int i = 0; i < 3; i++)
+        list_free(&l->l[i]);
+    free(l);
+}
+
+const char *siglists_version(const struct siglists *l)
+{
+    return l ? l->version : NULL;
+}
+
+static char *trim(char *s)
+{
+    while (*s == ' ' || *s == '\t')
+        s++;
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\n' || s[n - 1] == '\r'))
+        s[--n] = 0;
+    return s;
+}
+
+/* Adds the rule written as `s` (line `line`) to l. -1 with err on a bad rule. */
+static int add_rule(struct list *l, const char *path, int line, const char *s, char *err,
+                    size_t errlen)
+{
+    if (l->n == LIST_RULES_MAX) {
+        cp_errmsg(err, errlen, "%s: more than %d rules", path, LIST_RULES_MAX);
+        return -1;
+    }
+    struct rule *nr = realloc(l->r, (l->n + 1) * sizeof(*nr));
+    if (!nr) {
+        cp_errmsg(err, errlen, "out of memory");
+        return -1;
+    }
+    l->r = nr;
+    struct rule *r = &l->r[l->n];
+    memset(r, 0, sizeof(*r));
+    r->line = line;
+    const char *pat = s;
+    if (!strncmp(s, "re:", 3)) {
+        r->kind = RULE_RE;
+        pat = s + 3;
+    } else if (!strncmp(s, "unnamed:", 8)) {
+        r->kind = RULE_UNNAMED;
+        pat = s + 8;
+    } else {
+        r->kind = RULE_GLOB;
+    }
+    if (!*pat) {
+        cp_errmsg(err, errlen, "%s:%d: empty pattern", path, line);
+        return -1;
+    }
+    r->text = strdup(s);
+    r->pat = strdup(pat);
+    if (!r->text || !r->pat) {
+        free(r->text);
+        free(r->pat);
+        cp_errmsg(err, errlen, "out of memory");
+        return -1;
+    }
+    if (r->kind == RULE_RE) {
+        size_t n = strlen(pat) + 5;
+        char *anch = malloc(n);
+        int rc = -1;
+        if (anch) {
+            snprintf(anch, n, "^(%s)$", pat);
+            rc = regcomp(&r->re, anch, REG_EXTENDED | REG_NOSUB);
+            free(anch);
+        }
+        if (rc) {
+            char msg[128] = "out of memory";
+            if (anch)
+                regerror(rc, &r->re, msg, sizeof(msg));
+            cp_errmsg(err, errlen, "%s:%d: bad regular expression `%s': %s", path, line, pat, msg);
+            free(r->text);
+            free(r->pat);
+            return -1;
+        }
+    }
+    l->n++;
+    return 0;
+}
+
+/* Reads one list file into l and its version into ver. -1 with err. */
+static int load_list(const char *dir, struct list *l, char *ver, size_t verlen, char *err,
+                     size_t errlen)
+{
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof(path), "%s/%s", dir, l->file) >= (int)sizeof(path)) {
+        cp_errmsg(err, errlen, "path too long: %s/%s", dir, l->file);
+        return -1;
+    }
+    FILE *f = fopen(path, "re");
+    if (!f) {
+        cp_errmsg(err, errlen, "cannot open %s: %s", path, strerror(errno));
+        return -1;
+    }
+    char buf[LIST_LINE_MAX + 2];
+    int line = 0, rc = 0;
+    ver[0] = 0;
+    while (fgets(buf, sizeof(buf), f)) {
+        line++;
+        size_t len = strlen(buf);
+        if (len == sizeof(buf) - 1 && buf[len - 1] != '\n') {
+            cp_errmsg(err, errlen, "%s:%d: line longer than %d bytes", path, line, LIST_LINE_MAX);
+            rc = -1;
+            break;
+        }
+        char *s = trim(buf);
+        if (!*s || *s == '#')
+            continue;
+        if (!strncmp(s, "version", 7) && (s[7] == ' ' || s[7] == '\t')) {
+            char *v = trim(s + 7);
+            if (ver[0] || !*v || strlen(v) >= verlen) {
+                cp_errmsg(err, errlen, "%s:%d: %s version line", path, line,
+                          ver[0] ? "a second" : "a bad");
+                rc = -1;
+                break;
+            }
+            snprintf(ver, verlen, "%s", v);
+            continue;
+        }
+        if ((rc = add_rule(l, path, line, s, err, errlen)))
+            break;
+    }
+    if (!rc && ferror(f)) {
+        cp_errmsg(err, errlen, "cannot read %s", path);
+        rc = -1;
+    }
+    fclose(f);
+    if (!rc && !ver[0]) {
+        cp_errmsg(err, errlen, "%s: no `version' line", path);
+        rc = -1;
+    }
+    return rc;
+}
+
+struct siglists *siglists_load(const char *dir, char *err, size_t errlen)
+{
+    char dbuf[PATH_MAX];
+    if (!dir && !(dir = cp_datapath("rules/signature", dbuf, sizeof(dbuf), err, errlen)))
+        return NULL;
+    struct siglists *L = calloc(1, sizeof(*L));
+    if (!L) {
+        cp_errmsg(err, errlen, "out of memory");
+        return NULL;
+    }
+    for (int i = 0; i < 3; i++) {
+        L->l[i].file = list_files[i].file;
+        L->l[i].action = list_files[i].action;
+    }
+    for (int i = 0; i < 3; i++) {
+        char ver[sizeof(L->version)];
+        if (load_list(dir, &L->l[i], ver, sizeof(ver), err, errlen)) {
+            siglists_free(L);
+            return NULL;
+        }
+        if (i == 0) {
+            snprintf(L->version, sizeof(L->version), "%s", ver);
+        } else if (strcmp(ver, L->version)) {
+            cp_errmsg(err, errlen, "%s/%s has version %s but %s has %s: the lists change together",
+                      dir, L->l[i].file, ver, L->l[0].file, L->version);
+            siglists_free(L);
+            return NULL;
+        }
+    }
+    return L;
+}
+
+/* ---- normalization ---- */
+
+static const char *const clone_words[] = {"cold",  "isra",       "constprop", "part", "lto_priv",
+                                          "clone", "llvm",       "localalias", "specialized", NULL};
+
+/* True when s (just after a '.') starts a compiler clone suffix: a known word followed by the
+ * end, '.', or a digit. */
+static int clone_suffix_at(const char *s)
+{
+    for (int i = 0; clone_words[i]; i++) {
+        size_t n = strlen(clone_words[i]);
+        if (!strncmp(s, clone_words[i], n) &&
+            (s[n] == 0 || s[n] == '.' || (s[n] >= '0' && s[n] <= '9')))
+            return 1;
+    }
+    return 0;
+}
+
+/* Cuts a trailing parameter list "(...)" (and cv/ref qualifiers after it), unless the name is
+ * all parentheses or it is operator()'s own "()". */
+static void cut_params(char *s)
+{
+    static const char *const quals[] = {" const", " volatile", " &&", " &", " noexcept", NULL};
+    size_t n = strlen(s);
+    for (int again = 1; again;) {
+        again = 0;
+        for (int i = 0; quals[i]; i++) {
+            size_t q = strlen(quals[i]);
+            if (n > q && !strcmp(s + n - q, quals[i]) && s[n - q - 1] == ')') {
+                n -= q;
+                s[n] = 0;
+                again = 1;
+            }
+        }
+    }
+    if (n < 2 || s[n - 1] != ')')
+        return;
+    int depth = 0;
+    for (size_t i = n; i-- > 0;) {
+        if (s[i] == ')')
+            depth++;
+        else if (s[i] == '(' && --depth == 0) {
+            if (i == 0)
+                return;
+            if (i >= 8 && !strncmp(s + i - 8, "operator", 8) && i + 2 == n)
+                return; /* "X::operator()" */
+            s[i] = 0;
+            while (i > 0 && s[i - 1] == ' ')
+                s[--i] = 0;
+            return;
+        }
+    }
+}
+
+void signature_norm_function(const char *in, char *out, size_t outlen)
+{
+    if (!outlen)
+        return;
+    if (!in)
+        in = "";
+    while (*in == ' ')
+        in++;
+    if (!strncmp(in, "__GI_", 5) && in[5])
+        in += 5;
+    snprintf(out, outlen, "%s", in);
+    char *p;
+    if ((p = strstr(out, " [clone ")))
+        *p = 0;
+    if (out[0] != '@' && (p = strchr(out, '@')))
+        *p = 0;
+    cut_params(out);
+    for (p = out; (p = strchr(p, '.'));) {
+        if (p > out && clone_suffix_at(p + 1)) {
+            *p = 0;
+            break;
+        }
+        p++;
+    }
+    size_t n = strlen(out);
+    while (n && out[n - 1] == ' ')
+        out[--n] = 0;
+}
+
+void signature_norm_module(const char *in, char *out, size_t outlen)
+{
+    if (!outlen)
+        return;
+    if (!in)
+        in = "";
+    const char *slash = strrchr(in, '/');
+    snprintf(out, outlen, "%s", slash ? slash + 1 : in);
+    char *p;
+    if ((p = strstr(out, " (deleted)")))
+        *p = 0;
+    /* "libfoo.so.1.2.3" -> "libfoo.so" */
+    for (p = out; (p = strstr(p, ".so."));) {
+        const char *v = p + 4;
+        int ok = *v != 0;
+        for (; *v; v++)
+            if (!((*v >= '0' && *v <= '9') || *v == '.'))
+                ok = 0;
+        if (ok) {
+            p[3] = 0;
+            break;
+        }
+        p += 4;
+    }
+}
+
+/* ---- crash kind ---- */
+
+static const cJSON *get(const cJSON *o, const char *path)
+{
+    char key[64];
+    while (o && *path) {
+        const char *dot = strchr(path, '.');
+        size_t n = dot ? (size_t)(dot - path) : strlen(path);
+        if (n >= sizeof(key))
+            return NULL;
+        memcpy(key, path, n);
+        key[n] = 0;
+        o = cJSON_GetObjectItemCaseSensitive(o, key);
+        path += n + (dot ? 1 : 0);
+    }
+    return o;
+}
+
+static const char *gstr(const cJSON *o, const char *path)
+{
+    const cJSON *v = get(o, path);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* glibc's malloc_printerr() messages (malloc/malloc.c), as they start. */
+static int heap_message(const char *m)
+{
+    static const char *const pre[] = {"free(): ", "malloc(): ", "realloc(): ", "calloc(): ",
+                                      "munmap_chunk(): ", "malloc_consolidate(): ",
+                                      "_int_malloc(): ", "_int_free(): ", "tcache_thread_shutdown(): ",
+                                      "double free or corruption", "corrupted size vs. prev_size",
+                                      "corrupted double-linked list", "malloc_check_",
+                                      "aligned_alloc(): ", "posix_memalign(): ", "memalign(): ",
+                                      NULL};
+    if (!m)
+        return 0;
+    /* "Fatal glibc error: " (newer glibc) and "*** " framing */
+    if (!strncmp(m, "Fatal glibc error: ", 19))
+        m += 19;
+    for (int i = 0; pre[i]; i++)
+        if (strstr(m, pre[i]) == m || (!strncmp(m, "*** ", 4) && strstr(m + 4, pre[i]) == m + 4))
+            return 1;
+    return 0;
+}
+
+static int assertion_message(const char *m)
+{
+    return m && strstr(m, "Assertion") && strstr(m, "failed");
+}
+
+/* True when a physical frame of t has one of the (normalized) names. */
+static int has_frame(const cJSON *t, const char *const *names)
+{
+    const cJSON *f;
+    cJSON_ArrayForEach(f, cJSON_GetObjectItemCaseSensitive(t, "frames"))
+    {
+        const char *fn = gstr(f, "function");
+        if (!fn || cJSON_IsTrue(get(f, "inline")))
+            continue;
+        char n[NAME_MAX_LEN];
+        signature_norm_function(fn, n, sizeof(n));
+        for (int i = 0; names[i]; i++)
+            if (!strcmp(n, names[i]))
+                return 1;
+    }
+    return 0;
+}
+
+static const char *crash_kind(const cJSON *r, const cJSON *crashed)
+{
+    static const char *const assert_fns[] = {"__assert_fail", "__assert_fail_base",
+                                             "__assert_perror_fail", NULL};
+    static const char *const heap_fns[] = {"malloc_printerr", NULL};
+    static const char *const throw_fns[] = {"__cxa_throw", "__cxa_rethrow", "std::rethrow_exception",
+                                            "_Unwind_RaiseException", "_Unwind_Resume_or_Rethrow",
+                                            NULL};
+    const cJSON *num = get(r, "process.signal.number");
+    if (!cJSON_IsNumber(num))
+        return NULL;
+    int sig = (int)num->valuedouble;
+    const cJSON *code = get(r, "process.signal.code");
+    /* si_code <= 0: sent by a process (kill, tgkill, sigqueue), not raised by a fault */
+    int sent = cJSON_IsNumber(code) && code->valuedouble <= 0;
+    const char *cn = gstr(r, "process.signal.code_name");
+    if ((sig == 11 || sig == 7) && cJSON_IsTrue(get(r, "cause.stack_overflow")))
+        return "stack_overflow";
+    switch (sig) {
+    case 11: {
+        if (sent)
+            return "signal";
+        const char *fa = gstr(r, "process.signal.fault_address");
+        if (fa && !(cn && !strcmp(cn, "SI_KERNEL"))) {
+            char *end;
+            errno = 0;
+            unsigned long long a = strtoull(fa, &end, 16);
+            if (!errno && end != fa && !*end && a < 4096)
+                return "segv_null";
+        }
+        return "segv";
+    }
+    case 7:
+        return sent ? "signal" : "sigbus";
+    case 8:
+        return sent ? "signal" : "sigfpe";
+    case 4:
+        return sent ? "signal" : "sigill";
+    case 6: {
+        if (cJSON_IsFalse(get(r, "process.signal.self_sent")))
+            return "signal"; /* kill -ABRT from elsewhere */
+        const char *msg = gstr(r, "cause.abort_message");
+        if (cJSON_IsObject(get(r, "cause.exception")) || has_frame(crashed, throw_fns))
+            return "uncaught_exception";
+        if (assertion_message(msg) || has_frame(crashed, assert_fns))
+            return "assertion";
+        if (heap_message(msg) || has_frame(crashed, heap_fns))
+            return "heap_corruption";
+        return "abort";
+    }
+    default:
+        return "signal";
+    }
+}
+
+/* The kind as the signature's first part. */
+static void kind_label(const cJSON *r, const char *kind, char *buf, size_t len)
+{
+    static const struct {
+        const char *kind, *label;
+    } labels[] = {{"segv_null", "SIGSEGV (null)"}, {"segv", "SIGSEGV"},
+                  {"sigbus", "SIGBUS"},           {"sigfpe", "SIGFPE"},
+                  {"sigill", "SIGILL"},           {"abort", "abort"},
+                  {"assertion", "assertion"},     {"heap_corruption", "heap corruption"},
+                  {"uncaught_exception", "uncaught exception"},
+                  {"stack_overflow", "stack overflow"}, {"hang", "hang"}};
+    for (size_t i = 0; i < sizeof(labels) / sizeof(labels[0]); i++)
+        if (!strcmp(kind, labels[i].kind)) {
+            snprintf(buf, len, "%s", labels[i].label);
+            return;
+        }
+    const char *name = gstr(r, "process.signal.name");
+    snprintf(buf, len, "%s", name ? name : kind);
+}
+
+/* ---- the walk ---- */
+
+static const cJSON *crashed_thread(const cJSON *r)
+{
+    const cJSON *t, *threads = cJSON_GetObjectItemCaseSensitive(r, "threads");
+    cJSON_ArrayForEach(t, threads)
+    {
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(t, "crashed")))
+            return t;
+    }
+    const cJSON *tid = get(r, "process.crashed_tid");
+    cJSON_ArrayForEach(t, threads)
+    {
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(t, "tid");
+        if (cJSON_IsNumber(tid) && cJSON_IsNumber(id) && id->valuedouble == tid->valuedouble)
+            return t;
+    }
+    return NULL;
+}
+
+static int pc_is_zero(const cJSON *f)
+{
+    const char *pc = gstr(f, "pc");
+    if (!pc)
+        return 0;
+    char *end;
+    unsigned long long v = strtoull(pc, &end, 16);
+    return end != pc && !*end && v == 0;
+}
+
+/* Which rule decides frame (name: normalized, "" when unnamed; mod, modnorm: base names). */
+static enum action classify(const struct siglists *L, const char *name, const char *mod,
+                            const char *modnorm, const struct list **lst, const struct rule **rule)
+{
+    for (int i = 0; i < 3; i++) {
+        const struct list *l = &L->l[i];
+        for (size_t j = 0; j < l->n; j++) {
+            const struct rule *r = &l->r[j];
+            int m = 0;
+            if (r->kind == RULE_UNNAMED)
+                m = !*name && (!fnmatch(r->pat, mod, 0) || !fnmatch(r->pat, modnorm, 0));
+            else if (!*name)
+                m = 0;
+            else if (r->kind == RULE_GLOB)
+                m = !fnmatch(r->pat, name, 0);
+            else
+                m = !regexec(&r->re, name, 0, NULL, 0);
+            if (m) {
+                *lst = l;
+                *rule = r;
+                return l->action;
+            }
+        }
+    }
+    *lst = NULL;
+    *rule = NULL;
+    return ACT_KEEP;
+}
+
+static void add_explain(cJSON *ex, int idx, const char *fn, const char *name, const char *mod,
+                        const char *action, const char *rule)
+{
+    if (!ex)
+        return;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "frame", idx);
+    if (fn)
+        cJSON_AddStringToObject(o, "function", fn);
+    else
+        cJSON_AddNullToObject(o, "function");
+    cJSON_AddStringToObject(o, "name", name);
+    cJSON_AddStringToObject(o, "module", mod);
+    cJSON_AddStringToObject(o, "action", action);
+    cJSON_AddStringToObject(o, "rule", rule);
+    cJSON_AddItemToArray(ex, o);
+}
+
+/* Sets o[key] = v, replacing an existing member in place. */
+static void put(cJSON *o, const char *key, cJSON *v)
+{
+    if (!v)
+        v = cJSON_CreateNull();
+    if (cJSON_GetObjectItemCaseSensitive(o, key))
+        cJSON_ReplaceItemInObjectCaseSensitive(o, key, v);
+    else
+        cJSON_AddItemToObject(o, key, v);
+}
+
+static cJSON *str_or_null(const char *s)
+{
+    return s ? cJSON_CreateString(s) : cJSON_CreateNull();
+}
+
+int signature_compute(cJSON *report, const struct siglists *L, const char *lists_error,
+                      int explain, char *err, size_t errlen)
+{
+    if (!cJSON_IsObject(report)) {
+        cp_errmsg(err, errlen, "not a report object");
+        return -1;
+    }
+    const cJSON *t = crashed_thread(report);
+    const char *kind = crash_kind(report, t);
+    cJSON *info = cJSON_CreateObject();
+    cJSON_AddItemToObject(info, "version", str_or_null(L ? L->version : NULL));
+    cJSON_AddItemToObject(info, "kind", str_or_null(kind));
+    cJSON_AddNumberToObject(info, "frame_limit", SIGNATURE_FRAMES);
+    cJSON *frames = cJSON_AddArrayToObject(info, "frames");
+    cJSON *normalized = cJSON_AddArrayToObject(info, "normalized");
+    put(report, "crash_kind", str_or_null(kind));
+
+    const char *why = NULL;
+    char whybuf[512];
+    if (!L) {
+        snprintf(whybuf, sizeof(whybuf), "the signature lists could not be loaded: %s",
+                 lists_error && *lists_error ? lists_error : "unknown error");
+        why = whybuf;
+    } else if (!kind) {
+        why = "the report has no signal";
+    } else if (!t) {
+        why = "the crashed thread is unknown";
+    } else if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(t, "frames")) == 0) {
+        why = "the crashed thread has no frames";
+    }
+    if (why) {
+        cJSON_AddStringToObject(info, "error", why);
+        put(report, "signature", NULL);
+        put(report, "fingerprint", NULL);
+        put(report, "signature_info", info);
+        cp_errmsg(err, errlen, "%s", why);
+        return -1;
+    }
+
+    cJSON *ex = explain ? cJSON_CreateArray() : NULL;
+    char label[128];
+    kind_label(report, kind, label, sizeof(label));
+    size_t siglen = 4096;
+    char *sig = malloc(siglen);
+    if (!sig) {
+        cJSON_Delete(info);
+        cJSON_Delete(ex);
+        cp_errmsg(err, errlen, "out of memory");
+        return -1;
+    }
+    snprintf(sig, siglen, "%s", label);
+    struct xxh64 h;
+    xxh64_init(&h);
+    xxh64_update(&h, FP_SCHEME "\n", strlen(FP_SCHEME) + 1);
+    xxh64_update(&h, kind, strlen(kind));
+    xxh64_update(&h, "\n", 1);
+
+    char prev[2 * NAME_MAX_LEN + 2] = "";
+    int kept = 0, ended = 0, idx = -1;
+    const char *end_rule = NULL;
+    const cJSON *f;
+    cJSON_ArrayForEach(f, cJSON_GetObjectItemCaseSensitive(t, "frames"))
+    {
+        idx++;
+        const char *fn = gstr(f, "function");
+        const char *rawmod = gstr(f, "module");
+        char name[NAME_MAX_LEN], mod[NAME_MAX_LEN], modnorm[NAME_MAX_LEN];
+        signature_norm_function(fn, name, sizeof(name));
+        if (!*name && !rawmod && pc_is_zero(f))
+            snprintf(name, sizeof(name), "@0x0"); /* a call through a NULL function pointer */
+        signature_norm_module(rawmod, modnorm, sizeof(modnorm));
+        {
+            const char *slash = rawmod ? strrchr(rawmod, '/') : NULL;
+            snprintf(mod, sizeof(mod), "%s", slash ? slash + 1 : rawmod ? rawmod : "");
+        }
+        char full[sizeof(prev)];
+        snprintf(full, sizeof(full), "%s!%s", *modnorm ? modnorm : "?", *name ? name : "?");
+        if (ended) {
+            add_explain(ex, idx, fn, full, mod, "unused", end_rule);
+            continue;
+        }
+        if (cJSON_IsTrue(get(f, "inline"))) {
+            add_explain(ex, idx, fn, full, mod, "inline",
+                        "inline frames are not used: they exist only with debug info");
+            continue;
+        }
+        if (cJSON_IsTrue(get(f, "tail_call"))) {
+            add_explain(ex, idx, fn, full, mod, "tail_call",
+                        "frames put back from DWARF call sites are not used: they exist only "
+                        "with debug info");
+            continue;
+        }
+        const struct list *lst;
+        const struct rule *rule;
+        enum action a = classify(L, name, mod, modnorm, &lst, &rule);
+        char rbuf[LIST_LINE_MAX + 64];
+        if (rule)
+            snprintf(rbuf, sizeof(rbuf), "%s:%d %s", lst->file, rule->line, rule->text);
+        else
+            snprintf(rbuf, sizeof(rbuf), "no rule: a meaningful frame");
+        if (a == ACT_STOP) {
+            add_explain(ex, idx, fn, full, mod, "stop", rbuf);
+            ended = 1;
+            end_rule = "after a stop frame";
+            continue;
+        }
+        if (a == ACT_SKIP) {
+            add_explain(ex, idx, fn, full, mod, "skip", rbuf);
+            continue;
+        }
+        if (!strcmp(full, prev)) {
+            add_explain(ex, idx, fn, full, mod, "repeat",
+                        "the same as the frame before it (recursion): used once");
+            continue;
+        }
+        snprintf(prev, sizeof(prev), "%s", full);
+        add_explain(ex, idx, fn, full, mod, action_name(a), rbuf);
+        char disp[sizeof(prev)];
+        if (*name)
+            snprintf(disp, sizeof(disp), "%s", name);
+        else
+            snprintf(disp, sizeof(disp), "%s!?", *modnorm ? modnorm : "?");
+        size_t cur = strlen(sig);
+        if (cur + strlen(disp) + 4 < siglen)
+            snprintf(sig + cur, siglen - cur, " | %s", disp);
+        cJSON_AddItemToArray(frames, cJSON_CreateString(disp));
+        cJSON_AddItemToArray(normalized, cJSON_CreateString(full));
+        xxh64_update(&h, full, strlen(full));
+        xxh64_update(&h, "\n", 1);
+        if (a == ACT_KEEP && ++kept == SIGNATURE_FRAMES) {
+            ended = 1;
+            end_rule = "the signature has its frames";
+        }
+    }
+    char fp[17];
+    snprintf(fp, sizeof(fp), "%016" PRIx64, xxh64_digest(&h));
+    put(report, "signature", cJSON_CreateString(sig));
+    put(report, "fingerprint", cJSON_CreateString(fp));
+    cJSON_AddNullToObject(info, "error");
+    if (ex)
+        cJSON_AddItemToObject(info, "explain", ex);
+    put(report, "signature_info", info);
+    free(sig);
+    return 0;
+}
+
+int signature_apply(cJSON *report, int explain, char *err, size_t errlen)
+{
+    char lerr[512] = "";
+    struct siglists *L = siglists_load(NULL, lerr, sizeof(lerr));
+    int rc = signature_compute(report, L, lerr, explain, err, errlen);
+    siglists_free(L);
+    return rc;
+}

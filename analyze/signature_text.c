@@ -1,0 +1,84 @@
+/* signature_text.c - see signature_text.h. */
+#include "signature_text.h"
+
+#include <string.h>
+
+static const char *str(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static void print_explain(FILE *out, const cJSON *ex, void (*put)(FILE *, const char *))
+{
+    const cJSON *e;
+    int run_from = -1, run_to = -1;
+    const char *run_why = NULL;
+    cJSON_ArrayForEach(e, ex)
+    {
+        const cJSON *fr = cJSON_GetObjectItemCaseSensitive(e, "frame");
+        int idx = cJSON_IsNumber(fr) ? (int)fr->valuedouble : -1;
+        const char *action = str(e, "action"), *name = str(e, "name"), *rule = str(e, "rule");
+        if (action && !strcmp(action, "unused")) {
+            if (run_from < 0) {
+                run_from = idx;
+                run_why = rule;
+            }
+            run_to = idx;
+            continue;
+        }
+        fprintf(out, "            #%-3d %-9s ", idx, action ? action : "?");
+        put(out, name ? name : "?");
+        if (rule) {
+            fputs("  (", out);
+            put(out, rule);
+            fputc(')', out);
+        }
+        fputc('\n', out);
+    }
+    if (run_from >= 0) {
+        if (run_to > run_from)
+            fprintf(out, "            #%d-#%d unused", run_from, run_to);
+        else
+            fprintf(out, "            #%d unused", run_from);
+        if (run_why) {
+            fputs(" (", out);
+            put(out, run_why);
+            fputc(')', out);
+        }
+        fputc('\n', out);
+    }
+}
+
+void signature_print(FILE *out, const cJSON *r, void (*put)(FILE *, const char *))
+{
+    const cJSON *info = cJSON_GetObjectItemCaseSensitive(r, "signature_info");
+    if (!cJSON_IsObject(info))
+        return;
+    const char *sig = str(r, "signature"), *fp = str(r, "fingerprint");
+    const char *kind = str(info, "kind"), *ver = str(info, "version"), *err = str(info, "error");
+    fprintf(out, "%-10s", "signature");
+    if (sig) {
+        put(out, sig);
+    } else {
+        fputs("none: ", out);
+        put(out, err ? err : "?");
+    }
+    fputc('\n', out);
+    if (fp) {
+        fprintf(out, "%-10s", "");
+        fputs("fingerprint ", out);
+        put(out, fp);
+        fputs(" (", out);
+        put(out, kind ? kind : "?");
+        fputs("; signature lists version ", out);
+        put(out, ver ? ver : "?");
+        fputs(")\n", out);
+    }
+    const cJSON *ex = cJSON_GetObjectItemCaseSensitive(info, "explain");
+    if (cJSON_IsArray(ex)) {
+        fprintf(out, "%-10s", "");
+        fputs("how each frame of the crashed thread was used (rules/signature/*.txt):\n", out);
+        print_explain(out, ex, put);
+    }
+}
