@@ -29,6 +29,8 @@ static void usage(FILE *out)
             "                             not stored: edit it, then `rules add` it)\n"
             "  import FILE                add the rules of a JSON file (one rule or an array)\n"
             "  export [--all] [-o FILE]   the user rules (--all: every effective rule) as a JSON array\n"
+            "  match REPORT.json [--json] match the rules against a saved report (crashpack analyze --json)\n"
+            "                             and print the ranked diagnoses\n"
             "\n"
             "Built-in rules are the files under the data directory's rules/builtin/; user rules live in\n"
             "the knowledge base (--db, default $CRASHPACK_DB, /var/lib/crashpack/kb.sqlite for root,\n"
@@ -311,6 +313,58 @@ static int do_export(struct ropts *o)
     return rc ? 2 : 0;
 }
 
+static void put_plain(FILE *out, const char *s)
+{
+    for (; *s; s++)
+        fputc((unsigned char)*s < 0x20 || *s == 0x7f ? ' ' : *s, out);
+}
+
+static int do_match(struct ropts *o)
+{
+    if (o->nargs != 1) {
+        usage(stderr);
+        return 2;
+    }
+    char err[1024];
+    FILE *f = fopen(o->args[0], "r");
+    if (!f) {
+        perror(o->args[0]);
+        return 2;
+    }
+    size_t cap = 1 << 20, len = 0, n;
+    char *buf = malloc(cap);
+    while (buf && (n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+        len += n;
+        if (len + 1 >= cap) {
+            char *nb = cap < (512u << 20) ? realloc(buf, cap * 2) : NULL;
+            if (!nb)
+                break;
+            buf = nb;
+            cap *= 2;
+        }
+    }
+    fclose(f);
+    cJSON *r = buf ? cJSON_ParseWithLength(buf, len) : NULL;
+    free(buf);
+    if (!cJSON_IsObject(r)) {
+        fprintf(stderr, "crashpack rules: %s: not a JSON report object\n", o->args[0]);
+        cJSON_Delete(r);
+        return 2;
+    }
+    if (diagnose(r, o->db, err, sizeof(err)) < 0) {
+        fprintf(stderr, "crashpack rules: %s\n", err);
+        cJSON_Delete(r);
+        return 2;
+    }
+    int rc = 0;
+    if (o->json)
+        rc = write_json(NULL, cJSON_GetObjectItem(r, "diagnoses"));
+    else
+        diagnose_print(stdout, r, put_plain);
+    cJSON_Delete(r);
+    return rc ? 2 : 0;
+}
+
 int cmd_rules(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
@@ -336,6 +390,8 @@ int cmd_rules(int argc, char **argv)
         rc = do_add(&o);
     else if (!strcmp(c, "export"))
         rc = do_export(&o);
+    else if (!strcmp(c, "match"))
+        rc = do_match(&o);
     else {
         fprintf(stderr, "crashpack rules: unknown command `%s`\n", c);
         usage(stderr);
