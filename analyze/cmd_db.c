@@ -21,7 +21,9 @@ static void usage(FILE *out)
             "usage: crashpack db COMMAND [--db PATH] ...\n"
             "\n"
             "  add BUNDLE...             analyze each bundle and store the crash (again: updated, not doubled)\n"
-            "  add --report-json FILE    store report JSON (one report, or an array of them) as it is\n"
+            "  add --report-json FILE [--diagnose]\n"
+            "                            store report JSON (one report, or an array of them) as it is, or\n"
+            "                            with its diagnoses made again from the rule base\n"
             "  list [--limit N]          newest crashes first\n"
             "  show ID [--json]          one crash with its diagnoses\n"
             "  groups [--limit N]        crashes grouped by fingerprint: count, first/last seen, hosts,\n"
@@ -41,7 +43,7 @@ static void usage(FILE *out)
 struct dopts {
     const char *db, *report_json, *host, *rule, *category, *job, *fingerprint;
     double since, until;
-    int limit, json;
+    int limit, json, diagnose;
     char dbbuf[PATH_MAX];
     int nargs;
     char **args;
@@ -98,6 +100,8 @@ static int parse(struct dopts *o, int argc, char **argv)
             i++;
         } else if (!strcmp(a, "--json")) {
             o->json = 1;
+        } else if (!strcmp(a, "--diagnose")) {
+            o->diagnose = 1;
         } else if (!strcmp(a, "--")) {
             for (i++; i < argc; i++)
                 o->args[o->nargs++] = argv[i];
@@ -155,9 +159,13 @@ static void fmt_time(double t, char *buf, size_t len)
 
 /* ---- add ---- */
 
-static int add_one(sqlite3 *db, const cJSON *r, const char *path)
+static int add_one(sqlite3 *db, cJSON *r, const char *path, struct rulebase *rb)
 {
     char err[1024];
+    if (rb && rules_diagnose(rb, r, err, sizeof(err)) < 0) {
+        fprintf(stderr, "crashpack db: diagnosis: %s\n", err);
+        return -1;
+    }
     int64_t id = 0;
     int added = 0;
     if (kb_add_report(db, r, path, &id, &added, err, sizeof(err))) {
@@ -218,12 +226,20 @@ static int do_add(struct dopts *o)
             sqlite3_close(db);
             return 2;
         }
-        if (cJSON_IsArray(j)) {
-            const cJSON *r;
-            cJSON_ArrayForEach(r, j) bad += add_one(db, r, NULL) != 0;
-        } else {
-            bad += add_one(db, j, NULL) != 0;
+        struct rulebase *rb = NULL;
+        if (o->diagnose && rulebase_open(NULL, o->db, &rb, err, sizeof(err))) {
+            fprintf(stderr, "crashpack db: %s\n", err);
+            cJSON_Delete(j);
+            sqlite3_close(db);
+            return 2;
         }
+        if (cJSON_IsArray(j)) {
+            cJSON *r;
+            cJSON_ArrayForEach(r, j) bad += add_one(db, r, NULL, rb) != 0;
+        } else {
+            bad += add_one(db, j, NULL, rb) != 0;
+        }
+        rulebase_close(rb);
         cJSON_Delete(j);
     }
     for (int i = 0; i < o->nargs; i++) {
@@ -236,7 +252,7 @@ static int do_add(struct dopts *o)
             bad++;
             continue;
         }
-        bad += add_one(db, r, path) != 0;
+        bad += add_one(db, r, path, NULL) != 0;
         cJSON_Delete(r);
     }
     sqlite3_close(db);
@@ -444,8 +460,9 @@ static int do_groups(struct dopts *o)
         fmt_time(sqlite3_column_double(q, 2), a, sizeof(a));
         fmt_time(sqlite3_column_double(q, 3), b, sizeof(b));
         printf("%-6d %-20s %-20s %-6d ", sqlite3_column_int(q, 1), a, b, sqlite3_column_int(q, 4));
-        put(stdout, col(q, 0) ? col(q, 0) : "-", 18);
-        fputc(' ', stdout);
+        const char *fpv = col(q, 0) ? col(q, 0) : "-";
+        put(stdout, fpv, 18);
+        printf("%*s ", (int)(strlen(fpv) < 18 ? 18 - strlen(fpv) : 0), "");
         put(stdout, col(q, 6) ? col(q, 6) : "(no diagnosis)", 60);
         fputs(" | ", stdout);
         put(stdout, col(q, 7), 80);
@@ -534,7 +551,7 @@ static int show_job(sqlite3 *db, const char *job)
     for (size_t i = 0; i < n; i++)
         cons += i != first && rows[i].victim;
     if (cons)
-        printf("  %zu later failure%s look%s like consequences of it\n", cons, cons == 1 ? "" : "s",
+        printf("  %zu other failure%s look%s like consequences of it\n", cons, cons == 1 ? "" : "s",
                cons == 1 ? "s" : "");
     for (size_t i = 0; i < n; i++) {
         fmt_time(rows[i].time, a, sizeof(a));
