@@ -165,7 +165,7 @@ int kb_add_report(sqlite3 *db, const cJSON *r, const char *bundle_path, int64_t 
     char *djson = cJSON_IsArray(ds) ? cJSON_PrintUnformatted(ds) : NULL;
     char *facts = kb_facts(r);
 
-    if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
+    if (kb_exec_retry(db, "BEGIN IMMEDIATE", NULL) != SQLITE_OK) {
         cp_errmsg(err, errlen, "knowledge base: %s", sqlite3_errmsg(db));
         free(djson);
         return -1;
@@ -243,7 +243,7 @@ int kb_put_rule(sqlite3 *db, const cJSON *rule, char *err, size_t errlen)
     char *js = cJSON_PrintUnformatted(copy);
     cJSON_Delete(copy);
     sqlite3_stmt *st = NULL;
-    int rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+    int rc = kb_exec_retry(db, "BEGIN IMMEDIATE", NULL);
     if (rc == SQLITE_OK)
         rc = sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO user_rules(id, json, added) VALUES (?1, ?2, ?3)",
                                 -1, &st, NULL);

@@ -22,6 +22,8 @@ int kb_open(const char *path, int create, sqlite3 **out, char *err, size_t errle
 /* Applies migrations 1..target to an open database (tests build an old schema with it). */
 int kb_migrate(sqlite3 *db, int target, char *err, size_t errlen);
 int kb_schema_version(sqlite3 *db);
+/* sqlite3_exec retried (up to ~30 s) while the database is busy or locked. */
+int kb_exec_retry(sqlite3 *db, const char *sql, char **errmsg);
 
 /* Stores one crash from its report (crashpack-report/1 with diagnoses). The crash's identity is
  * host + boot id + pid + tid + time, so adding the same bundle again updates the row instead of

@@ -37,6 +37,24 @@ static const char *const migrations[] = {
     "CREATE INDEX crashes_time ON crashes(time);",
 };
 
+/* sqlite3_exec, retried while the database is busy or locked: the busy handler does not cover every
+ * case (a connection switching a fresh file to WAL, recovery of a WAL another process left). */
+int kb_exec_retry(sqlite3 *db, const char *sql, char **errmsg)
+{
+    int rc = SQLITE_BUSY;
+    for (int i = 0; i < 3000; i++) {
+        if (errmsg && *errmsg) {
+            sqlite3_free(*errmsg);
+            *errmsg = NULL;
+        }
+        rc = sqlite3_exec(db, sql, NULL, NULL, errmsg);
+        if ((rc & 0xff) != SQLITE_BUSY && (rc & 0xff) != SQLITE_LOCKED)
+            break;
+        usleep(10000);
+    }
+    return rc;
+}
+
 int kb_schema_version(sqlite3 *db)
 {
     sqlite3_stmt *q = NULL;
@@ -54,7 +72,7 @@ int kb_migrate(sqlite3 *db, int target, char *err, size_t errlen)
     if (target > n)
         target = n;
     for (;;) {
-        if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
+        if (kb_exec_retry(db, "BEGIN IMMEDIATE", NULL) != SQLITE_OK) {
             cp_errmsg(err, errlen, "knowledge base: %s", sqlite3_errmsg(db));
             return -1;
         }
@@ -118,8 +136,8 @@ int kb_open(const char *path, int create, sqlite3 **out, char *err, size_t errle
     }
     sqlite3_busy_timeout(db, 30000);
     char *e = NULL;
-    if (sqlite3_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON",
-                     NULL, NULL, &e) != SQLITE_OK) {
+    if (kb_exec_retry(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON",
+                      &e) != SQLITE_OK) {
         cp_errmsg(err, errlen, "knowledge base %s: %s", path, e ? e : sqlite3_errmsg(db));
         sqlite3_free(e);
         sqlite3_close(db);
