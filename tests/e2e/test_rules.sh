@@ -71,6 +71,47 @@ python3 -c 'import json; json.dump({"signature": "SIGUSR1 | spin | main", "proce
 "$CP" rules match "$T/none.json" > "$T/none.out"
 check "nothing matched: says so with the signature" grep -q 'no known failure pattern matched.*SIGUSR1 | spin | main' "$T/none.out"
 
+# 5b. the acceptance scenarios as the evidence producers report them: the right top diagnosis each
+python3 - "$T/scen" <<'PY'
+import json, os, sys
+d = sys.argv[1]; os.makedirs(d)
+X = lambda c, blame="hardware", own=True: {"code": c, "pci": "00000000:3b:00.0", "own_gpu": own, "blame": blame,
+    "time": None, "text": "NVRM: Xid (PCI:0000:3b:00): %d, pid=77, name=python" % c}
+E = lambda t, c: {"text": t, "category": c, "line": 3, "source": "logs/stderr.tail"}
+K = lambda t: {"text": t, "class": "oom", "time": None, "xid": None}
+segv = {"signal": {"number": 11, "name": "SIGSEGV"}}
+abrt = {"signal": {"number": 6, "name": "SIGABRT"}}
+sc = {
+ "xid79": ({"process": abrt, "crash_kind": "abort", "gpu": {"xid": [X(79, "bus")]}}, "xid-79-fallen-off-bus"),
+ "xid48-dbe": ({"process": abrt, "crash_kind": "abort", "gpu": {"xid": [X(48)], "nvidia_smi": {"gpus": [
+     {"index": 0, "own": True, "ecc": {"volatile_dbe": 1}}]}}}, "xid-48-double-bit-ecc"),
+ "xid31-ima": ({"process": abrt, "crash_kind": "uncaught_exception", "gpu": {"xid": [X(31, "application")]},
+     "log": {"errors": [E("RuntimeError: CUDA error: an illegal memory access was encountered", "illegal_memory_access")]}},
+     "xid-31-mmu-fault-app"),
+ "cuda-oom": ({"process": abrt, "crash_kind": "abort", "log": {"errors": [E("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB", "cuda_oom")]}}, "cuda-oom"),
+ "nccl-alone": ({"process": abrt, "crash_kind": "uncaught_exception", "cause": {"exception": {"type": "c10::DistBackendError", "what": "[Rank 1] Watchdog caught collective operation timeout"}},
+     "log": {"errors": [E("[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600412 milliseconds before timing out.", "nccl_timeout")]}},
+     "nccl-watchdog-timeout"),
+ "dataloader-oom": ({"process": abrt, "crash_kind": "abort", "log": {"errors": [E("RuntimeError: DataLoader worker (pid 19597) is killed by signal: Killed.", "dataloader_killed")]},
+     "kernel_log": {"lines": [K("Out of memory: Killed process 19597 (python) total-vm:49978204kB, anon-rss:12918388kB")]}}, "dataloader-worker-oom-killed"),
+ "checkpoint": ({"process": segv, "crash_kind": "segv_null", "checkpoint": {"path": "/c/step42000.pt", "valid": False, "reason": "truncated", "newest_valid": "/c/step41000.pt"}}, "checkpoint-invalid-older-valid"),
+ "cxx-throw": ({"process": abrt, "crash_kind": "uncaught_exception", "cause": {"exception": {"type": "std::runtime_error", "what": "boom"}}}, "uncaught-cpp-exception"),
+ "plain-segv": ({"process": segv, "crash_kind": "segv_null"}, "null-pointer-dereference"),
+}
+for name, (rep, top) in sc.items():
+    json.dump(rep, open(os.path.join(d, name + ".json"), "w"))
+    open(os.path.join(d, name + ".top"), "w").write(top)
+PY
+for f in "$T"/scen/*.json; do
+    name=$(basename "$f" .json); want=$(cat "$T/scen/$name.top")
+    "$CP" rules match --json "$f" > "$T/scen/$name.out"
+    got=$(json "$T/scen/$name.out" 'd[0]["rule"] if d else None')
+    check "scenario $name: top diagnosis $want (got $got)" [ "$got" = "$want" ]
+done
+# the nccl-alone scenario: the C++ exception is listed as its consequence, not above it
+check "scenario nccl-alone: the uncaught exception is a consequence" \
+    [ "$(json "$T/scen/nccl-alone.out" '[x["consequence_of"] for x in d if x["rule"]=="c10-error-abort"][0]')" = nccl-watchdog-timeout ]
+
 # 6. user rules: add, override a built-in by id, export, import into another knowledge base
 python3 - "$CP_SRC/rules/builtin/segfault.json" "$T/mine.json" <<'PY'
 import json, sys
