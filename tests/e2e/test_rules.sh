@@ -112,6 +112,34 @@ done
 check "scenario nccl-alone: the uncaught exception is a consequence" \
     [ "$(json "$T/scen/nccl-alone.out" '[x["consequence_of"] for x in d if x["rule"]=="c10-error-abort"][0]')" = nccl-watchdog-timeout ]
 
+# 5c. hostile reports: every field the rules read with the wrong type, or absent; never a crash
+python3 - "$T/hostile" <<'PY'
+import json, os, sys
+d = sys.argv[1]; os.makedirs(d)
+weird = [None, 1, "x", [], {}, [1, "a", None, {}], {"a": [None]}, True, -1e308, "\u0000\u001b[31m"]
+keys = ["process", "crash_kind", "cause", "threads", "gpu", "kernel_log", "log", "checkpoint", "host", "signature"]
+n = 0
+for w in weird:
+    r = {k: w for k in keys}
+    json.dump(r, open(os.path.join(d, "h%02d.json" % n), "w")); n += 1
+    r = {"process": {"signal": w, "env": w, "crashed_tid": w}, "threads": [{"frames": w, "python_frames": w, "name": w, "crashed": w}],
+         "gpu": {"xid": [w, {"code": w, "own_gpu": w, "time": w, "blame": w}], "nvidia_smi": {"gpus": [w, {"ecc": w, "own": w, "throttle_reasons": w}]}},
+         "kernel_log": {"lines": [w, {"text": w}]}, "log": {"errors": [w, {"text": w, "category": w}]}, "checkpoint": {"path": w, "valid": w, "newest_valid": w},
+         "cause": {"exception": w, "abort_message": w}, "crash_kind": w, "host": {"time": w}}
+    json.dump(r, open(os.path.join(d, "h%02d.json" % n), "w")); n += 1
+PY
+bad=0
+for f in "$T"/hostile/*.json; do
+    "$CP" rules match --json "$f" > /dev/null 2>&1; rc=$?
+    [ "$rc" = 0 ] || { echo "rules match $f: exit $rc"; bad=1; }
+    "$CP" report --from-json "$f" > /dev/null 2>&1; rc=$?
+    [ "$rc" = 0 ] || { echo "report $f: exit $rc"; bad=1; }
+done
+check "hostile reports: rules match and report never fail or crash" [ "$bad" = 0 ]
+printf '[' > "$T/deep.json"; for i in $(seq 1 5000); do printf '{"all":[' >> "$T/deep.json"; done
+"$CP" rules add --db "$T/deep.sqlite" "$T/deep.json" > /dev/null 2>&1; rc=$?
+check "a deeply nested rule file is refused, not a crash (exit $rc)" bash -c "[ $rc = 1 ] || [ $rc = 2 ]"
+
 # 6. user rules: add, override a built-in by id, export, import into another knowledge base
 python3 - "$CP_SRC/rules/builtin/segfault.json" "$T/mine.json" <<'PY'
 import json, sys
