@@ -75,16 +75,42 @@ int rule_regex_ok(const char *re, char *err, size_t errlen)
     return 1;
 }
 
+/* Compiled regexes, kept for the process: the same few hundred patterns are matched against every
+ * log and kernel line. Single-threaded, like the rest of the analyzer. */
+#define RX_CACHE 512
+static struct {
+    char *pat;
+    regex_t rx;
+    int ok;
+} rx_cache[RX_CACHE];
+static size_t rx_n;
+
+static const regex_t *rx_get(const char *re)
+{
+    for (size_t i = 0; i < rx_n; i++)
+        if (!strcmp(rx_cache[i].pat, re))
+            return rx_cache[i].ok ? &rx_cache[i].rx : NULL;
+    if (rx_n == RX_CACHE) /* full: forget everything (never happens with sane rule bases) */
+        for (; rx_n > 0; rx_n--) {
+            if (rx_cache[rx_n - 1].ok)
+                regfree(&rx_cache[rx_n - 1].rx);
+            free(rx_cache[rx_n - 1].pat);
+        }
+    char *copy = strdup(re);
+    if (!copy)
+        return NULL;
+    rx_cache[rx_n].pat = copy;
+    rx_cache[rx_n].ok = regcomp(&rx_cache[rx_n].rx, re, REG_EXTENDED | REG_ICASE | REG_NOSUB) == 0;
+    rx_n++;
+    return rx_cache[rx_n - 1].ok ? &rx_cache[rx_n - 1].rx : NULL;
+}
+
 static int rx_match(const char *re, const char *text)
 {
     if (!re || !text)
         return 0;
-    regex_t rx;
-    if (regcomp(&rx, re, REG_EXTENDED | REG_ICASE | REG_NOSUB))
-        return 0;
-    int m = regexec(&rx, text, 0, NULL, 0) == 0;
-    regfree(&rx);
-    return m;
+    const regex_t *rx = rx_get(re);
+    return rx && regexec(rx, text, 0, NULL, 0) == 0;
 }
 
 /* A pattern of a frame/env predicate: glob unless the predicate says "match": "regex". */
