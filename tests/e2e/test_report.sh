@@ -61,8 +61,8 @@ slim_case() { # NAME BUNDLE MAXBYTES
     "$CP" analyze --json "$b" > "$T/$name.orig.json"
     "$CP" analyze --json "$T/$name.slim.zst" > "$T/$name.slim.json"
     check "$name: slim analyzes to the same signature, frames and diagnoses" same "$T/$name.orig.json" "$T/$name.slim.json"
-    check "$name: no environment values beyond the redacted evidence" bash -c \
-        "! tar --zstd -xOf '$T/$name.slim.zst' core | grep -aq 'CP_TEST_SECRET_TOKEN=hunter2'"
+    check "$name: no secret value (CP_TEST_SECRET_TOKEN) in any member of the slim bundle" bash -c \
+        "! tar --zstd -xOf '$T/$name.slim.zst' | grep -aq hunter2"
 }
 export CP_TEST_SECRET_TOKEN=hunter2
 pid=$(cp_crash "$CP_BIN/cp-bigheap" 256)
