@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 cJSON *rule_read_file(const char *path, char *err, size_t errlen);
 
@@ -126,6 +127,11 @@ static sqlite3 *open_db(struct dopts *o, int create)
 {
     sqlite3 *db = NULL;
     char err[1024];
+    if (!create && access(o->db, F_OK)) {
+        fprintf(stderr, "crashpack db: no knowledge base at %s yet (`crashpack db add BUNDLE` creates it)\n",
+                o->db);
+        return NULL;
+    }
     if (kb_open(o->db, create, &db, err, sizeof(err))) {
         fprintf(stderr, "crashpack db: %s\n", err);
         return NULL;
