@@ -19,6 +19,7 @@
 #include "report_native.h"
 #include "signature.h"
 #include "signature_text.h"
+#include "rule.h"
 
 #include <cjson/cJSON.h>
 
@@ -53,6 +54,8 @@ static void usage(FILE *out)
             "  --max-frames N     frames kept per thread, innermost first (default 256)\n"
             "  --timeout SEC      time limit of the core analysis (default 180)\n"
             "  --in-process       analyze the core without the sandboxed child (debugging)\n"
+            "  --db PATH          knowledge base whose user rules join the built-in rules\n"
+            "                     (default: $CRASHPACK_DB, /var/lib/crashpack/kb.sqlite for root)\n"
             "  -h, --help         this help\n"
             "\n"
             "The core and the binaries are parsed in a child process with CPU, memory and time\n"
@@ -737,6 +740,7 @@ static void print_text(FILE *out, const cJSON *r, int members_only)
 struct analyze_args {
     int json, members_only, explain;
     const char *path;
+    const char *db; /* knowledge base whose user rules join the built-ins (NULL: the default) */
     struct native_opts native;
     const char *debug_dirs[MAX_DEBUG_DIRS];
 };
@@ -777,7 +781,9 @@ static int parse_value_opt(struct analyze_args *A, const char *a, int argc, char
     const char *v;
     unsigned long n;
     struct modules_opts *mo = &A->native.unwind.mods;
-    if ((v = opt_value(a, "--sysroot", argc, argv, i, &bad))) {
+    if ((v = opt_value(a, "--db", argc, argv, i, &bad))) {
+        A->db = v;
+    } else if ((v = opt_value(a, "--sysroot", argc, argv, i, &bad))) {
         mo->sysroot = v;
     } else if ((v = opt_value(a, "--debug-dir", argc, argv, i, &bad))) {
         if (mo->ndebug_dirs == MAX_DEBUG_DIRS)
@@ -914,6 +920,13 @@ int cmd_analyze(int argc, char **argv)
         fprintf(stderr, "crashpack analyze: out of memory\n");
         return 2;
     }
+    /* last step: the rule base reads every field the analysis filled in */
+    char derr[512] = "";
+    if (!A.members_only && diagnose(r, A.db, derr, sizeof(derr)) < 0) {
+        fprintf(stderr, "crashpack analyze: diagnosis: ");
+        put_safe(stderr, derr);
+        fputc('\n', stderr);
+    }
     if (native_failed) {
         const char *e = gstr(r, "analysis.error");
         fprintf(stderr, "crashpack analyze: the core analysis is incomplete: ");
@@ -932,6 +945,8 @@ int cmd_analyze(int argc, char **argv)
         free(s);
     } else {
         print_text(stdout, r, A.members_only);
+        if (!A.members_only)
+            diagnose_print(stdout, r, put_safe);
     }
     cJSON_Delete(r);
     if (fflush(stdout) != 0 || ferror(stdout)) {

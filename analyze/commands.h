@@ -7,6 +7,9 @@ int cmd_uninstall(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_analyze(int argc, char **argv);
 int cmd_checkpoint(int argc, char **argv);
+int cmd_rules(int argc, char **argv);
+int cmd_db(int argc, char **argv);
+int cmd_report(int argc, char **argv);
 
 /* Directory holding the crashpack executables (resolved from /proc/self/exe). */
 const char *cp_bindir(void);

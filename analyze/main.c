@@ -19,6 +19,9 @@ static const struct verb verbs[] = {
     {"status", cmd_status, "is the handler installed, and did something take core_pattern back?"},
     {"analyze", cmd_analyze, "explain a bundle: crashed thread, cause, symbolized stacks"},
     {"checkpoint", cmd_checkpoint, "is a checkpoint file intact? (and the newest valid one)"},
+    {"rules", cmd_rules, "the rule base: list, show, test, add, import, export"},
+    {"db", cmd_db, "the knowledge base of analyzed crashes: add, list, show, groups, jobs, search, stats"},
+    {"report", cmd_report, "ticket-ready Markdown for a bundle"},
 };
 
 static void usage(FILE *out)

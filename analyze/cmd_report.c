@@ -1,0 +1,661 @@
+/* cmd_report.c - `crashpack report BUNDLE`: paste-ready Markdown for a bug ticket, from the same
+ * report `crashpack analyze --json` prints (summary, ranked diagnoses with their evidence, the
+ * crashed thread with its Python frames, GPU state, checkpoint advice, the signature and how often
+ * the knowledge base has seen it). `--slim OUT` also writes a small bundle to attach (slim.c).
+ *
+ * Every string comes from an untrusted bundle: it is printed inside code spans/blocks with
+ * backticks and control characters neutralised, or as table cells with '|' escaped. */
+#include "analyze_run.h"
+#include "commands.h"
+#include "kb.h"
+#include "rule.h"
+
+#include <cjson/cJSON.h>
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+int slim_write(const char *bundle, const char *out, char *err, size_t errlen, char *summary,
+               size_t sumlen);
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: crashpack report BUNDLE [--db PATH] [-o FILE] [--slim OUT]\n"
+            "       crashpack report --from-json REPORT.json [--db PATH] [-o FILE]\n"
+            "\n"
+            "Prints ticket-ready Markdown: summary, diagnoses with evidence and actions, the crashed\n"
+            "thread (and its Python frames), GPU state, checkpoint advice, the crash signature and\n"
+            "how many times the knowledge base (--db, default as in `crashpack db`) has seen it.\n"
+            "\n"
+            "  -o FILE          write the Markdown to FILE instead of stdout\n"
+            "  --slim OUT       also write a small bundle to attach: manifest, evidence members,\n"
+            "                   stacks.json, and a slim core (ELF headers, notes, each thread's stack,\n"
+            "                   the first page of each mapped file); the environment stays redacted\n"
+            "  --from-json F    render a saved report (crashpack analyze --json) instead of a bundle\n");
+}
+
+static const cJSON *get(const cJSON *o, const char *path)
+{
+    char key[64];
+    while (o && *path) {
+        const char *dot = strchr(path, '.');
+        size_t n = dot ? (size_t)(dot - path) : strlen(path);
+        if (n >= sizeof(key))
+            return NULL;
+        memcpy(key, path, n);
+        key[n] = 0;
+        o = cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
+        path += n + (dot ? 1 : 0);
+    }
+    return o;
+}
+
+static const char *gs(const cJSON *o, const char *path)
+{
+    const cJSON *v = get(o, path);
+    return cJSON_IsString(v) && v->valuestring[0] ? v->valuestring : NULL;
+}
+
+static int gn(const cJSON *o, const char *path, double *out)
+{
+    const cJSON *v = get(o, path);
+    if (!cJSON_IsNumber(v))
+        return 0;
+    *out = v->valuedouble;
+    return 1;
+}
+
+/* text: control characters -> space; mode 'c' (code span): backticks -> '; mode 't' (table cell):
+ * '|' escaped; mode 'p' (plain Markdown text): Markdown punctuation that could change the
+ * structure escaped. */
+static void md(FILE *o, const char *s, char mode)
+{
+    if (!s) {
+        fputs(mode == 'c' ? "?" : "-", o);
+        return;
+    }
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        unsigned c = *p;
+        if (c < 0x20 || c == 0x7f)
+            c = ' ';
+        if (mode == 'c' && c == '`')
+            c = '\'';
+        else if (mode == 't' && c == '|')
+            fputc('\\', o);
+        else if (mode == 'p' && strchr("\\`*_[]<>#|", (int)c))
+            fputc('\\', o);
+        fputc((int)c, o);
+    }
+}
+
+static void code(FILE *o, const char *s)
+{
+    fputc('`', o);
+    md(o, s, 'c');
+    fputc('`', o);
+}
+
+static void fmt_time(double t, char *buf, size_t len)
+{
+    time_t tt = (time_t)t;
+    struct tm tm;
+    if (t <= 0 || !gmtime_r(&tt, &tm) || !strftime(buf, len, "%Y-%m-%d %H:%M:%S UTC", &tm))
+        snprintf(buf, len, "unknown time");
+}
+
+static const cJSON *crashed_thread(const cJSON *r)
+{
+    double ctid = -1;
+    gn(r, "process.crashed_tid", &ctid);
+    const cJSON *t;
+    cJSON_ArrayForEach(t, get(r, "threads")) if (cJSON_IsTrue(get(t, "crashed"))) return t;
+    cJSON_ArrayForEach(t, get(r, "threads"))
+    {
+        double tid;
+        if (gn(t, "tid", &tid) && tid == ctid)
+            return t;
+    }
+    return NULL;
+}
+
+static void section_summary(FILE *o, const cJSON *r)
+{
+    const cJSON *top = cJSON_GetArrayItem(get(r, "diagnoses"), 0);
+    const char *exe = gs(r, "process.exe");
+    const char *base = exe && strrchr(exe, '/') ? strrchr(exe, '/') + 1 : exe;
+    fputs("# Crash report: ", o);
+    md(o, base ? base : gs(r, "process.comm"), 'p');
+    fputs(" — ", o);
+    md(o, top ? gs(top, "title") : "no known failure pattern matched", 'p');
+    fputs("\n\n", o);
+    double v;
+    char t[64];
+    fmt_time(gn(r, "host.time", &v) ? v : -1, t, sizeof(t));
+    fputs("| | |\n|---|---|\n", o);
+    fputs("| Process | ", o);
+    md(o, exe, 't');
+    if (gn(r, "process.pid", &v))
+        fprintf(o, " (pid %.0f)", v);
+    fputs(" |\n| Signal | ", o);
+    md(o, gs(r, "process.signal.name"), 't');
+    if (gs(r, "process.signal.code_name")) {
+        fputs(" (", o);
+        md(o, gs(r, "process.signal.code_name"), 't');
+        fputc(')', o);
+    }
+    if (gs(r, "crash_kind")) {
+        fputs(", kind ", o);
+        md(o, gs(r, "crash_kind"), 't');
+    }
+    fputs(" |\n| Host | ", o);
+    md(o, gs(r, "host.hostname"), 't');
+    fprintf(o, ", %s |\n", t);
+    char job[256];
+    int rank, lrank;
+    kb_job_of(r, job, sizeof(job), &rank, &lrank);
+    if (job[0] || rank >= 0) {
+        fputs("| Job | ", o);
+        md(o, job[0] ? job : "-", 't');
+        if (rank >= 0)
+            fprintf(o, ", rank %d", rank);
+        if (lrank >= 0)
+            fprintf(o, " (local rank %d)", lrank);
+        fputs(" |\n", o);
+    }
+    if (gs(r, "cause.summary")) {
+        fputs("| Cause | ", o);
+        md(o, gs(r, "cause.summary"), 't');
+        fputs(" |\n", o);
+    }
+    if (gs(r, "bundle.path")) {
+        fputs("| Bundle | ", o);
+        md(o, gs(r, "bundle.path"), 't');
+        fputs(" |\n", o);
+    }
+    fputs("\n## Summary\n\n", o);
+    if (top) {
+        fputs("**", o);
+        md(o, gs(top, "title"), 'p');
+        fputs(".** ", o);
+        md(o, gs(top, "diagnosis"), 'p');
+        fputs("\n", o);
+        const cJSON *a = cJSON_GetArrayItem(get(top, "actions"), 0);
+        if (cJSON_IsString(a)) {
+            fputs("\n**First action:** ", o);
+            md(o, a->valuestring, 'p');
+            fputs(".\n", o);
+        }
+    } else {
+        fputs("No known failure pattern matched this crash; its signature is ", o);
+        code(o, gs(r, "signature") ? gs(r, "signature") : "none");
+        fputs(". The crashed thread below is the place to start.\n", o);
+    }
+}
+
+static void section_diagnoses(FILE *o, const cJSON *r)
+{
+    const cJSON *ds = get(r, "diagnoses"), *d, *e;
+    fputs("\n## Diagnoses\n\n", o);
+    if (cJSON_GetArraySize(ds) == 0) {
+        fputs("None: no rule of the rule base matched (", o);
+        double n;
+        if (gn(r, "diagnosis_info.builtin_rules", &n))
+            fprintf(o, "%.0f built-in rules", n);
+        else
+            fputs("rule base not consulted", o);
+        fputs(").\n", o);
+        return;
+    }
+    int i = 0;
+    cJSON_ArrayForEach(d, ds)
+    {
+        double c = 0;
+        gn(d, "confidence", &c);
+        fprintf(o, "### %d. ", ++i);
+        md(o, gs(d, "title"), 'p');
+        fprintf(o, "\n\n*confidence %.2f, rule ", c);
+        code(o, gs(d, "rule"));
+        fputs(", category ", o);
+        code(o, gs(d, "category"));
+        fputs("*", o);
+        if (gs(d, "consequence_of")) {
+            fputs(" — likely a consequence of ", o);
+            code(o, gs(d, "consequence_of"));
+        }
+        fputs("\n\n", o);
+        if (gs(d, "diagnosis")) {
+            md(o, gs(d, "diagnosis"), 'p');
+            fputs("\n\n", o);
+        }
+        if (cJSON_GetArraySize(get(d, "evidence"))) {
+            fputs("Evidence:\n\n", o);
+            cJSON_ArrayForEach(e, get(d, "evidence"))
+            {
+                fputs("- ", o);
+                code(o, cJSON_GetStringValue(e));
+                fputc('\n', o);
+            }
+            fputc('\n', o);
+        }
+        if (cJSON_GetArraySize(get(d, "actions"))) {
+            fputs("Actions:\n\n", o);
+            cJSON_ArrayForEach(e, get(d, "actions"))
+            {
+                fputs("- ", o);
+                md(o, cJSON_GetStringValue(e), 'p');
+                fputc('\n', o);
+            }
+            fputc('\n', o);
+        }
+        if (i >= 6 && cJSON_GetArraySize(ds) > i) {
+            fprintf(o, "(%d more in `crashpack analyze --json`.)\n", cJSON_GetArraySize(ds) - i);
+            break;
+        }
+    }
+}
+
+static void block_line(FILE *o, const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++)
+        fputc(*p < 0x20 || *p == 0x7f ? ' ' : *p, o);
+}
+
+static void section_thread(FILE *o, const cJSON *r)
+{
+    const cJSON *t = crashed_thread(r), *f;
+    fputs("\n## Crashed thread\n\n", o);
+    if (!t) {
+        fputs("No thread information (", o);
+        md(o, gs(r, "analysis.error") ? gs(r, "analysis.error") : "no core analysis in this report", 'p');
+        fputs(").\n", o);
+        return;
+    }
+    double tid = 0;
+    gn(t, "tid", &tid);
+    fprintf(o, "Thread %.0f", tid);
+    if (gs(t, "name")) {
+        fputs(" ", o);
+        code(o, gs(t, "name"));
+    }
+    if (gs(r, "cause.abort_message")) {
+        fputs(", abort message ", o);
+        code(o, gs(r, "cause.abort_message"));
+    }
+    if (get(r, "cause.exception") && gs(r, "cause.exception.type")) {
+        fputs(", uncaught ", o);
+        code(o, gs(r, "cause.exception.type"));
+        if (gs(r, "cause.exception.what")) {
+            fputs(": ", o);
+            code(o, gs(r, "cause.exception.what"));
+        }
+    }
+    fputs(":\n\n```\n", o);
+    int i = 0;
+    cJSON_ArrayForEach(f, get(t, "frames"))
+    {
+        if (i >= 24) {
+            fprintf(o, "... %d more frames\n", cJSON_GetArraySize(get(t, "frames")) - i);
+            break;
+        }
+        char line[1024];
+        double ln = 0;
+        const char *file = gs(f, "file"), *mod = gs(f, "module");
+        const char *mb = mod && strrchr(mod, '/') ? strrchr(mod, '/') + 1 : mod;
+        int n = snprintf(line, sizeof(line), "#%-2d %s %s", i, gs(f, "pc") ? gs(f, "pc") : "",
+                         gs(f, "function") ? gs(f, "function") : "??");
+        if (file && gn(f, "line", &ln) && n > 0 && (size_t)n < sizeof(line))
+            n += snprintf(line + n, sizeof(line) - (size_t)n, " at %s:%.0f", file, ln);
+        if (mb && n > 0 && (size_t)n < sizeof(line))
+            snprintf(line + n, sizeof(line) - (size_t)n, " (%s)", mb);
+        block_line(o, line);
+        fputc('\n', o);
+        i++;
+    }
+    if (i == 0)
+        fputs("(no frames)\n", o);
+    fputs("```\n", o);
+    const cJSON *py = get(t, "python_frames");
+    if (cJSON_GetArraySize(py) > 0) {
+        fputs("\nPython frames (innermost first):\n\n```\n", o);
+        i = 0;
+        cJSON_ArrayForEach(f, py)
+        {
+            if (i++ >= 24)
+                break;
+            char line[1024];
+            double ln = 0;
+            gn(f, "line", &ln);
+            snprintf(line, sizeof(line), "  File \"%s\", line %.0f, in %s",
+                     gs(f, "file") ? gs(f, "file") : "?", ln, gs(f, "function") ? gs(f, "function") : "?");
+            block_line(o, line);
+            fputc('\n', o);
+        }
+        fputs("```\n", o);
+    }
+}
+
+static void section_gpu(FILE *o, const cJSON *r)
+{
+    fputs("\n## GPU state\n\n", o);
+    const cJSON *x = get(r, "gpu.xid"), *e;
+    if (cJSON_GetArraySize(x) > 0) {
+        fputs("| time | Xid | PCI | this process's GPU | meaning | blame | action |\n"
+              "|---|---|---|---|---|---|---|\n", o);
+        int i = 0;
+        cJSON_ArrayForEach(e, x)
+        {
+            if (i++ >= 20)
+                break;
+            double c = 0;
+            gn(e, "code", &c);
+            fputs("| ", o);
+            md(o, gs(e, "time_utc"), 't');
+            fprintf(o, " | %.0f | ", c);
+            md(o, gs(e, "pci"), 't');
+            fprintf(o, " | %s | ", cJSON_IsTrue(get(e, "own_gpu")) ? "yes" : cJSON_IsFalse(get(e, "own_gpu")) ? "no" : "?");
+            md(o, gs(e, "meaning"), 't');
+            fputs(" | ", o);
+            md(o, gs(e, "blame"), 't');
+            fputs(" | ", o);
+            md(o, gs(e, "action"), 't');
+            fputs(" |\n", o);
+        }
+        fputs("\nXid lines:\n\n```\n", o);
+        i = 0;
+        cJSON_ArrayForEach(e, x)
+        {
+            if (i++ >= 20)
+                break;
+            block_line(o, gs(e, "text"));
+            fputc('\n', o);
+        }
+        fputs("```\n\n", o);
+    } else {
+        fputs("No Xid in the kernel log captured with the crash.\n\n", o);
+    }
+    const cJSON *smi = get(r, "gpu.nvidia_smi");
+    if (cJSON_IsObject(smi)) {
+        fputs("nvidia-smi at capture (driver ", o);
+        md(o, gs(smi, "driver_version"), 'p');
+        fputs(", CUDA ", o);
+        md(o, gs(smi, "cuda_version"), 'p');
+        fputs("):\n\n| GPU | PCI | own | memory used | ECC DBE (volatile/aggregate) | remap pending/failure | temp | power | throttle |\n"
+              "|---|---|---|---|---|---|---|---|---|\n", o);
+        cJSON_ArrayForEach(e, get(smi, "gpus"))
+        {
+            double idx = -1, mu = -1, mt = -1, pct = -1, vd = -1, ad = -1, tc = -1, pw = -1;
+            gn(e, "index", &idx);
+            gn(e, "memory_used_mib", &mu);
+            gn(e, "memory_total_mib", &mt);
+            gn(e, "memory_used_pct", &pct);
+            gn(e, "ecc.volatile_dbe", &vd);
+            gn(e, "ecc.aggregate_dbe", &ad);
+            gn(e, "temperature_c", &tc);
+            gn(e, "power_w", &pw);
+            fprintf(o, "| %.0f | ", idx);
+            md(o, gs(e, "pci"), 't');
+            fprintf(o, " | %s | ", cJSON_IsTrue(get(e, "own")) ? "yes" : "");
+            if (mu >= 0 && mt > 0)
+                fprintf(o, "%.0f / %.0f MiB (%.0f%%)", mu, mt, pct >= 0 ? pct : mu * 100 / mt);
+            else
+                fputs("?", o);
+            fputs(" | ", o);
+            if (vd >= 0)
+                fprintf(o, "%.0f", vd);
+            else
+                fputc('?', o);
+            fputc('/', o);
+            if (ad >= 0)
+                fprintf(o, "%.0f", ad);
+            else
+                fputc('?', o);
+            fputs(" | ", o);
+            fprintf(o, "%s%s | ", cJSON_IsTrue(get(e, "remapped_rows.pending")) ? "PENDING" : "no",
+                    cJSON_IsTrue(get(e, "remapped_rows.failure")) ? ", FAILURE" : "");
+            if (tc >= 0)
+                fprintf(o, "%.0f C", tc);
+            fputs(" | ", o);
+            if (pw >= 0)
+                fprintf(o, "%.0f W", pw);
+            fputs(" | ", o);
+            const cJSON *th;
+            int first = 1;
+            cJSON_ArrayForEach(th, get(e, "throttle_reasons"))
+            {
+                if (!first)
+                    fputs(", ", o);
+                first = 0;
+                md(o, cJSON_GetStringValue(th), 't');
+            }
+            fputs(" |\n", o);
+        }
+    } else {
+        fputs("nvidia-smi: ", o);
+        md(o, gs(r, "gpu.nvidia_smi_error") ? gs(r, "gpu.nvidia_smi_error") : "not captured", 'p');
+        fputs(".\n", o);
+    }
+}
+
+static void section_checkpoint(FILE *o, const cJSON *r)
+{
+    fputs("\n## Checkpoint\n\n", o);
+    const cJSON *ck = get(r, "checkpoint");
+    const char *path = gs(ck, "path"), *newest = gs(ck, "newest_valid"), *reason = gs(ck, "reason");
+    const cJSON *valid = get(ck, "valid");
+    if (!path) {
+        fputs("No checkpoint was recorded for this process", o);
+        if (reason) {
+            fputs(" (", o);
+            md(o, reason, 'p');
+            fputc(')', o);
+        }
+        fputs(".\n", o);
+        return;
+    }
+    fputs("Newest checkpoint: ", o);
+    code(o, path);
+    fputs(cJSON_IsTrue(valid) ? " — **valid**" : cJSON_IsFalse(valid) ? " — **INVALID**" : " — not checked", o);
+    if (reason) {
+        fputs(" (", o);
+        md(o, reason, 'p');
+        fputc(')', o);
+    }
+    if (gs(ck, "verdict_from")) {
+        fputs("; verdict from ", o);
+        md(o, gs(ck, "verdict_from"), 'p');
+    }
+    fputs(".\n\n**Advice:** ", o);
+    if (cJSON_IsTrue(valid)) {
+        fputs("resume from ", o);
+        code(o, path);
+        fputs(".\n", o);
+    } else if (cJSON_IsFalse(valid) && newest && strcmp(newest, path)) {
+        fputs("do not resume from ", o);
+        code(o, path);
+        fputs("; resume from ", o);
+        code(o, newest);
+        fputs(", the newest valid checkpoint.\n", o);
+    } else if (cJSON_IsFalse(valid)) {
+        fputs("do not resume from ", o);
+        code(o, path);
+        fputs("; no valid checkpoint was found beside it — look for older copies before restarting.\n", o);
+    } else {
+        fputs("check the checkpoint before resuming (`crashpack checkpoint ", o);
+        md(o, path, 'c');
+        fputs("`).\n", o);
+    }
+}
+
+static void section_signature(FILE *o, const cJSON *r, const char *dbpath)
+{
+    fputs("\n## Signature\n\n", o);
+    const char *sig = gs(r, "signature"), *fp = gs(r, "fingerprint");
+    fputs("Signature ", o);
+    code(o, sig ? sig : "none");
+    fputs(", fingerprint ", o);
+    code(o, fp ? fp : "none");
+    fputs(".\n\n", o);
+    struct stat st;
+    sqlite3 *db = NULL;
+    if (!fp || !dbpath || stat(dbpath, &st) ||
+        sqlite3_open_v2(dbpath, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+        sqlite3_close(db);
+        fputs("The knowledge base has no record of this fingerprint", o);
+        fputs(fp ? " (no knowledge base on this machine).\n" : ".\n", o);
+        return;
+    }
+    sqlite3_busy_timeout(db, 5000);
+    sqlite3_stmt *q = NULL;
+    int n = 0;
+    double first = 0, last = 0;
+    int hosts = 0;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT COUNT(*), MIN(time), MAX(time), COUNT(DISTINCT host) FROM crashes"
+                           " WHERE fingerprint = ?1",
+                           -1, &q, NULL) == SQLITE_OK) {
+        sqlite3_bind_text(q, 1, fp, -1, SQLITE_TRANSIENT);
+        if (sqlite3_step(q) == SQLITE_ROW) {
+            n = sqlite3_column_int(q, 0);
+            first = sqlite3_column_double(q, 1);
+            last = sqlite3_column_double(q, 2);
+            hosts = sqlite3_column_int(q, 3);
+        }
+    }
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    if (n == 0) {
+        fputs("The knowledge base has not seen this fingerprint before (first occurrence).\n", o);
+    } else {
+        char a[64], b[64];
+        fmt_time(first, a, sizeof(a));
+        fmt_time(last, b, sizeof(b));
+        fprintf(o, "The knowledge base has seen this fingerprint **%d time%s** on %d host%s, first %s, last %s.\n",
+                n, n == 1 ? "" : "s", hosts, hosts == 1 ? "" : "s", a, b);
+    }
+}
+
+static cJSON *read_report_file(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return NULL;
+    size_t cap = 1 << 20, len = 0, n;
+    char *buf = malloc(cap);
+    while (buf && (n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+        len += n;
+        if (len + 1 >= cap) {
+            char *nb = cap < (512u << 20) ? realloc(buf, cap * 2) : NULL;
+            if (!nb)
+                break;
+            buf = nb;
+            cap *= 2;
+        }
+    }
+    fclose(f);
+    cJSON *j = buf ? cJSON_ParseWithLength(buf, len) : NULL;
+    free(buf);
+    if (!cJSON_IsObject(j)) {
+        cJSON_Delete(j);
+        return NULL;
+    }
+    return j;
+}
+
+int cmd_report(int argc, char **argv)
+{
+    const char *bundle = NULL, *db = NULL, *out = NULL, *slim = NULL, *from = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--db") && v) {
+            db = v;
+            i++;
+        } else if (!strcmp(a, "-o") && v) {
+            out = v;
+            i++;
+        } else if (!strcmp(a, "--slim") && v) {
+            slim = v;
+            i++;
+        } else if (!strcmp(a, "--from-json") && v) {
+            from = v;
+            i++;
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "crashpack report: unknown or incomplete option `%s`\n", a);
+            usage(stderr);
+            return 2;
+        } else if (!bundle) {
+            bundle = a;
+        } else {
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!!bundle == !!from || (slim && !bundle)) {
+        usage(stderr);
+        return 2;
+    }
+    char dbbuf[PATH_MAX], err[1024];
+    if (!db)
+        db = kb_default_path(dbbuf, sizeof(dbbuf));
+    int partial = 0;
+    cJSON *r;
+    if (from) {
+        r = read_report_file(from);
+        if (!r) {
+            fprintf(stderr, "crashpack report: %s: not a JSON report\n", from);
+            return 2;
+        }
+        if (!get(r, "diagnosis_info") && diagnose(r, db, err, sizeof(err)) < 0)
+            fprintf(stderr, "crashpack report: diagnosis: %s\n", err);
+    } else {
+        r = analyze_run_json(bundle, db, &partial, err, sizeof(err));
+        if (!r) {
+            fprintf(stderr, "crashpack report: %s\n", err);
+            return 2;
+        }
+    }
+    FILE *o = out ? fopen(out, "w") : stdout;
+    if (!o) {
+        perror(out);
+        cJSON_Delete(r);
+        return 2;
+    }
+    section_summary(o, r);
+    section_diagnoses(o, r);
+    section_thread(o, r);
+    section_gpu(o, r);
+    section_checkpoint(o, r);
+    section_signature(o, r, db);
+    if (partial)
+        fputs("\n*The bundle or its analysis is partial; what could be read is shown.*\n", o);
+    int rc = 0;
+    if (slim) {
+        char summary[512] = "";
+        if (slim_write(bundle, slim, err, sizeof(err), summary, sizeof(summary))) {
+            fprintf(stderr, "crashpack report: --slim: %s\n", err);
+            rc = 1;
+        } else {
+            fputs("\n*Attached: a slim bundle (", o);
+            md(o, summary, 'p');
+            fputs(").*\n", o);
+        }
+    }
+    int bad = ferror(o);
+    if (out)
+        bad |= fclose(o) != 0;
+    else
+        bad |= fflush(o) != 0;
+    cJSON_Delete(r);
+    if (bad) {
+        fprintf(stderr, "crashpack report: cannot write the output\n");
+        return 2;
+    }
+    return rc ? rc : partial;
+}

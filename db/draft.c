@@ -1,0 +1,166 @@
+/* draft.c - `crashpack rules add --from-crash ID`: a rule drafted from a stored crash's facts, for
+ * a person to edit. The draft's conditions are the crash kind (or signal), the crashed thread's
+ * first frame outside libc, the Xid codes and the log error categories it had; its tests are a
+ * positive case made of those facts and a near-miss that changes only the first condition, so a
+ * fresh draft already passes `crashpack rules test`. */
+#include "kb.h"
+#include "errmsg.h"
+
+#include <fnmatch.h>
+#include <stdio.h>
+#include <string.h>
+
+cJSON *kb_draft_rule(sqlite3 *db, long long id, char *err, size_t errlen);
+
+static const char *s_of(const cJSON *o, const char *k)
+{
+    const char *s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, k));
+    return s && *s ? s : NULL;
+}
+
+static int boring(const char *fn, const char *mod)
+{
+    static const char *skip[] = {"raise", "abort", "__pthread_kill*", "pthread_kill*", "__GI_*", "gsignal",
+                                 "__libc_*", "__assert*", "std::terminate*", "__cxa_*", "__gnu_cxx::*",
+                                 "_start", "__restore_rt", "malloc_printerr", "__fortify_fail"};
+    if (!fn || !*fn || !strcmp(fn, "??"))
+        return 1;
+    for (size_t i = 0; i < sizeof(skip) / sizeof(skip[0]); i++)
+        if (!fnmatch(skip[i], fn, 0))
+            return 1;
+    return mod && (strstr(mod, "libc.so") || strstr(mod, "libstdc++") || strstr(mod, "libgcc_s"));
+}
+
+cJSON *kb_draft_rule(sqlite3 *db, long long id, char *err, size_t errlen)
+{
+    sqlite3_stmt *q = NULL;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT fingerprint, signature, facts, top_category, exe FROM crashes WHERE id = ?1",
+                           -1, &q, NULL) != SQLITE_OK) {
+        cp_errmsg(err, errlen, "knowledge base: %s", sqlite3_errmsg(db));
+        return NULL;
+    }
+    sqlite3_bind_int64(q, 1, id);
+    if (sqlite3_step(q) != SQLITE_ROW) {
+        sqlite3_finalize(q);
+        cp_errmsg(err, errlen, "no crash %lld in the knowledge base", id);
+        return NULL;
+    }
+    const char *fp = (const char *)sqlite3_column_text(q, 0);
+    const char *sig = (const char *)sqlite3_column_text(q, 1);
+    const char *fj = (const char *)sqlite3_column_text(q, 2);
+    const char *cat = (const char *)sqlite3_column_text(q, 3);
+    cJSON *facts = fj ? cJSON_Parse(fj) : NULL;
+    if (!facts)
+        facts = cJSON_CreateObject();
+
+    cJSON *r = cJSON_CreateObject();
+    char rid[64], title[512];
+    snprintf(rid, sizeof(rid), "team-%.12s", fp && *fp ? fp : "crash");
+    for (char *p = rid; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-'))
+            *p = '-';
+    if (!fp || !*fp)
+        snprintf(rid, sizeof(rid), "team-crash-%lld", id);
+    snprintf(title, sizeof(title), "TODO: name this failure (%s)", sig ? sig : "no signature");
+    cJSON_AddStringToObject(r, "id", rid);
+    cJSON_AddNumberToObject(r, "version", 1);
+    cJSON_AddStringToObject(r, "title", title);
+    cJSON_AddStringToObject(r, "category", cat ? cat : "team");
+    cJSON_AddNumberToObject(r, "confidence", 0.6);
+    cJSON_AddStringToObject(r, "diagnosis", "TODO: what went wrong, in a sentence a colleague on call understands.");
+    cJSON *acts = cJSON_AddArrayToObject(r, "actions");
+    cJSON_AddItemToArray(acts, cJSON_CreateString("TODO: what to do about it"));
+    cJSON *refs = cJSON_AddArrayToObject(r, "references");
+    char from[128];
+    snprintf(from, sizeof(from), "crashpack knowledge base crash %lld", id);
+    cJSON_AddItemToArray(refs, cJSON_CreateString(from));
+
+    cJSON *all = cJSON_CreateArray();
+    cJSON *pos = cJSON_CreateObject(), *neg = NULL;
+    const char *kind = s_of(facts, "crash_kind"), *signal = s_of(facts, "signal");
+    /* first condition: the crash kind, else the signal, else "any crash kind" is not possible: the
+     * first frame below stands first then */
+    if (kind) {
+        cJSON *c = cJSON_CreateObject();
+        cJSON_AddStringToObject(c, "crash_kind", kind);
+        cJSON_AddItemToArray(all, c);
+        cJSON_AddStringToObject(pos, "crash_kind", kind);
+    } else if (signal) {
+        cJSON *c = cJSON_CreateObject();
+        cJSON_AddStringToObject(c, "signal", signal);
+        cJSON_AddItemToArray(all, c);
+        cJSON *pr = cJSON_AddObjectToObject(pos, "process");
+        cJSON *sg = cJSON_AddObjectToObject(pr, "signal");
+        cJSON_AddStringToObject(sg, "name", signal);
+    }
+    const cJSON *f;
+    cJSON_ArrayForEach(f, cJSON_GetObjectItem(facts, "frames"))
+    {
+        const char *fn = s_of(f, "function"), *mod = s_of(f, "module");
+        if (boring(fn, mod))
+            continue;
+        cJSON *c = cJSON_CreateObject(), *fr = cJSON_AddObjectToObject(c, "frame");
+        cJSON_AddStringToObject(fr, "function", fn);
+        cJSON_AddNumberToObject(fr, "top", 8);
+        cJSON_AddItemToArray(all, c);
+        cJSON *ths = cJSON_AddArrayToObject(pos, "threads"), *t = cJSON_CreateObject();
+        cJSON_AddNumberToObject(t, "tid", 1);
+        cJSON_AddTrueToObject(t, "crashed");
+        cJSON *frs = cJSON_AddArrayToObject(t, "frames"), *one = cJSON_CreateObject();
+        cJSON_AddStringToObject(one, "function", fn);
+        cJSON_AddStringToObject(one, "module", mod ? mod : "");
+        cJSON_AddItemToArray(frs, one);
+        cJSON_AddItemToArray(ths, t);
+        break;
+    }
+    const cJSON *x = cJSON_GetObjectItem(facts, "xid");
+    if (cJSON_GetArraySize(x) > 0) {
+        cJSON *c = cJSON_CreateObject(), *xo = cJSON_AddObjectToObject(c, "xid");
+        cJSON_AddItemToObject(xo, "codes", cJSON_Duplicate(x, 1));
+        cJSON_AddItemToArray(all, c);
+        cJSON *g = cJSON_AddObjectToObject(pos, "gpu"), *xs = cJSON_AddArrayToObject(g, "xid"), *e;
+        cJSON_ArrayForEach(e, x)
+        {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddNumberToObject(o, "code", e->valuedouble);
+            cJSON_AddItemToArray(xs, o);
+        }
+    }
+    const cJSON *le = cJSON_GetArrayItem(cJSON_GetObjectItem(facts, "log_errors"), 0);
+    if (le && s_of(le, "category")) {
+        cJSON *c = cJSON_CreateObject(), *lo = cJSON_AddObjectToObject(c, "log_error");
+        cJSON_AddStringToObject(lo, "category", s_of(le, "category"));
+        cJSON_AddItemToArray(all, c);
+        cJSON *lg = cJSON_AddObjectToObject(pos, "log"), *es = cJSON_AddArrayToObject(lg, "errors");
+        cJSON_AddItemToArray(es, cJSON_Duplicate(le, 1));
+    }
+    if (cJSON_GetArraySize(all) == 0) {
+        cJSON *c = cJSON_CreateObject();
+        cJSON_AddStringToObject(c, "crash_kind", "TODO");
+        cJSON_AddItemToArray(all, c);
+    }
+    cJSON *when = cJSON_AddObjectToObject(r, "when");
+    cJSON_AddItemToObject(when, "all", all);
+    /* near-miss: the positive case with the first condition's fact changed */
+    neg = cJSON_Duplicate(pos, 1);
+    const cJSON *first = cJSON_GetArrayItem(all, 0);
+    const char *k = first && first->child ? first->child->string : "";
+    if (!strcmp(k, "crash_kind"))
+        cJSON_ReplaceItemInObject(neg, "crash_kind", cJSON_CreateString("not-this-kind"));
+    else if (!strcmp(k, "signal"))
+        cJSON_ReplaceItemInObject(cJSON_GetObjectItem(cJSON_GetObjectItem(neg, "process"), "signal"),
+                                  "name", cJSON_CreateString("SIGNONE"));
+    else if (!strcmp(k, "frame"))
+        cJSON_DeleteItemFromObject(neg, "threads");
+    else if (!strcmp(k, "xid"))
+        cJSON_DeleteItemFromObject(neg, "gpu");
+    else if (!strcmp(k, "log_error"))
+        cJSON_DeleteItemFromObject(neg, "log");
+    cJSON *tests = cJSON_AddObjectToObject(r, "tests");
+    cJSON_AddItemToObject(tests, "positive", pos);
+    cJSON_AddItemToObject(tests, "near_miss", neg);
+    cJSON_Delete(facts);
+    sqlite3_finalize(q);
+    return r;
+}

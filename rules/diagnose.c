@@ -1,0 +1,201 @@
+/* diagnose.c - ranked diagnoses from the rule base, and their text section (see rule.h).
+ *
+ * Ranking reasons about causes: a rule lists in "consequence_of" the categories of failures that
+ * would explain it (an NCCL timeout: gpu_hardware, nvlink, host_hardware, ...). When a rule of such a
+ * category also matched, the diagnosis names it in consequence_of and ranks after every cause.
+ * Then higher confidence first, then rule id (deterministic).
+ */
+#include "rule.h"
+#include "errmsg.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *sget(const cJSON *o, const char *k)
+{
+    return cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, k));
+}
+
+static double nget(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+
+static int by_rank(const void *pa, const void *pb)
+{
+    const cJSON *a = *(const cJSON *const *)pa, *b = *(const cJSON *const *)pb;
+    int ca = cJSON_IsString(cJSON_GetObjectItem(a, "consequence_of"));
+    int cb = cJSON_IsString(cJSON_GetObjectItem(b, "consequence_of"));
+    if (ca != cb)
+        return ca - cb;
+    double x = nget(a, "confidence"), y = nget(b, "confidence");
+    if (x != y)
+        return x > y ? -1 : 1;
+    return strcmp(sget(a, "rule"), sget(b, "rule"));
+}
+
+static cJSON *dup_strings(const cJSON *a)
+{
+    cJSON *o = cJSON_CreateArray(), *e;
+    cJSON_ArrayForEach(e, a) if (cJSON_IsString(e))
+        cJSON_AddItemToArray(o, cJSON_CreateString(e->valuestring));
+    return o;
+}
+
+int rules_diagnose(struct rulebase *rb, cJSON *report, char *err, size_t errlen)
+{
+    cJSON_DeleteItemFromObjectCaseSensitive(report, "diagnoses");
+    cJSON *out = cJSON_AddArrayToObject(report, "diagnoses");
+    cJSON *rules = rulebase_rules(rb, err, errlen);
+    if (!rules)
+        return -1;
+    int n = 0, cap = cJSON_GetArraySize(rules);
+    cJSON **d = calloc((size_t)cap + 1, sizeof(*d));
+    const cJSON **src = calloc((size_t)cap + 1, sizeof(*src));
+    if (!d || !src) {
+        free(d);
+        free(src);
+        cJSON_Delete(rules);
+        cp_errmsg(err, errlen, "out of memory");
+        return -1;
+    }
+    const cJSON *rule;
+    cJSON_ArrayForEach(rule, rules)
+    {
+        cJSON *ev = cJSON_CreateArray();
+        if (!rule_match(rule, report, ev)) {
+            cJSON_Delete(ev);
+            continue;
+        }
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "rule", sget(rule, "id"));
+        cJSON_AddStringToObject(o, "title", sget(rule, "title"));
+        cJSON_AddStringToObject(o, "category", sget(rule, "category"));
+        cJSON_AddNumberToObject(o, "confidence", nget(rule, "confidence"));
+        cJSON_AddStringToObject(o, "diagnosis", sget(rule, "diagnosis"));
+        cJSON_AddItemToObject(o, "evidence", ev);
+        cJSON_AddItemToObject(o, "actions", dup_strings(cJSON_GetObjectItem(rule, "actions")));
+        cJSON_AddItemToObject(o, "references", dup_strings(cJSON_GetObjectItem(rule, "references")));
+        cJSON_AddNullToObject(o, "consequence_of");
+        cJSON_AddStringToObject(o, "source", sget(rule, "source") ? sget(rule, "source") : "builtin");
+        d[n] = o;
+        src[n] = rule;
+        n++;
+    }
+    /* causes: the best-ranked matched rule of a category this one names in consequence_of */
+    for (int i = 0; i < n; i++) {
+        const cJSON *co = cJSON_GetObjectItem(src[i], "consequence_of");
+        int best = -1;
+        for (int j = 0; j < n; j++) {
+            const cJSON *c;
+            int hit = 0;
+            cJSON_ArrayForEach(c, co) if (cJSON_IsString(c) &&
+                                          !strcmp(c->valuestring, sget(src[j], "category"))) hit = 1;
+            if (!hit || j == i)
+                continue;
+            if (best < 0 || nget(src[j], "confidence") > nget(src[best], "confidence") ||
+                (nget(src[j], "confidence") == nget(src[best], "confidence") &&
+                 strcmp(sget(src[j], "id"), sget(src[best], "id")) < 0))
+                best = j;
+        }
+        if (best >= 0)
+            cJSON_ReplaceItemInObject(d[i], "consequence_of",
+                                      cJSON_CreateString(sget(src[best], "id")));
+    }
+    qsort(d, (size_t)n, sizeof(*d), by_rank);
+    for (int i = 0; i < n; i++)
+        cJSON_AddItemToArray(out, d[i]);
+    free(d);
+    free(src);
+    cJSON_Delete(rules);
+    return n;
+}
+
+int diagnose(cJSON *report, const char *dbpath_or_NULL, char *err, size_t errlen)
+{
+    char kb[PATH_MAX];
+    const char *path = dbpath_or_NULL ? dbpath_or_NULL : kb_default_path(kb, sizeof(kb));
+    struct rulebase *rb = NULL;
+    cJSON_DeleteItemFromObjectCaseSensitive(report, "diagnosis_info");
+    cJSON *info = cJSON_AddObjectToObject(report, "diagnosis_info");
+    if (rulebase_open(NULL, path, &rb, err, errlen)) {
+        cJSON_DeleteItemFromObjectCaseSensitive(report, "diagnoses");
+        cJSON_AddArrayToObject(report, "diagnoses");
+        cJSON_AddStringToObject(info, "error", err ? err : "cannot open the rule base");
+        return -1;
+    }
+    cJSON *all = rulebase_rules(rb, NULL, 0), *r;
+    int nb = 0, nu = 0;
+    cJSON_ArrayForEach(r, all)
+    {
+        const char *s = sget(r, "source");
+        if (s && !strcmp(s, "user"))
+            nu++;
+        else
+            nb++;
+    }
+    cJSON_Delete(all);
+    cJSON_AddNumberToObject(info, "builtin_rules", nb);
+    cJSON_AddNumberToObject(info, "user_rules", nu);
+    int n = rules_diagnose(rb, report, err, errlen);
+    if (n < 0)
+        cJSON_AddStringToObject(info, "error", err ? err : "matching failed");
+    else
+        cJSON_AddNullToObject(info, "error");
+    rulebase_close(rb);
+    return n;
+}
+
+void diagnose_print(FILE *out, const cJSON *report, void (*put)(FILE *, const char *))
+{
+    const cJSON *ds = cJSON_GetObjectItemCaseSensitive(report, "diagnoses"), *d;
+    const char *ierr = sget(cJSON_GetObjectItemCaseSensitive(report, "diagnosis_info"), "error");
+    fputc('\n', out);
+    if (ierr) {
+        fputs("diagnosis could not run: ", out);
+        put(out, ierr);
+        fputc('\n', out);
+        return;
+    }
+    if (cJSON_GetArraySize(ds) == 0) {
+        const char *sig = sget(report, "signature");
+        fputs("diagnosis no known failure pattern matched this crash (signature: ", out);
+        put(out, sig ? sig : "none");
+        fputs(")\n", out);
+        return;
+    }
+    fputs("diagnoses (best first)\n", out);
+    int i = 0;
+    cJSON_ArrayForEach(d, ds)
+    {
+        char conf[16];
+        snprintf(conf, sizeof(conf), "%.2f", nget(d, "confidence"));
+        fprintf(out, "  %d. ", ++i);
+        put(out, sget(d, "title") ? sget(d, "title") : "?");
+        fprintf(out, "  [%s, confidence %s, rule ", sget(d, "category") ? sget(d, "category") : "?",
+                conf);
+        put(out, sget(d, "rule") ? sget(d, "rule") : "?");
+        fputs("]\n", out);
+        const char *co = sget(d, "consequence_of");
+        if (co) {
+            fputs("     likely a consequence of ", out);
+            put(out, co);
+            fputc('\n', out);
+        }
+        const cJSON *e;
+        cJSON_ArrayForEach(e, cJSON_GetObjectItem(d, "evidence"))
+        {
+            fputs("     evidence: ", out);
+            put(out, cJSON_GetStringValue(e) ? cJSON_GetStringValue(e) : "");
+            fputc('\n', out);
+        }
+        cJSON_ArrayForEach(e, cJSON_GetObjectItem(d, "actions"))
+        {
+            fputs("     action:   ", out);
+            put(out, cJSON_GetStringValue(e) ? cJSON_GetStringValue(e) : "");
+            fputc('\n', out);
+        }
+    }
+}

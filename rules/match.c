@@ -1,0 +1,573 @@
+/* match.c - evaluating a rule's condition tree against a crashpack-report/1 object (see rule.h).
+ *
+ * Every leaf is evaluated (even under a failed "all"), so rule_leaf_outcomes() sees the whole tree;
+ * evidence of a subtree is kept only when that subtree is true. Regexes are POSIX extended,
+ * case-insensitive; globs are fnmatch(3). Missing report fields are simply "no evidence".
+ */
+#include "rule.h"
+
+#include <fnmatch.h>
+#include <math.h>
+#include <regex.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define EVIDENCE_PER_LEAF 4
+#define EVIDENCE_TEXT_MAX 300
+
+struct ctx {
+    const cJSON *r;
+    char *leaves; /* outcomes, may be NULL */
+    size_t nleaves, cap;
+};
+
+/* ---- report access ---- */
+
+static const cJSON *get(const cJSON *o, const char *path)
+{
+    char key[64];
+    while (o && *path) {
+        const char *dot = strchr(path, '.');
+        size_t n = dot ? (size_t)(dot - path) : strlen(path);
+        if (n >= sizeof(key))
+            return NULL;
+        memcpy(key, path, n);
+        key[n] = 0;
+        o = cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
+        path += n + (dot ? 1 : 0);
+    }
+    return o;
+}
+
+static const char *gstr(const cJSON *o, const char *path)
+{
+    const cJSON *v = get(o, path);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static int gnum(const cJSON *o, const char *path, double *out)
+{
+    const cJSON *v = get(o, path);
+    if (!cJSON_IsNumber(v))
+        return 0;
+    *out = v->valuedouble;
+    return 1;
+}
+
+/* ---- patterns ---- */
+
+int rule_regex_ok(const char *re, char *err, size_t errlen);
+int rule_regex_ok(const char *re, char *err, size_t errlen)
+{
+    regex_t rx;
+    int rc = regcomp(&rx, re, REG_EXTENDED | REG_ICASE | REG_NOSUB);
+    if (rc) {
+        char m[128];
+        regerror(rc, &rx, m, sizeof(m));
+        if (err && errlen)
+            snprintf(err, errlen, "bad regex `%s`: %s", re, m);
+        return 0;
+    }
+    regfree(&rx);
+    return 1;
+}
+
+/* Compiled regexes, kept for the process: the same few hundred patterns are matched against every
+ * log and kernel line. Single-threaded, like the rest of the analyzer. */
+#define RX_CACHE 512
+static struct {
+    char *pat;
+    regex_t rx;
+    int ok;
+} rx_cache[RX_CACHE];
+static size_t rx_n;
+
+static const regex_t *rx_get(const char *re)
+{
+    for (size_t i = 0; i < rx_n; i++)
+        if (!strcmp(rx_cache[i].pat, re))
+            return rx_cache[i].ok ? &rx_cache[i].rx : NULL;
+    if (rx_n == RX_CACHE) /* full: forget everything (never happens with sane rule bases) */
+        for (; rx_n > 0; rx_n--) {
+            if (rx_cache[rx_n - 1].ok)
+                regfree(&rx_cache[rx_n - 1].rx);
+            free(rx_cache[rx_n - 1].pat);
+        }
+    char *copy = strdup(re);
+    if (!copy)
+        return NULL;
+    rx_cache[rx_n].pat = copy;
+    rx_cache[rx_n].ok = regcomp(&rx_cache[rx_n].rx, re, REG_EXTENDED | REG_ICASE | REG_NOSUB) == 0;
+    rx_n++;
+    return rx_cache[rx_n - 1].ok ? &rx_cache[rx_n - 1].rx : NULL;
+}
+
+static int rx_match(const char *re, const char *text)
+{
+    if (!re || !text)
+        return 0;
+    const regex_t *rx = rx_get(re);
+    return rx && regexec(rx, text, 0, NULL, 0) == 0;
+}
+
+/* A pattern of a frame/env predicate: glob unless the predicate says "match": "regex". */
+static int pat_match(const char *pat, const char *text, int regex)
+{
+    if (!pat)
+        return 1;
+    if (!text)
+        return 0;
+    if (regex)
+        return rx_match(pat, text);
+    if (fnmatch(pat, text, 0) == 0)
+        return 1;
+    /* a module glob also matches the basename of a path */
+    const char *slash = strrchr(text, '/');
+    return slash && fnmatch(pat, slash + 1, 0) == 0;
+}
+
+/* v is a string or an array of strings; does one of them equal s (case-insensitive)? */
+static int in_list(const cJSON *v, const char *s)
+{
+    if (!s)
+        return 0;
+    if (cJSON_IsString(v))
+        return !strcasecmp(v->valuestring, s);
+    const cJSON *e;
+    cJSON_ArrayForEach(e, v) if (cJSON_IsString(e) && !strcasecmp(e->valuestring, s)) return 1;
+    return 0;
+}
+
+static int in_num_list(const cJSON *v, double n)
+{
+    if (cJSON_IsNumber(v))
+        return v->valuedouble == n;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, v) if (cJSON_IsNumber(e) && e->valuedouble == n) return 1;
+    return 0;
+}
+
+/* ---- evidence ---- */
+
+static void ev_add(cJSON *ev, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void ev_add(cJSON *ev, const char *fmt, ...)
+{
+    if (!ev)
+        return;
+    char buf[EVIDENCE_TEXT_MAX + 8];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    if (n > EVIDENCE_TEXT_MAX)
+        strcpy(buf + EVIDENCE_TEXT_MAX - 3, "...");
+    /* control characters never go into evidence */
+    for (char *p = buf; *p; p++)
+        if ((unsigned char)*p < 0x20)
+            *p = ' ';
+    const cJSON *e;
+    cJSON_ArrayForEach(e, ev) if (cJSON_IsString(e) && !strcmp(e->valuestring, buf)) return;
+    cJSON_AddItemToArray(ev, cJSON_CreateString(buf));
+}
+
+static const char *nz(const char *s)
+{
+    return s ? s : "?";
+}
+
+/* ---- leaves ---- */
+
+static int leaf_signal(struct ctx *c, const cJSON *v, cJSON *ev)
+{
+    const char *name = gstr(c->r, "process.signal.name");
+    double num;
+    int have = gnum(c->r, "process.signal.number", &num);
+    int m = in_list(v, name) || (name && !strncasecmp(name, "SIG", 3) && in_list(v, name + 3)) ||
+            (have && in_num_list(v, num));
+    if (m)
+        ev_add(ev, "signal %s", name ? name : "?");
+    return m;
+}
+
+static int leaf_si_code(struct ctx *c, const cJSON *v, cJSON *ev)
+{
+    const char *name = gstr(c->r, "process.signal.code_name");
+    double num;
+    int have = gnum(c->r, "process.signal.code", &num);
+    int m = in_list(v, name) || (have && in_num_list(v, num));
+    if (m)
+        ev_add(ev, "si_code %s", name ? name : "(number)");
+    return m;
+}
+
+static int leaf_crash_kind(struct ctx *c, const cJSON *v, cJSON *ev)
+{
+    const char *k = gstr(c->r, "crash_kind");
+    int m = in_list(v, k);
+    if (m)
+        ev_add(ev, "crash kind: %s", k);
+    return m;
+}
+
+static int leaf_abort_message(struct ctx *c, const cJSON *v, cJSON *ev)
+{
+    const char *msg = gstr(c->r, "cause.abort_message");
+    int m = cJSON_IsString(v) && rx_match(v->valuestring, msg);
+    if (m)
+        ev_add(ev, "abort message: %s", msg);
+    return m;
+}
+
+static int leaf_exception(struct ctx *c, const cJSON *v, cJSON *ev)
+{
+    const char *type = gstr(c->r, "cause.exception.type");
+    const char *what = gstr(c->r, "cause.exception.what");
+    if (!type && !what)
+        return 0;
+    char buf[1024];
+    snprintf(buf, sizeof(buf), "%s: %s", nz(type), nz(what));
+    int m = cJSON_IsString(v) && rx_match(v->valuestring, buf);
+    if (m)
+        ev_add(ev, "uncaught exception %s", buf);
+    return m;
+}
+
+/* frame / python_frame: {function, module|file, match, thread: crashed|any, top, thread_name,
+ * min_threads} */
+static int leaf_frames(struct ctx *c, const cJSON *v, cJSON *ev, int python)
+{
+    const char *fpat = gstr(v, "function");
+    const char *mpat = gstr(v, python ? "file" : "module");
+    const char *tpat = gstr(v, "thread_name");
+    const char *scope = gstr(v, "thread");
+    int regex = gstr(v, "match") && !strcmp(gstr(v, "match"), "regex");
+    double top = 0, minth = 1;
+    gnum(v, "top", &top);
+    gnum(v, "min_threads", &minth);
+    int any_thread = scope && !strcmp(scope, "any");
+    double ctid = -1;
+    gnum(c->r, "process.crashed_tid", &ctid);
+    int hits = 0, shown = 0;
+    const cJSON *t;
+    cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(c->r, "threads"))
+    {
+        double tid = -1;
+        gnum(t, "tid", &tid);
+        int crashed = cJSON_IsTrue(get(t, "crashed")) || (ctid > 0 && tid == ctid);
+        if (!any_thread && !crashed)
+            continue;
+        const char *tname = gstr(t, "name");
+        if (tpat && !pat_match(tpat, tname, regex))
+            continue;
+        const cJSON *f;
+        int i = 0;
+        cJSON_ArrayForEach(f, get(t, python ? "python_frames" : "frames"))
+        {
+            if (top > 0 && i >= top)
+                break;
+            const char *fn = gstr(f, "function"), *mod = gstr(f, python ? "file" : "module");
+            if ((!fpat || pat_match(fpat, fn, regex)) && (!mpat || pat_match(mpat, mod, regex))) {
+                hits++;
+                if (shown++ < EVIDENCE_PER_LEAF)
+                    ev_add(ev, "%sthread %.0f%s%s%s frame #%d: %s%s%s", crashed ? "crashed " : "",
+                           tid, tname ? " (" : "", tname ? tname : "", tname ? ")" : "", i, nz(fn),
+                           mod ? (python ? " at " : " in ") : "", mod ? mod : "");
+                break;
+            }
+            i++;
+        }
+    }
+    return hits >= (minth < 1 ? 1 : minth);
+}
+
+static double crash_time(const cJSON *r)
+{
+    double t = -1;
+    gnum(r, "host.time", &t);
+    return t;
+}
+
+/* xid: {codes, own_gpu, blame, window_s, only} */
+static int leaf_xid(struct ctx *c, const cJSON *v, cJSON *ev)
+{
+    const cJSON *codes = get(v, "codes"), *blame = get(v, "blame"), *own = get(v, "own_gpu");
+    double window = 0, ct = crash_time(c->r);
+    gnum(v, "window_s", &window);
+    int only = cJSON_IsTrue(get(v, "only"));
+    int hits = 0, others = 0;
+    const cJSON *x;
+    cJSON_ArrayForEach(x, get(c->r, "gpu.xid"))
+    {
+        double code = -1, t = -1;
+        gnum(x, "code", &code);
+        if (window > 0 && ct > 0 && gnum(x, "time", &t) && (t < ct - window || t > ct + 60))
+            continue;
+        int ok = (!codes || in_num_list(codes, code)) && (!blame || in_list(blame, gstr(x, "blame")));
+        if (ok && cJSON_IsBool(own) && cJSON_IsTrue(own) != cJSON_IsTrue(get(x, "own_gpu")))
+            ok = 0;
+        if (!ok) {
+            others++;
+            continue;
+        }
+        if (hits++ < EVIDENCE_PER_LEAF) {
+            const char *text = gstr(x, "text"), *when = gstr(x, "time_utc");
+            ev_add(ev, "Xid %.0f on %s%s%s%s: %s", code, nz(gstr(x, "pci")),
+                   cJSON_IsTrue(get(x, "own_gpu")) ? " (this process's GPU)" : "",
+                   when ? " at " : "", when ? when : "", text ? text : nz(gstr(x, "meaning")));
+        }
+    }
+    return hits > 0 && !(only && others > 0);
+}
+
+static int leaf_kernel_log(struct ctx *c, const cJSON *v, cJSON *ev)
+{
+    if (!cJSON_IsString(v))
+        return 0;
+    int hits = 0;
+    const cJSON *l;
+    cJSON_ArrayForEach(l, get(c->r, "kernel_log.lines"))
+    {
+        const char *text = gstr(l, "text");
+        if (rx_match(v->valuestring, text) && hits++ < EVIDENCE_PER_LEAF)
+            ev_add(ev, "kernel: %s", text);
+    }
+    return hits > 0;
+}
+
+/* log_error: {category, regex} */
+static int leaf_log_error(struct ctx *c, const cJSON *v, cJSON *ev)
+{
+    const cJSON *cat = get(v, "category");
+    const char *re = gstr(v, "regex");
+    int hits = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, get(c->r, "log.errors"))
+    {
+        const char *text = gstr(e, "text");
+        if (cat && !in_list(cat, gstr(e, "category")))
+            continue;
+        if (re && !rx_match(re, text))
+            continue;
+        if (hits++ < EVIDENCE_PER_LEAF) {
+            double line = 0;
+            gnum(e, "line", &line);
+            ev_add(ev, "log %s:%.0f: %s", nz(gstr(e, "source")), line, nz(text));
+        }
+    }
+    return hits > 0;
+}
+
+static int cmp_op(const char *op, double a, double b)
+{
+    if (!op || !strcmp(op, "=="))
+        return a == b;
+    if (!strcmp(op, "!="))
+        return a != b;
+    if (!strcmp(op, ">="))
+        return a >= b;
+    if (!strcmp(op, ">"))
+        return a > b;
+    if (!strcmp(op, "<="))
+        return a <= b;
+    if (!strcmp(op, "<"))
+        return a < b;
+    return 0;
+}
+
+/* smi: {field (path in gpus[]), op, value (number|bool|string), own} */
+static int leaf_smi(struct ctx *c, const cJSON *v, cJSON *ev)
+{
+    const char *field = gstr(v, "field"), *op = gstr(v, "op");
+    const cJSON *want = get(v, "value");
+    int own = cJSON_IsTrue(get(v, "own"));
+    if (!field || !want)
+        return 0;
+    int hits = 0;
+    const cJSON *g;
+    cJSON_ArrayForEach(g, get(c->r, "gpu.nvidia_smi.gpus"))
+    {
+        if (own && !cJSON_IsTrue(get(g, "own")))
+            continue;
+        const cJSON *have = get(g, field);
+        char shown[128] = "";
+        int m = 0;
+        if (cJSON_IsNumber(want) && cJSON_IsNumber(have)) {
+            m = cmp_op(op, have->valuedouble, want->valuedouble);
+            snprintf(shown, sizeof(shown), "%g", have->valuedouble);
+        } else if (cJSON_IsBool(want) && cJSON_IsBool(have)) {
+            m = (cJSON_IsTrue(want) == cJSON_IsTrue(have)) == !(op && !strcmp(op, "!="));
+            snprintf(shown, sizeof(shown), "%s", cJSON_IsTrue(have) ? "true" : "false");
+        } else if (cJSON_IsString(want) && cJSON_IsArray(have)) { /* e.g. throttle_reasons */
+            const cJSON *e;
+            cJSON_ArrayForEach(e, have) if (cJSON_IsString(e) && rx_match(want->valuestring, e->valuestring))
+            {
+                m = 1;
+                snprintf(shown, sizeof(shown), "includes %s", e->valuestring);
+                break;
+            }
+        } else if (cJSON_IsString(want) && cJSON_IsString(have)) {
+            m = rx_match(want->valuestring, have->valuestring);
+            snprintf(shown, sizeof(shown), "%s", have->valuestring);
+        }
+        if (m && hits++ < EVIDENCE_PER_LEAF) {
+            double idx = -1;
+            gnum(g, "index", &idx);
+            ev_add(ev, "nvidia-smi GPU %.0f (%s): %s = %s", idx, nz(gstr(g, "pci")), field, shown);
+        }
+    }
+    return hits > 0;
+}
+
+/* checkpoint: {valid: true|false|null, newest_valid: true (a valid older one exists)} */
+static int leaf_checkpoint(struct ctx *c, const cJSON *v, cJSON *ev)
+{
+    const cJSON *ck = get(c->r, "checkpoint");
+    const char *path = gstr(ck, "path");
+    if (!path)
+        return 0;
+    const cJSON *want = get(v, "valid"), *have = get(ck, "valid");
+    if (want) {
+        if (cJSON_IsNull(want) ? !cJSON_IsNull(have) && have
+                               : !cJSON_IsBool(have) || cJSON_IsTrue(want) != cJSON_IsTrue(have))
+            return 0;
+    }
+    const cJSON *nv = get(v, "newest_valid");
+    if (cJSON_IsBool(nv) && cJSON_IsTrue(nv) != (gstr(ck, "newest_valid") != NULL))
+        return 0;
+    const char *reason = gstr(ck, "reason"), *newest = gstr(ck, "newest_valid");
+    ev_add(ev, "checkpoint %s: %s%s%s%s%s", path,
+           cJSON_IsTrue(have) ? "valid" : cJSON_IsFalse(have) ? "INVALID" : "unchecked",
+           reason ? " (" : "", reason ? reason : "", reason ? ")" : "",
+           newest ? "" : "");
+    if (newest)
+        ev_add(ev, "newest valid checkpoint: %s", newest);
+    return 1;
+}
+
+/* env: {name: glob, value: regex} */
+static int leaf_env(struct ctx *c, const cJSON *v, cJSON *ev)
+{
+    const char *npat = gstr(v, "name"), *vre = gstr(v, "value");
+    int hits = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, get(c->r, "process.env"))
+    {
+        if (!e->string || !cJSON_IsString(e))
+            continue;
+        if (npat && fnmatch(npat, e->string, 0))
+            continue;
+        if (vre && !rx_match(vre, e->valuestring))
+            continue;
+        if (hits++ < EVIDENCE_PER_LEAF)
+            ev_add(ev, "environment %s=%s", e->string, e->valuestring);
+    }
+    return hits > 0;
+}
+
+struct leaf {
+    const char *key;
+    int (*fn)(struct ctx *, const cJSON *, cJSON *);
+};
+
+static int leaf_frame(struct ctx *c, const cJSON *v, cJSON *ev)
+{
+    return leaf_frames(c, v, ev, 0);
+}
+static int leaf_pyframe(struct ctx *c, const cJSON *v, cJSON *ev)
+{
+    return leaf_frames(c, v, ev, 1);
+}
+
+static const struct leaf leaves[] = {
+    {"signal", leaf_signal},         {"si_code", leaf_si_code},
+    {"crash_kind", leaf_crash_kind}, {"abort_message", leaf_abort_message},
+    {"exception", leaf_exception},   {"frame", leaf_frame},
+    {"python_frame", leaf_pyframe},  {"xid", leaf_xid},
+    {"kernel_log", leaf_kernel_log}, {"log_error", leaf_log_error},
+    {"smi", leaf_smi},               {"checkpoint", leaf_checkpoint},
+    {"env", leaf_env},
+};
+
+int rule_leaf_known(const char *key);
+int rule_leaf_known(const char *key)
+{
+    for (size_t i = 0; i < sizeof(leaves) / sizeof(leaves[0]); i++)
+        if (!strcmp(leaves[i].key, key))
+            return 1;
+    return 0;
+}
+
+static void record(struct ctx *c, int m)
+{
+    if (c->leaves && c->nleaves + 1 < c->cap)
+        c->leaves[c->nleaves] = m ? '1' : '0';
+    c->nleaves++;
+}
+
+static void merge(cJSON *to, cJSON *from)
+{
+    if (!to)
+        return;
+    cJSON *e;
+    cJSON_ArrayForEach(e, from) if (cJSON_IsString(e)) ev_add(to, "%s", e->valuestring);
+}
+
+static int eval(struct ctx *c, const cJSON *cond, cJSON *ev, int depth)
+{
+    if (!cJSON_IsObject(cond) || depth > 32)
+        return 0;
+    const cJSON *k = cond->child;
+    if (!k || k->next)
+        return 0; /* exactly one key: rule_validate() says so */
+    if (!strcmp(k->string, "all") || !strcmp(k->string, "any")) {
+        int all = k->string[1] == 'l';
+        int res = all;
+        cJSON *sub = cJSON_CreateArray();
+        const cJSON *ch;
+        cJSON_ArrayForEach(ch, k)
+        {
+            cJSON *one = cJSON_CreateArray();
+            int m = eval(c, ch, one, depth + 1);
+            if (m)
+                merge(sub, one);
+            cJSON_Delete(one);
+            res = all ? res && m : res || m;
+        }
+        if (res)
+            merge(ev, sub);
+        cJSON_Delete(sub);
+        return res;
+    }
+    if (!strcmp(k->string, "not"))
+        return !eval(c, k, NULL, depth + 1);
+    for (size_t i = 0; i < sizeof(leaves) / sizeof(leaves[0]); i++)
+        if (!strcmp(leaves[i].key, k->string)) {
+            cJSON *one = cJSON_CreateArray();
+            int m = leaves[i].fn(c, k, one);
+            record(c, m);
+            if (m)
+                merge(ev, one);
+            cJSON_Delete(one);
+            return m;
+        }
+    record(c, 0);
+    return 0;
+}
+
+int rule_match(const cJSON *rule, const cJSON *report, cJSON *evidence)
+{
+    struct ctx c = {.r = report};
+    return eval(&c, cJSON_GetObjectItemCaseSensitive(rule, "when"), evidence, 0);
+}
+
+size_t rule_leaf_outcomes(const cJSON *rule, const cJSON *report, char *buf, size_t len)
+{
+    struct ctx c = {.r = report, .leaves = buf, .cap = len};
+    eval(&c, cJSON_GetObjectItemCaseSensitive(rule, "when"), NULL, 0);
+    if (buf && len)
+        buf[c.nleaves < len ? c.nleaves : len - 1] = 0;
+    return c.nleaves;
+}

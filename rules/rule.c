@@ -1,0 +1,437 @@
+/* rule.c - the rule base (SQLite), rule validation and self-tests (see rule.h). */
+#include "rule.h"
+#include "datadir.h"
+#include "errmsg.h"
+
+#include <sqlite3.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define RULE_FILE_MAX (1u << 20)
+
+int rule_regex_ok(const char *re, char *err, size_t errlen);
+int rule_leaf_known(const char *key);
+
+struct rulebase {
+    sqlite3 *db;
+    int have_kb;
+};
+
+char *kb_default_path(char *buf, size_t len)
+{
+    const char *env = getenv("CRASHPACK_DB");
+    if (env && *env) {
+        snprintf(buf, len, "%s", env);
+        return buf;
+    }
+    if (geteuid() == 0) {
+        snprintf(buf, len, "/var/lib/crashpack/kb.sqlite");
+        return buf;
+    }
+    const char *xdg = getenv("XDG_DATA_HOME");
+    const char *home = getenv("HOME");
+    if (xdg && *xdg == '/')
+        snprintf(buf, len, "%s/crashpack/kb.sqlite", xdg);
+    else if (home && *home)
+        snprintf(buf, len, "%s/.local/share/crashpack/kb.sqlite", home);
+    else
+        return NULL;
+    return buf;
+}
+
+/* ---- validation ---- */
+
+static int validate_cond(const cJSON *c, int depth, char *err, size_t errlen)
+{
+    if (depth > 32) {
+        cp_errmsg(err, errlen, "condition nested too deeply");
+        return -1;
+    }
+    if (!cJSON_IsObject(c) || !c->child || c->child->next) {
+        cp_errmsg(err, errlen, "a condition is an object with exactly one key");
+        return -1;
+    }
+    const cJSON *k = c->child;
+    const char *key = k->string;
+    if (!strcmp(key, "all") || !strcmp(key, "any")) {
+        if (!cJSON_IsArray(k) || cJSON_GetArraySize(k) == 0) {
+            cp_errmsg(err, errlen, "`%s` takes a non-empty array", key);
+            return -1;
+        }
+        const cJSON *ch;
+        cJSON_ArrayForEach(ch, k) if (validate_cond(ch, depth + 1, err, errlen)) return -1;
+        return 0;
+    }
+    if (!strcmp(key, "not"))
+        return validate_cond(k, depth + 1, err, errlen);
+    if (!rule_leaf_known(key)) {
+        cp_errmsg(err, errlen, "unknown condition `%s`", key);
+        return -1;
+    }
+    /* regexes that must compile */
+    static const char *re_leaves[] = {"abort_message", "exception", "kernel_log"};
+    for (size_t i = 0; i < 3; i++)
+        if (!strcmp(key, re_leaves[i])) {
+            if (!cJSON_IsString(k)) {
+                cp_errmsg(err, errlen, "`%s` takes a regex string", key);
+                return -1;
+            }
+            return rule_regex_ok(k->valuestring, err, errlen) ? 0 : -1;
+        }
+    if (!strcmp(key, "signal") || !strcmp(key, "si_code") || !strcmp(key, "crash_kind")) {
+        if (!cJSON_IsString(k) && !cJSON_IsArray(k) && !cJSON_IsNumber(k)) {
+            cp_errmsg(err, errlen, "`%s` takes a name or a list", key);
+            return -1;
+        }
+        return 0;
+    }
+    if (!cJSON_IsObject(k)) {
+        cp_errmsg(err, errlen, "`%s` takes an object", key);
+        return -1;
+    }
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(k, "regex");
+    if (cJSON_IsString(r) && !rule_regex_ok(r->valuestring, err, errlen))
+        return -1;
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(k, "match");
+    if (cJSON_IsString(m) && !strcmp(m->valuestring, "regex")) {
+        static const char *pk[] = {"function", "module", "file", "thread_name"};
+        for (size_t i = 0; i < 4; i++) {
+            const cJSON *p = cJSON_GetObjectItemCaseSensitive(k, pk[i]);
+            if (cJSON_IsString(p) && !rule_regex_ok(p->valuestring, err, errlen))
+                return -1;
+        }
+    }
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(k, "value");
+    if (!strcmp(key, "env") && cJSON_IsString(v) && !rule_regex_ok(v->valuestring, err, errlen))
+        return -1;
+    if (!strcmp(key, "smi") && (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(k, "field")) || !v)) {
+        cp_errmsg(err, errlen, "`smi` needs a field and a value");
+        return -1;
+    }
+    return 0;
+}
+
+int rule_validate(const cJSON *rule, char *err, size_t errlen)
+{
+    if (!cJSON_IsObject(rule)) {
+        cp_errmsg(err, errlen, "a rule is a JSON object");
+        return -1;
+    }
+    static const char *strs[] = {"id", "title", "category", "diagnosis"};
+    for (size_t i = 0; i < 4; i++) {
+        const cJSON *s = cJSON_GetObjectItemCaseSensitive(rule, strs[i]);
+        if (!cJSON_IsString(s) || !s->valuestring[0]) {
+            cp_errmsg(err, errlen, "missing or empty \"%s\"", strs[i]);
+            return -1;
+        }
+    }
+    const char *id = cJSON_GetObjectItemCaseSensitive(rule, "id")->valuestring;
+    for (const char *p = id; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '-' || *p == '_' || *p == '.') ||
+            p - id > 80) {
+            cp_errmsg(err, errlen, "rule id `%.80s` must be [A-Za-z0-9._-], at most 80 characters", id);
+            return -1;
+        }
+    const cJSON *conf = cJSON_GetObjectItemCaseSensitive(rule, "confidence");
+    if (!cJSON_IsNumber(conf) || conf->valuedouble < 0 || conf->valuedouble > 1) {
+        cp_errmsg(err, errlen, "%s: \"confidence\" must be a number in 0..1", id);
+        return -1;
+    }
+    static const char *arrs[] = {"actions", "references"};
+    for (size_t i = 0; i < 2; i++) {
+        const cJSON *a = cJSON_GetObjectItemCaseSensitive(rule, arrs[i]), *e;
+        if (!cJSON_IsArray(a)) {
+            cp_errmsg(err, errlen, "%s: \"%s\" must be an array of strings", id, arrs[i]);
+            return -1;
+        }
+        cJSON_ArrayForEach(e, a) if (!cJSON_IsString(e))
+        {
+            cp_errmsg(err, errlen, "%s: \"%s\" must be an array of strings", id, arrs[i]);
+            return -1;
+        }
+    }
+    const cJSON *co = cJSON_GetObjectItemCaseSensitive(rule, "consequence_of");
+    if (co && !cJSON_IsArray(co)) {
+        cp_errmsg(err, errlen, "%s: \"consequence_of\" must be an array of categories", id);
+        return -1;
+    }
+    const cJSON *when = cJSON_GetObjectItemCaseSensitive(rule, "when");
+    if (!when) {
+        cp_errmsg(err, errlen, "%s: missing \"when\" (the condition)", id);
+        return -1;
+    }
+    char sub[256] = "";
+    if (validate_cond(when, 0, sub, sizeof(sub))) {
+        cp_errmsg(err, errlen, "%s: %s", id, sub);
+        return -1;
+    }
+    return 0;
+}
+
+int rule_selftest(const cJSON *rule, char *err, size_t errlen)
+{
+    const char *id = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rule, "id"));
+    if (!id)
+        id = "?";
+    const cJSON *tests = cJSON_GetObjectItemCaseSensitive(rule, "tests");
+    const cJSON *pos = cJSON_GetObjectItemCaseSensitive(tests, "positive");
+    const cJSON *neg = cJSON_GetObjectItemCaseSensitive(tests, "near_miss");
+    if (!cJSON_IsObject(pos) || !cJSON_IsObject(neg)) {
+        cp_errmsg(err, errlen, "%s: lacks tests.positive and tests.near_miss", id);
+        return -1;
+    }
+    if (!rule_match(rule, pos, NULL)) {
+        cp_errmsg(err, errlen, "%s: the positive case does not match", id);
+        return -1;
+    }
+    if (rule_match(rule, neg, NULL)) {
+        cp_errmsg(err, errlen, "%s: the near-miss case matches", id);
+        return -1;
+    }
+    char a[256], b[256];
+    size_t n = rule_leaf_outcomes(rule, pos, a, sizeof(a));
+    rule_leaf_outcomes(rule, neg, b, sizeof(b));
+    int diff = 0;
+    for (size_t i = 0; a[i] && b[i]; i++)
+        diff += a[i] != b[i];
+    if (diff != 1) {
+        cp_errmsg(err, errlen,
+                  "%s: the near-miss must differ from the positive case in exactly one condition "
+                  "(%d of %zu leaf conditions differ: %s vs %s)", id, diff, n, a, b);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- the rule base ---- */
+
+static cJSON *read_json_file(const char *path, char *err, size_t errlen)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) {
+        cp_errmsg(err, errlen, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size > RULE_FILE_MAX) {
+        close(fd);
+        cp_errmsg(err, errlen, "%s: not a regular file of at most 1 MiB", path);
+        return NULL;
+    }
+    char *buf = malloc((size_t)st.st_size + 1);
+    size_t got = 0;
+    while (buf && got < (size_t)st.st_size) {
+        ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    close(fd);
+    if (!buf) {
+        cp_errmsg(err, errlen, "out of memory");
+        return NULL;
+    }
+    cJSON *j = cJSON_ParseWithLength(buf, got);
+    free(buf);
+    if (!j)
+        cp_errmsg(err, errlen, "%s: not valid JSON", path);
+    return j;
+}
+
+cJSON *rule_read_file(const char *path, char *err, size_t errlen);
+cJSON *rule_read_file(const char *path, char *err, size_t errlen)
+{
+    return read_json_file(path, err, errlen);
+}
+
+static int cmpstr(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int load_builtins(sqlite3 *db, const char *dir, char *err, size_t errlen)
+{
+    DIR *d = opendir(dir);
+    if (!d) {
+        cp_errmsg(err, errlen, "built-in rules %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    char **names = NULL;
+    size_t n = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        size_t l = strlen(de->d_name);
+        if (l < 6 || de->d_name[0] == '.' || strcmp(de->d_name + l - 5, ".json"))
+            continue;
+        char **nn = realloc(names, (n + 1) * sizeof(*names));
+        if (!nn)
+            break;
+        names = nn;
+        names[n++] = strdup(de->d_name);
+    }
+    closedir(d);
+    qsort(names, n, sizeof(*names), cmpstr);
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db, "INSERT INTO builtin(id, json, file) VALUES (?1, ?2, ?3)", -1,
+                                &st, NULL);
+    for (size_t i = 0; i < n && rc == SQLITE_OK; i++) {
+        char path[PATH_MAX], sub[512];
+        snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+        cJSON *j = read_json_file(path, sub, sizeof(sub));
+        if (!j || rule_validate(j, sub, sizeof(sub))) {
+            cp_errmsg(err, errlen, "built-in rule file %s: %s", path, sub);
+            cJSON_Delete(j);
+            rc = SQLITE_ERROR;
+            break;
+        }
+        char *s = cJSON_PrintUnformatted(j);
+        sqlite3_bind_text(st, 1, cJSON_GetObjectItem(j, "id")->valuestring, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(st, 2, s, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(st, 3, path, -1, SQLITE_TRANSIENT);
+        int s2 = sqlite3_step(st);
+        sqlite3_reset(st);
+        free(s);
+        if (s2 == SQLITE_CONSTRAINT) {
+            cp_errmsg(err, errlen, "built-in rule file %s: duplicate id %s", path,
+                      cJSON_GetObjectItem(j, "id")->valuestring);
+            cJSON_Delete(j);
+            rc = SQLITE_ERROR;
+            break;
+        }
+        cJSON_Delete(j);
+        if (s2 != SQLITE_DONE) {
+            cp_errmsg(err, errlen, "rule base: %s", sqlite3_errmsg(db));
+            rc = SQLITE_ERROR;
+        }
+    }
+    sqlite3_finalize(st);
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+    if (rc != SQLITE_OK && err && !*err)
+        cp_errmsg(err, errlen, "rule base: %s", sqlite3_errmsg(db));
+    return rc == SQLITE_OK ? 0 : -1;
+}
+
+int rulebase_open(const char *builtin_dir, const char *kbpath, struct rulebase **out, char *err,
+                  size_t errlen)
+{
+    *out = NULL;
+    if (err && errlen)
+        *err = 0;
+    char dirbuf[PATH_MAX];
+    if (!builtin_dir) {
+        builtin_dir = cp_datapath("rules/builtin", dirbuf, sizeof(dirbuf), err, errlen);
+        if (!builtin_dir)
+            return -1;
+    }
+    struct rulebase *rb = calloc(1, sizeof(*rb));
+    if (!rb || sqlite3_open_v2(":memory:", &rb->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_URI, NULL)) {
+        cp_errmsg(err, errlen, "cannot open the in-memory rule base");
+        rulebase_close(rb);
+        return -1;
+    }
+    if (sqlite3_exec(rb->db,
+                     "CREATE TABLE builtin(id TEXT PRIMARY KEY, json TEXT NOT NULL, file TEXT);", NULL,
+                     NULL, NULL) != SQLITE_OK ||
+        load_builtins(rb->db, builtin_dir, err, errlen)) {
+        if (err && !*err)
+            cp_errmsg(err, errlen, "rule base: %s", sqlite3_errmsg(rb->db));
+        rulebase_close(rb);
+        return -1;
+    }
+    struct stat st;
+    if (kbpath && stat(kbpath, &st) == 0) {
+        char *uri = sqlite3_mprintf("file:%s?mode=ro", kbpath);
+        char *sql = sqlite3_mprintf("ATTACH %Q AS kb", uri);
+        int rc = sqlite3_exec(rb->db, sql, NULL, NULL, NULL);
+        sqlite3_free(sql);
+        sqlite3_free(uri);
+        if (rc == SQLITE_OK) {
+            sqlite3_busy_timeout(rb->db, 5000);
+            sqlite3_stmt *q = NULL;
+            if (sqlite3_prepare_v2(rb->db,
+                                   "SELECT 1 FROM kb.sqlite_master WHERE type='table' AND "
+                                   "name='user_rules'",
+                                   -1, &q, NULL) == SQLITE_OK &&
+                sqlite3_step(q) == SQLITE_ROW)
+                rb->have_kb = 1;
+            sqlite3_finalize(q);
+        }
+    }
+    *out = rb;
+    return 0;
+}
+
+void rulebase_close(struct rulebase *rb)
+{
+    if (!rb)
+        return;
+    sqlite3_close(rb->db);
+    free(rb);
+}
+
+static const char *effective_sql(const struct rulebase *rb)
+{
+    return rb->have_kb
+               ? "SELECT u.id, u.json, 'user', b.id IS NOT NULL FROM kb.user_rules u "
+                 "LEFT JOIN builtin b ON b.id = u.id "
+                 "UNION ALL SELECT id, json, 'builtin', 0 FROM builtin "
+                 "WHERE id NOT IN (SELECT id FROM kb.user_rules) ORDER BY 1"
+               : "SELECT id, json, 'builtin', 0 FROM builtin ORDER BY 1";
+}
+
+cJSON *rulebase_rules(struct rulebase *rb, char *err, size_t errlen)
+{
+    sqlite3_stmt *q = NULL;
+    if (sqlite3_prepare_v2(rb->db, effective_sql(rb), -1, &q, NULL) != SQLITE_OK) {
+        cp_errmsg(err, errlen, "rule base: %s", sqlite3_errmsg(rb->db));
+        return NULL;
+    }
+    cJSON *arr = cJSON_CreateArray();
+    int rc;
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+        const char *js = (const char *)sqlite3_column_text(q, 1);
+        cJSON *j = js ? cJSON_Parse(js) : NULL;
+        char sub[256];
+        if (!j || rule_validate(j, sub, sizeof(sub))) {
+            cJSON_Delete(j); /* a broken user rule is skipped, never fatal */
+            continue;
+        }
+        cJSON_DeleteItemFromObjectCaseSensitive(j, "source");
+        cJSON_AddStringToObject(j, "source", (const char *)sqlite3_column_text(q, 2));
+        if (sqlite3_column_int(q, 3))
+            cJSON_AddTrueToObject(j, "overrides");
+        cJSON_AddItemToArray(arr, j);
+    }
+    if (rc != SQLITE_DONE) {
+        cp_errmsg(err, errlen, "rule base: %s", sqlite3_errmsg(rb->db));
+        cJSON_Delete(arr);
+        arr = NULL;
+    }
+    sqlite3_finalize(q);
+    return arr;
+}
+
+cJSON *rulebase_get(struct rulebase *rb, const char *id)
+{
+    cJSON *all = rulebase_rules(rb, NULL, 0), *r, *found = NULL;
+    cJSON_ArrayForEach(r, all)
+    {
+        const char *rid = cJSON_GetStringValue(cJSON_GetObjectItem(r, "id"));
+        if (rid && !strcmp(rid, id)) {
+            found = cJSON_Duplicate(r, 1);
+            break;
+        }
+    }
+    cJSON_Delete(all);
+    return found;
+}

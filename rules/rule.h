@@ -1,0 +1,76 @@
+/* rule.h - crashpack's rule base: known failure patterns as data, matched against a report.
+ *
+ * A rule is one JSON object (rules/builtin/<id>.json, or a team's own rule kept in the knowledge
+ * base), see docs/rules.md:
+ *   {"id", "version", "title", "category", "confidence" (0..1), "diagnosis", "actions": [..],
+ *    "references": [..], "consequence_of": [categories], "when": CONDITION,
+ *    "tests": {"positive": REPORT-FRAGMENT, "near_miss": REPORT-FRAGMENT}}
+ * A CONDITION is {"all": [C...]}, {"any": [C...]}, {"not": C} or one leaf (signal, si_code,
+ * crash_kind, abort_message, exception, frame, python_frame, xid, kernel_log, log_error, smi,
+ * checkpoint, env); rule_validate() says which keys each takes.
+ *
+ * The rule base is an SQLite database: the built-in rules are loaded from the data directory
+ * (cp_datapath("rules/builtin")) into an in-memory table, and a knowledge base's user_rules table
+ * (db/schema.h), when there is one, is overlaid on it: a user rule with a built-in's id replaces it.
+ *
+ * Library code: never prints or exits; errors come back as text in (err, errlen).
+ */
+#ifndef CRASHPACK_RULE_H
+#define CRASHPACK_RULE_H
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+#include <stdio.h>
+
+struct rulebase;
+
+/* Opens the rule base: built-ins from builtin_dir (NULL: the data directory's rules/builtin), plus
+ * the user rules of the knowledge base at kbpath when that file exists (NULL: none). Returns 0, or
+ * -1 with err set (a malformed built-in file is an error: it names the file). */
+int rulebase_open(const char *builtin_dir, const char *kbpath, struct rulebase **out, char *err,
+                  size_t errlen);
+void rulebase_close(struct rulebase *rb);
+
+/* The effective rules, ordered by id: a new array of rule objects (caller deletes). Each carries
+ * "source": "builtin" | "user" (and "overrides": true when a user rule replaced a built-in). */
+cJSON *rulebase_rules(struct rulebase *rb, char *err, size_t errlen);
+/* One rule by id (caller deletes), or NULL. */
+cJSON *rulebase_get(struct rulebase *rb, const char *id);
+
+/* Checks a rule's shape: required keys, types, known condition leaves, regexes that compile.
+ * Returns 0 or -1 with err naming the problem. */
+int rule_validate(const cJSON *rule, char *err, size_t errlen);
+
+/* Evaluates a rule's condition against a report. Returns 1 match, 0 no match. When evidence is not
+ * NULL, the strings that made the leaves true are appended to it (an array). */
+int rule_match(const cJSON *rule, const cJSON *report, cJSON *evidence);
+
+/* The outcome of every leaf of the condition tree, in tree order, as '0'/'1' characters in buf
+ * (truncated at len-1 leaves). Returns the number of leaves. Used by `rules test` to check that a
+ * near-miss case differs from the positive case in exactly one condition. */
+size_t rule_leaf_outcomes(const cJSON *rule, const cJSON *report, char *buf, size_t len);
+
+/* Runs a rule's own tests: the positive case must match, the near-miss must not, and the two must
+ * differ in exactly one leaf condition. Returns 0 when they pass, -1 with err saying why. */
+int rule_selftest(const cJSON *rule, char *err, size_t errlen);
+
+/* Matches every rule of rb against the report and replaces report.diagnoses with the ranked list:
+ * {rule, title, category, confidence, diagnosis, evidence[], actions[], references[],
+ * consequence_of (rule id|null)}, causes before their consequences, then by confidence. Returns the
+ * number of diagnoses, or -1 with err set (report.diagnoses is then left empty). */
+int rules_diagnose(struct rulebase *rb, cJSON *report, char *err, size_t errlen);
+
+/* Convenience for the analyzer: opens the rule base (built-ins + the knowledge base at dbpath, or
+ * at $CRASHPACK_DB / the default location when dbpath is NULL and that file exists) and diagnoses
+ * the report. Also records report.diagnosis_info {rules, user_rules, error}. Returns as above. */
+int diagnose(cJSON *report, const char *dbpath_or_NULL, char *err, size_t errlen);
+
+/* The text section for `crashpack analyze`: ranked diagnoses with evidence and actions, or a plain
+ * "no known failure pattern matched" with the signature. put() prints untrusted text safely. */
+void diagnose_print(FILE *out, const cJSON *report, void (*put)(FILE *, const char *));
+
+/* The default knowledge base: $CRASHPACK_DB, else /var/lib/crashpack/kb.sqlite for root, else
+ * $XDG_DATA_HOME/crashpack/kb.sqlite (~/.local/share/...). Returns buf or NULL. */
+char *kb_default_path(char *buf, size_t len);
+
+#endif
