@@ -333,7 +333,8 @@ static void describe_end(const struct unwind_stack *st, const char *who, char *b
     if (st->complete)
         snprintf(buf, len, "%s: %zu frames, complete", who, st->nframes + st->dropped);
     else
-        snprintf(buf, len, "%s: %zu frames, %s", who, st->nframes + st->dropped, st->stop);
+        snprintf(buf, len, "%s: %zu frames, %s", who, st->nframes + st->dropped,
+                 st->stop[0] ? st->stop : "stopped early");
 }
 
 /* One thread: with --unwinder=libunwind, libunwind alone (libdwfl when libunwind cannot run);
