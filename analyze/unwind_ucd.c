@@ -486,16 +486,12 @@ int ucd_thread(struct ucd_session *s, const struct core_thread *t, struct unwind
 
 /* ---- the default mode's choice ---- */
 
-static const char *const builtin_outer[] = {
-    "_start", "__libc_start_main", "__libc_start_call_main", "start_thread",
-    "clone", "__clone", "clone3", "__clone3", "__clone_internal", NULL,
-};
-
 static char outer_store[4096];
 static const char *outer[MAX_OUTER + 1];
 static int outer_loaded;
 
-/* rules/unwind/outermost.txt: one symbol a line, '#' comments; the built-in list without it. */
+/* rules/unwind/outermost.txt: one symbol a line, '#' comments. Without it (no data root) no name
+ * is a thread entry: the name rule is off, and only an incomplete walk calls for libunwind. */
 static void load_outer(void)
 {
     if (outer_loaded)
@@ -522,9 +518,6 @@ static void load_outer(void)
     }
     if (f)
         fclose(f);
-    if (!n)
-        for (; builtin_outer[n]; n++)
-            outer[n] = builtin_outer[n];
     outer[n] = NULL;
 }
 
@@ -571,7 +564,8 @@ int ucd_fallback_reason(struct unwind_session *u, const struct unwind_stack *st,
         return 1;
     }
     const char *name = outermost_name(u, st);
-    if (name && !is_outer(name)) {
+    load_outer();
+    if (name && outer[0] && !is_outer(name)) {
         cp_errmsg(why, len, "libdwfl's outermost frame is %s, not a thread entry", name);
         return 1;
     }
