@@ -49,8 +49,10 @@ static void usage(FILE *out)
             "  --sysroot DIR      look the core's binaries up under DIR (and only there)\n"
             "  --debug-dir DIR    separate debuginfo: DIR/.build-id/NN/REST.debug trees, and\n"
             "                     .gnu_debuglink targets (repeatable; /usr/lib/debug is always last)\n"
-            "  --unwinder=KIND    dwfl (default: libdwfl with CFI, frame-pointer fallback) or fp\n"
-            "                     (frame-pointer chains only, for comparison)\n"
+            "  --unwinder=KIND    dwfl (default: libdwfl with CFI, frame-pointer fallback; a thread\n"
+            "                     libdwfl leaves cut short is unwound by libunwind as well), fp\n"
+            "                     (frame-pointer chains only) or libunwind (libunwind-coredump for\n"
+            "                     every thread), for comparison\n"
             "  --max-frames N     frames kept per thread, innermost first (default 256)\n"
             "  --timeout SEC      time limit of the core analysis (default 180)\n"
             "  --in-process       analyze the core without the sandboxed child (debugging)\n"
@@ -794,6 +796,8 @@ static int parse_value_opt(struct analyze_args *A, const char *a, int argc, char
             A->native.unwind.method = UNWIND_DWFL;
         else if (!strcmp(v, "fp"))
             A->native.unwind.method = UNWIND_FP;
+        else if (!strcmp(v, "libunwind"))
+            A->native.unwind.method = UNWIND_LIBUNWIND;
         else
             return -1;
     } else if ((v = opt_value(a, "--max-frames", argc, argv, i, &bad))) {

@@ -20,6 +20,7 @@
 #include "modules.h"
 #include "sandbox.h"
 #include "symbolize.h"
+#include "unwind_ucd.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -243,11 +244,29 @@ static void frame_json(cJSON *arr, const struct sym_frame *f, size_t index,
     cJSON_AddItemToArray(arr, o);
 }
 
-static cJSON *thread_line(struct unwind_session *s, const struct unwind_stack *st, int crashed)
+/* Which unwinder produced a thread's frames, and why the second one ran (see unwind_all). */
+struct thread_how {
+    const char *unwinder;  /* "dwfl", "fp" or "libunwind" */
+    const char *fallback;  /* why libunwind ran after libdwfl; NULL when it did not */
+    int fallback_used;     /* its frames were taken */
+    const char *other;     /* how the walk whose frames were not taken ended */
+};
+
+static cJSON *thread_line(struct unwind_session *s, const struct unwind_stack *st, int crashed,
+                          const struct thread_how *how)
 {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddNumberToObject(j, "tid", st->tid);
     cJSON_AddBoolToObject(j, "crashed", crashed);
+    cJSON_AddStringToObject(j, "unwinder", how->unwinder);
+    if (how->fallback) {
+        cJSON *f = cJSON_AddObjectToObject(j, "unwinder_fallback");
+        add_str(f, "reason", how->fallback);
+        cJSON_AddBoolToObject(f, "used", how->fallback_used);
+        add_str(f, "other", how->other);
+    } else {
+        cJSON_AddNullToObject(j, "unwinder_fallback");
+    }
     cJSON *frames = cJSON_AddArrayToObject(j, "frames");
     for (size_t i = 0; i < st->nframes; i++) {
         const struct unwind_frame *uf = &st->frames[i];
@@ -278,23 +297,127 @@ static long test_crash_after(void)
     return v && *v ? strtol(v, NULL, 10) : -1;
 }
 
+/* CRASHPACK_TEST_DWFL_CUT=N cuts every libdwfl stack after N frames, as if libdwfl had stopped
+ * there with an error: how the tests exercise the fallback to libunwind when the fixtures give no
+ * natural case (no bundle can set it). */
+static long test_dwfl_cut(void)
+{
+    const char *v = getenv("CRASHPACK_TEST_DWFL_CUT");
+    return v && *v ? strtol(v, NULL, 10) : -1;
+}
+
+/* The second unwinder, started on first use; NULL (with the reason sent once as a warning) when
+ * libunwind cannot unwind this core. */
+struct second {
+    struct ucd_session *ucd;
+    int tried;
+    char err[512];
+};
+
+static struct ucd_session *second_get(int fd, struct unwind_session *s, struct core *c,
+                                      struct second *u)
+{
+    if (!u->tried) {
+        u->tried = 1;
+        if (ucd_begin(s, c, &u->ucd, u->err, sizeof(u->err))) {
+            cJSON *w = cJSON_CreateObject();
+            add_str(w, "message", u->err);
+            emit(fd, "warning", w);
+        }
+    }
+    return u->ucd;
+}
+
+static void describe_end(const struct unwind_stack *st, const char *who, char *buf, size_t len)
+{
+    if (st->complete)
+        snprintf(buf, len, "%s: %zu frames, complete", who, st->nframes + st->dropped);
+    else
+        snprintf(buf, len, "%s: %zu frames, %s", who, st->nframes + st->dropped,
+                 st->stop[0] ? st->stop : "stopped early");
+}
+
+/* One thread: with --unwinder=libunwind, libunwind alone (libdwfl when libunwind cannot run);
+ * with fp, the frame-pointer walk; by default libdwfl, then libunwind as well when libdwfl's
+ * stack looks cut short (ucd_fallback_reason), keeping libunwind's when it is better. */
+static int unwind_one(int fd, struct core *c, struct unwind_session *s, struct second *u,
+                      const struct core_thread *t, struct unwind_stack *st, struct thread_how *how,
+                      char *why, size_t whylen, char *other, size_t otherlen)
+{
+    enum unwind_method m = unwind_options(s)->method;
+    memset(how, 0, sizeof(*how));
+    how->unwinder = unwind_method_name(m == UNWIND_FP ? UNWIND_FP : UNWIND_DWFL);
+    if (m == UNWIND_LIBUNWIND) {
+        struct ucd_session *ucd = second_get(fd, s, c, u);
+        if (ucd) {
+            how->unwinder = "libunwind";
+            return ucd_thread(ucd, t, st);
+        }
+        return unwind_thread(s, t, st);
+    }
+    if (unwind_thread(s, t, st))
+        return -1;
+    long cut = test_dwfl_cut();
+    if (m != UNWIND_DWFL)
+        return 0;
+    if (cut >= 0 && st->nframes > (size_t)cut) {
+        st->nframes = (size_t)cut;
+        st->dropped = 0;
+        st->complete = 0;
+        snprintf(st->stop, sizeof(st->stop), "cut after %ld frames by CRASHPACK_TEST_DWFL_CUT", cut);
+    }
+    if (!ucd_fallback_reason(s, st, why, whylen))
+        return 0;
+    how->fallback = why;
+    struct ucd_session *ucd = second_get(fd, s, c, u);
+    if (!ucd) {
+        snprintf(other, otherlen, "libunwind: %s", u->err);
+        how->other = other;
+        return 0;
+    }
+    struct unwind_stack st2;
+    if (ucd_thread(ucd, t, &st2)) {
+        unwind_stack_free(&st2);
+        return -1;
+    }
+    if (ucd_better(s, st, &st2)) {
+        describe_end(st, "libdwfl", other, otherlen);
+        unwind_stack_free(st);
+        *st = st2;
+        how->unwinder = "libunwind";
+        how->fallback_used = 1;
+    } else {
+        describe_end(&st2, "libunwind", other, otherlen);
+        unwind_stack_free(&st2);
+    }
+    how->other = other;
+    return 0;
+}
+
 static int unwind_all(int fd, struct core *c, struct unwind_session *s, const struct cause *z)
 {
     long crash_after = test_crash_after();
-    for (size_t k = 0; k < c->nthreads; k++) {
+    struct second u = {0};
+    int rc = 0;
+    for (size_t k = 0; k < c->nthreads && !rc; k++) {
         if (crash_after >= 0 && (long)k == crash_after)
             raise(SIGSEGV);
         /* the crashed thread first, then the others in the core's order */
         size_t i = z->crashed < 0 ? k : k == 0 ? (size_t)z->crashed : k <= (size_t)z->crashed ? k - 1 : k;
         struct unwind_stack st;
-        if (unwind_thread(s, &c->threads[i], &st))
-            return emit_error(fd, "out of memory while unwinding");
-        int rc = emit(fd, "thread", thread_line(s, &st, (int)i == z->crashed));
+        struct thread_how how;
+        char why[512], other[512];
+        if (unwind_one(fd, c, s, &u, &c->threads[i], &st, &how, why, sizeof(why), other,
+                       sizeof(other))) {
+            unwind_stack_free(&st);
+            rc = emit_error(fd, "out of memory while unwinding");
+            break;
+        }
+        rc = emit(fd, "thread", thread_line(s, &st, (int)i == z->crashed, &how)) ? 3 : 0;
         unwind_stack_free(&st);
-        if (rc)
-            return 3;
     }
-    return 0;
+    ucd_end(u.ucd);
+    return rc;
 }
 
 static int analyze(struct job *j, int fd, struct core *c)

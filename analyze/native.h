@@ -8,14 +8,17 @@
  * crashes or runs out of time still leaves the threads it finished; the parent assembles them
  * into one object:
  *
- *   complete (bool), error (string|null: why not complete), unwinder ("dwfl"|"fp"),
+ *   complete (bool), error (string|null: why not complete), unwinder ("dwfl"|"fp"|"libunwind"),
  *   core {arch, threads, segments, warnings[]},
  *   crashed_tid, crashed_tid_source ("cursig"|"manifest"|"siginfo_note"|"first_thread"),
  *   signal {number, name, code, code_name, code_text, fault_address (hex), sender_pid,
  *           sender_uid, self_sent},
  *   cause {summary, stack_overflow, stack_overflow_detail, abort_message, abort_message_source,
  *          abort_message_heuristic, exception {type, what, heuristic} | null},
- *   threads[] {tid, crashed, frames[], frames_dropped, unwind_complete, unwind_stop},
+ *   threads[] {tid, crashed, frames[], frames_dropped, unwind_complete, unwind_stop,
+ *              unwinder ("dwfl"|"fp"|"libunwind": whose frames these are),
+ *              unwinder_fallback {reason, used, other} | null (why libunwind ran after libdwfl,
+ *              whether its frames were taken, how the other walk ended)},
  *     frames[] {index (physical frame number), pc (hex), function, function_full, symbol,
  *               module, module_offset (hex), build_id, elf_address (hex), file, line, column,
  *               inline, trust}

@@ -238,6 +238,12 @@ static void print_frames(FILE *out, const cJSON *t, int max, const struct report
     if (total > max || dropped > 0)
         fprintf(out, "  ... %d more frames shown by --json, %.0f beyond the frame cap\n",
                 total > max ? total - max : 0, dropped);
+    const cJSON *fb = cJSON_GetObjectItemCaseSensitive(t, "unwinder_fallback");
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(fb, "used")) && s_of(fb, "reason")) {
+        fputs("  (frames from libunwind: ", out);
+        ops->put(out, s_of(fb, "reason"));
+        fputs(")\n", out);
+    }
     const char *stop = s_of(t, "unwind_stop");
     if (stop) {
         fputs("  (unwinding stopped: ", out);

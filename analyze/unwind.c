@@ -64,7 +64,7 @@ struct walk {
 
 const char *unwind_method_name(enum unwind_method m)
 {
-    return m == UNWIND_FP ? "fp" : "dwfl";
+    return m == UNWIND_FP ? "fp" : m == UNWIND_LIBUNWIND ? "libunwind" : "dwfl";
 }
 
 const char *unwind_trust_name(enum unwind_trust t)
@@ -587,6 +587,26 @@ static int add_tail_calls(struct unwind_session *s, struct unwind_stack *o)
 static int walk_thread(struct unwind_session *s, const struct core_thread *t,
                        struct unwind_stack *out);
 
+int unwind_recovery(struct unwind_session *s, const struct core_thread *t, uint64_t *pc, uint64_t *sp)
+{
+    struct tctx x = {.s = s, .t = t};
+    if (!plan_recovery(s, t, &x))
+        return 0;
+    *pc = x.rec_pc;
+    *sp = x.rec_sp;
+    return 1;
+}
+
+int unwind_add_tail_calls(struct unwind_session *s, struct unwind_stack *st)
+{
+    return s->dwfl ? add_tail_calls(s, st) : 0;
+}
+
+const struct unwind_opts *unwind_options(const struct unwind_session *s)
+{
+    return &s->o;
+}
+
 int unwind_thread(struct unwind_session *s, const struct core_thread *t, struct unwind_stack *out)
 {
     if (walk_thread(s, t, out))
@@ -612,7 +632,7 @@ static int walk_thread(struct unwind_session *s, const struct core_thread *t,
         push(&w, pc, sp, 1, UNWIND_TRUST_CONTEXT);
         w.recovered = 1;
     }
-    if (s->o.method == UNWIND_DWFL && s->attached) {
+    if (s->o.method != UNWIND_FP && s->attached) {
         walk_dwfl(&w);
         return 0;
     }

@@ -39,7 +39,9 @@
 struct core;
 struct core_thread;
 
-enum unwind_method { UNWIND_DWFL = 0, UNWIND_FP = 1 };
+/* UNWIND_LIBUNWIND: libunwind-coredump for every thread (unwind_ucd.h); this session then only
+ * serves its memory, modules and tail calls, and walks like UNWIND_DWFL if asked to. */
+enum unwind_method { UNWIND_DWFL = 0, UNWIND_FP = 1, UNWIND_LIBUNWIND = 2 };
 
 enum unwind_trust {
     UNWIND_TRUST_CONTEXT = 0,   /* the thread's registers */
@@ -99,5 +101,15 @@ const char *unwind_trust_name(enum unwind_trust t);
 /* Reads process memory: the core's dumped bytes, else the bytes of the module file mapped there
  * (read-only data that a core does not keep). Returns 0 when all len bytes were read. */
 int unwind_read(struct unwind_session *s, uint64_t addr, void *buf, size_t len);
+
+/* For the second unwinder (unwind_ucd.h), so both treat frames alike:
+ * unwind_recovery: 1 when thread t's pc is outside any code (a NULL call) and its caller could be
+ * recovered: *pc, *sp are the caller's (the popped return address, or lr on aarch64), else 0.
+ * unwind_add_tail_calls: puts back the frames tail calls removed (as unwind_thread does); < 0 when
+ * out of memory.
+ * unwind_options: the session's options with the defaults filled in. */
+int unwind_recovery(struct unwind_session *s, const struct core_thread *t, uint64_t *pc, uint64_t *sp);
+int unwind_add_tail_calls(struct unwind_session *s, struct unwind_stack *st);
+const struct unwind_opts *unwind_options(const struct unwind_session *s);
 
 #endif
