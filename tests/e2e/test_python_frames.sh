@@ -15,6 +15,8 @@
 #   py_thread_crash  a non-main thread crashes while the main thread joins and another waits
 #   pyenv 3.11       py_abort_deep again under pyenv's 3.11 (_PyRuntime in libpython3.11.so), when
 #                    installed
+#   pyenv 3.12/3.13  found, named, and reported as unsupported (no frames, a clear reason), when
+#                    installed
 source "$(dirname "$0")/../lib.sh"
 PY=${CP_PYTHON:-/usr/bin/python3}
 FIX=$CP_SRC/fixtures/programs
@@ -162,5 +164,19 @@ if [ -n "$PYENV311" ] && [ -x "$PYENV311" ]; then
 else
     echo "note: no pyenv CPython 3.11 here; its case is skipped"
 fi
+
+# ---- 5. versions without a layout: named and reported unsupported ----
+for v in 3.12 3.13; do
+    bin=$(ls -d /root/.pyenv/versions/$v.*/bin/python$v 2>/dev/null | tail -1)
+    [ -n "$bin" ] && [ -x "$bin" ] || { echo "note: no pyenv CPython $v here; skipped"; continue; }
+    pid=$(PYBIN=$bin pycrash "u$v" "$FIX/py_abort_deep.py")
+    B=$(cp_bundle_for "$pid" 120) || { fail "$v: no bundle"; continue; }
+    rc=0
+    timeout 300 "$CP_BIN/crashpack" analyze --json "$B" > "$T/u$v.json" 2> /dev/null || rc=$?
+    check "$v: analyze --json exits 0" [ "$rc" = 0 ]
+    jc "u$v" "the version is named and said to be unsupported" \
+        'r["python"]["version"].startswith("'$v'.") and not r["python"]["supported"] and "unsupported CPython '$v'." in r["python"]["error"]'
+    jc "u$v" "no thread claims Python frames" 'all(t["python_frames"] == [] for t in r["threads"])'
+done
 
 finish
