@@ -34,6 +34,13 @@ struct py_layout {
     /* PyBytesObject, PyASCIIObject / PyCompactUnicodeObject */
     size_t bytes_sval, str_length, str_state, str_kind_shift, str_compact_shift, str_ascii_shift;
     size_t str_ascii_data, str_compact_data;
+    /* thread names: PyInterpreterState.modules, PyModuleObject, PyDictObject, PyDictKeysObject
+     * and its entries, PyLongObject, type flags and the managed dict of 3.11 instances */
+    size_t interp_modules, module_dict, dict_keys, dict_values;
+    size_t dk_log2_index_bytes, dk_kind, dk_nentries, dk_indices, dk_kind_general;
+    size_t entry_size, entry_key, entry_value, uentry_size, uentry_key, uentry_value;
+    size_t long_digit, long_shift, tp_flags, tp_dictoffset, ht_cached_keys, flag_managed_dict;
+    size_t managed_dict_before, managed_values_before;
 };
 
 /* The layout of CPython major.minor, or NULL when there is no row for it. */

@@ -33,6 +33,8 @@ struct walk {
     struct unwind_session *s;
     const struct py_layout *L;
     struct code_info code; /* the last code object read */
+    uint64_t str_type;     /* the str type's address, once one object has been seen to be a str */
+    size_t frames_left;    /* over all threads: PY_MAX_TOTAL_FRAMES */
 };
 
 /* ---- memory ---- */
@@ -268,10 +270,11 @@ static int walk_frames(struct walk *w, uint64_t tstate, struct py_thread *t)
         return 0;
     size_t cap = 0;
     while (frame) {
-        if (t->nframes == PY_MAX_FRAMES) {
+        if (t->nframes == PY_MAX_FRAMES || !w->frames_left) {
             t->truncated = 1;
             break;
         }
+        w->frames_left--;
         uint64_t code, prev, instr;
         unsigned char entry;
         if (rd_ptr(w, frame + L->if_code, &code) || rd_ptr(w, frame + L->if_previous, &prev) ||
@@ -327,6 +330,8 @@ static int add_thread(struct py_state *st, size_t *cap)
     return 0;
 }
 
+static void thread_names(struct walk *w, uint64_t interp, struct py_state *st, size_t first);
+
 static int walk_runtime(struct walk *w, struct py_state *st)
 {
     const struct py_layout *L = w->L;
@@ -346,6 +351,7 @@ static int walk_runtime(struct walk *w, struct py_state *st)
         cp_errmsg(st->error, sizeof(st->error), "no interpreter (not started, or finalized)");
     size_t cap = 0;
     for (unsigned ni = 0; interp && ni < PY_MAX_INTERPRETERS; ni++) {
+        size_t first = st->nthreads;
         uint64_t ts, next;
         int64_t id = -1;
         rd_i64(w, interp + L->interp_id, &id);
@@ -355,6 +361,14 @@ static int walk_runtime(struct walk *w, struct py_state *st)
         }
         for (unsigned nt = 0; ts && nt < PY_MAX_THREADS; nt++) {
             uint64_t back, tnext;
+            int seen = 0;
+            for (size_t k = 0; k < st->nthreads && !seen; k++)
+                seen = st->threads[k].tstate == ts;
+            if (seen || st->nthreads >= PY_MAX_THREADS) {
+                cp_errmsg(st->error, sizeof(st->error), "the thread-state list %s",
+                          seen ? "loops" : "is longer than the cap");
+                break;
+            }
             if (rd_ptr(w, ts + L->ts_interp, &back) || back != interp ||
                 rd_ptr(w, ts + L->ts_next, &tnext)) {
                 cp_errmsg(st->error, sizeof(st->error),
@@ -378,11 +392,141 @@ static int walk_runtime(struct walk *w, struct py_state *st)
                 break;
             ts = tnext;
         }
+        thread_names(w, interp, st, first);
         if (next == interp)
             break;
         interp = next;
     }
     return 0;
+}
+
+/* ---- thread names: threading._active[ident]._name ---- */
+
+#define PY_MAX_DICT 65536u
+
+static int is_str(struct walk *w, uint64_t obj)
+{
+    uint64_t type;
+    if (rd_ptr(w, obj + w->L->ob_type, &type))
+        return 0;
+    if (w->str_type)
+        return type == w->str_type;
+    if (!type_is(w, obj, "str"))
+        return 0;
+    w->str_type = type;
+    return 1;
+}
+
+/* Entry `key` (a str) of a dict's keys object; its value from the entry, or from `values` (a split
+ * dict's or an instance's value array) when that is not 0. */
+static int keys_find(struct walk *w, uint64_t keys, uint64_t values, const char *key, uint64_t *value)
+{
+    const struct py_layout *L = w->L;
+    unsigned char log2ib, kind;
+    int64_t n;
+    if (!keys || rd(w, keys + L->dk_log2_index_bytes, &log2ib, 1) || rd(w, keys + L->dk_kind, &kind, 1) ||
+        rd_i64(w, keys + L->dk_nentries, &n) || log2ib > 32 || n < 0)
+        return -1;
+    int general = kind == L->dk_kind_general;
+    size_t esz = general ? L->entry_size : L->uentry_size;
+    size_t ko = general ? L->entry_key : L->uentry_key, vo = general ? L->entry_value : L->uentry_value;
+    uint64_t entries = keys + L->dk_indices + ((uint64_t)1 << log2ib);
+    for (int64_t i = 0; i < n && i < (int64_t)PY_MAX_DICT; i++) {
+        uint64_t k;
+        if (rd_ptr(w, entries + (uint64_t)i * esz + ko, &k))
+            return -1;
+        if (!k || !is_str(w, k))
+            continue;
+        char *ks = rd_str(w, k);
+        int match = ks && !strcmp(ks, key);
+        free(ks);
+        if (match)
+            return values ? rd_ptr(w, values + (uint64_t)i * 8, value)
+                          : rd_ptr(w, entries + (uint64_t)i * esz + vo, value);
+    }
+    return -1;
+}
+
+static int dict_find(struct walk *w, uint64_t dict, const char *key, uint64_t *value)
+{
+    uint64_t keys, values;
+    if (!dict || !type_is(w, dict, "dict") || rd_ptr(w, dict + w->L->dict_keys, &keys) ||
+        rd_ptr(w, dict + w->L->dict_values, &values))
+        return -1;
+    return keys_find(w, keys, values, key, value);
+}
+
+/* An instance attribute: its __dict__, or 3.11's inline values under the type's cached keys. */
+static int attr_find(struct walk *w, uint64_t obj, const char *key, uint64_t *value)
+{
+    const struct py_layout *L = w->L;
+    uint64_t type, flags, dict, values, keys;
+    int64_t off;
+    if (rd_ptr(w, obj + L->ob_type, &type) || rd_ptr(w, type + L->tp_flags, &flags))
+        return -1;
+    if (flags & L->flag_managed_dict) {
+        if (rd_ptr(w, obj - L->managed_dict_before, &dict))
+            return -1;
+        if (dict)
+            return dict_find(w, dict, key, value);
+        if (rd_ptr(w, obj - L->managed_values_before, &values) || !values ||
+            rd_ptr(w, type + L->ht_cached_keys, &keys))
+            return -1;
+        return keys_find(w, keys, values, key, value);
+    }
+    if (rd_i64(w, type + L->tp_dictoffset, &off) || off <= 0 || off > 4096 ||
+        rd_ptr(w, obj + (uint64_t)off, &dict))
+        return -1;
+    return dict_find(w, dict, key, value);
+}
+
+/* A non-negative int object below 2**64. */
+static int rd_ulong(struct walk *w, uint64_t obj, uint64_t *out)
+{
+    const struct py_layout *L = w->L;
+    int64_t size;
+    if (!type_is(w, obj, "int") || rd_i64(w, obj + L->ob_size, &size) || size < 0 ||
+        size * (int64_t)L->long_shift > 64 + (int64_t)L->long_shift)
+        return -1;
+    uint64_t v = 0;
+    for (int64_t i = 0; i < size; i++) {
+        uint32_t d;
+        if (rd(w, obj + L->long_digit + 4 * (uint64_t)i, &d, sizeof(d)))
+            return -1;
+        v |= (uint64_t)d << (L->long_shift * (uint64_t)i);
+    }
+    *out = v;
+    return 0;
+}
+
+/* Names the threads of one interpreter from threading._active. Best effort: silent when the
+ * module is not loaded or an object is not readable. */
+static void thread_names(struct walk *w, uint64_t interp, struct py_state *st, size_t first)
+{
+    const struct py_layout *L = w->L;
+    uint64_t modules, mod, mdict, active, keys, values;
+    unsigned char log2ib, kind;
+    int64_t n;
+    if (rd_ptr(w, interp + L->interp_modules, &modules) || dict_find(w, modules, "threading", &mod) ||
+        rd_ptr(w, mod + L->module_dict, &mdict) || dict_find(w, mdict, "_active", &active) ||
+        !type_is(w, active, "dict") || rd_ptr(w, active + L->dict_keys, &keys) ||
+        rd_ptr(w, active + L->dict_values, &values) || values ||
+        rd(w, keys + L->dk_log2_index_bytes, &log2ib, 1) || rd(w, keys + L->dk_kind, &kind, 1) ||
+        rd_i64(w, keys + L->dk_nentries, &n) || kind != L->dk_kind_general || log2ib > 32)
+        return;
+    uint64_t entries = keys + L->dk_indices + ((uint64_t)1 << log2ib);
+    for (int64_t i = 0; i < n && i < (int64_t)PY_MAX_DICT; i++) {
+        uint64_t e = entries + (uint64_t)i * L->entry_size, k, v, ident, name;
+        if (rd_ptr(w, e + L->entry_key, &k) || !k || rd_ptr(w, e + L->entry_value, &v) || !v ||
+            rd_ulong(w, k, &ident))
+            continue;
+        for (size_t t = first; t < st->nthreads; t++) {
+            if (st->threads[t].thread_id != ident || st->threads[t].name)
+                continue;
+            if (!attr_find(w, v, "_name", &name) && is_str(w, name))
+                st->threads[t].name = rd_str(w, name);
+        }
+    }
 }
 
 /* ---- finding the runtime ---- */
@@ -477,7 +621,7 @@ int python_scan(struct unwind_session *s, struct py_state *st)
                   st->module);
         return 0;
     }
-    struct walk w = {.s = s};
+    struct walk w = {.s = s, .frames_left = PY_MAX_TOTAL_FRAMES};
     int major = 0, minor = 0;
     uint64_t vaddr, hex = 0;
     char cookie[8];
@@ -518,6 +662,7 @@ void python_free(struct py_state *st)
             free(t->frames[k].file);
         }
         free(t->frames);
+        free(t->name);
     }
     free(st->threads);
     memset(st, 0, sizeof(*st));
@@ -606,6 +751,7 @@ void python_thread_json(const struct py_state *st, int64_t tid, cJSON *t)
     }
     cJSON *p = cJSON_AddObjectToObject(t, "python");
     add_hex(p, "thread_id", pt->thread_id);
+    add_str(p, "name", pt->name);
     cJSON_AddNumberToObject(p, "interpreter", (double)pt->interp_id);
     cJSON_AddBoolToObject(p, "holds_gil", pt->holds_gil);
     cJSON_AddBoolToObject(p, "frames_truncated", pt->truncated);

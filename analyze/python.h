@@ -9,12 +9,14 @@
  * reading each frame's code object (co_name, co_qualname, co_filename) and its line from the
  * compact line table (co_linetable) at the frame's last instruction (prev_instr), exactly as
  * CPython's own tracebacks and faulthandler compute it. It also reads the GIL's state
- * (_PyRuntime.ceval.gil: locked, last_holder). Every pointer comes from the core and is checked:
+ * (_PyRuntime.ceval.gil: locked, last_holder), and names each thread from the threading module's
+ * registry (interp->modules["threading"]._active[thread_id]._name), best effort. Every pointer comes from the core and is checked:
  * counts are capped, a code object must have type "code", strings are bounded, and what cannot be
  * read becomes an error string on the thread (or on the whole scan) rather than a failure.
  *
  * python_thread_json() adds to one native thread's JSON object (native.c's thread line):
- *   python          {thread_id (hex pthread_t), interpreter, holds_gil, frames_truncated, error}
+ *   python          {thread_id (hex pthread_t), name, interpreter, holds_gil, frames_truncated,
+ *                    error}
  *                   or null (no Python thread state for this tid)
  *   python_frames[] {function (co_name), qualname, file, line, entry, native_frame_index}
  *                   innermost first; [] for a thread that runs no Python
@@ -40,8 +42,9 @@
 struct unwind_session;
 
 #define PY_MAX_INTERPRETERS 64u
-#define PY_MAX_THREADS 4096u
-#define PY_MAX_FRAMES 4096u
+#define PY_MAX_THREADS 4096u        /* over all interpreters */
+#define PY_MAX_FRAMES 4096u         /* per thread */
+#define PY_MAX_TOTAL_FRAMES 65536u  /* over all threads: a hostile core cannot make the walk long */
 #define PY_MAX_STRING 4096u
 #define PY_MAX_LINETABLE (1u << 20)
 
@@ -59,6 +62,7 @@ struct py_thread {
     uint64_t thread_id;      /* pthread_t (threading.get_ident(), faulthandler's "Thread 0x...") */
     int64_t native_tid;      /* the kernel's tid; 0 when unknown */
     int64_t interp_id;
+    char *name;              /* threading.Thread's name (threading._active); NULL when unknown */
     int holds_gil;
     struct py_frame *frames; /* innermost first */
     size_t nframes;

@@ -239,6 +239,11 @@ static void print_python(FILE *out, const cJSON *t, const struct report_text_ops
         fputs(" thread ", out);
         ops->put(out, s_of(py, "thread_id"));
     }
+    if (s_of(py, "name")) {
+        fputs(" \"", out);
+        ops->put(out, s_of(py, "name"));
+        fputc('"', out);
+    }
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(py, "holds_gil")))
         fputs(", holds the GIL", out);
     fputs(" (most recent call last):\n", out);

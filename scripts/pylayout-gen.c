@@ -11,7 +11,10 @@
 #define Py_BUILD_CORE 1
 #include <Python.h>
 #include <internal/pycore_frame.h>
+#include <internal/pycore_dict.h>
 #include <internal/pycore_interp.h>
+#include <internal/pycore_moduleobject.h>
+#include <internal/pycore_object.h>
 #include <internal/pycore_runtime.h>
 
 #include <stddef.h>
@@ -76,5 +79,30 @@ int main(void)
     F("str_ascii_shift", STATE_SHIFT(ascii));
     F("str_ascii_data", sizeof(PyASCIIObject));
     F("str_compact_data", sizeof(PyCompactUnicodeObject));
+    /* for thread names: interp->modules["threading"].__dict__["_active"][ident]._name */
+    F("interp_modules", offsetof(PyInterpreterState, modules));
+    F("module_dict", offsetof(PyModuleObject, md_dict));
+    F("dict_keys", offsetof(PyDictObject, ma_keys));
+    F("dict_values", offsetof(PyDictObject, ma_values));
+    F("dk_log2_index_bytes", offsetof(PyDictKeysObject, dk_log2_index_bytes));
+    F("dk_kind", offsetof(PyDictKeysObject, dk_kind));
+    F("dk_nentries", offsetof(PyDictKeysObject, dk_nentries));
+    F("dk_indices", offsetof(PyDictKeysObject, dk_indices));
+    F("dk_kind_general", DICT_KEYS_GENERAL);
+    F("entry_size", sizeof(PyDictKeyEntry));
+    F("entry_key", offsetof(PyDictKeyEntry, me_key));
+    F("entry_value", offsetof(PyDictKeyEntry, me_value));
+    F("uentry_size", sizeof(PyDictUnicodeEntry));
+    F("uentry_key", offsetof(PyDictUnicodeEntry, me_key));
+    F("uentry_value", offsetof(PyDictUnicodeEntry, me_value));
+    F("long_digit", offsetof(PyLongObject, ob_digit));
+    F("long_shift", PyLong_SHIFT);
+    F("tp_flags", offsetof(PyTypeObject, tp_flags));
+    F("tp_dictoffset", offsetof(PyTypeObject, tp_dictoffset));
+    F("ht_cached_keys", offsetof(PyHeapTypeObject, ht_cached_keys));
+    F("flag_managed_dict", Py_TPFLAGS_MANAGED_DICT);
+    /* _PyObject_ManagedDictPointer / _PyObject_ValuesPointer: words before the object */
+    F("managed_dict_before", (size_t)(-MANAGED_DICT_OFFSET));
+    F("managed_values_before", (size_t)(-MANAGED_DICT_OFFSET) + sizeof(PyObject *));
     return 0;
 }

@@ -12,7 +12,8 @@
 #                    the crashed thread holds the GIL
 #   torch_crash      a torch forward/backward step, then ctypes.string_at(0); torch's native worker
 #                    threads have no Python frames
-#   py_thread_crash  a non-main thread crashes while the main thread joins and another waits
+#   py_thread_crash  a non-main thread crashes while the main thread joins and another waits; the
+#                    threads' names from threading's registry
 #   pyenv 3.11       py_abort_deep again under pyenv's 3.11 (_PyRuntime in libpython3.11.so), when
 #                    installed
 #   pyenv 3.12/3.13  found, named, and reported as unsupported (no frames, a clear reason), when
@@ -153,6 +154,9 @@ jc threads "the crashed thread is not the main thread, and runs crasher_inner" \
     'crashed(r)["tid"] != '"${pid:-0}"' and "crasher_inner" in [f["function"] for f in crashed(r)["python_frames"]]'
 jc threads "the waiter and the main thread are where faulthandler saw them" \
     'any("waiter_inner" in [f["function"] for f in t["python_frames"]] for t in r["threads"]) and any(t["tid"] == '"${pid:-0}"' and t["python_frames"][-1]["function"] == "<module>" for t in r["threads"])'
+jc threads "the Python thread names are threading's: MainThread, waiter, crasher" \
+    'sorted(t["python"]["name"] for t in pythreads(r).values()) == ["MainThread", "crasher", "waiter"] and crashed(r)["python"]["name"] == "crasher"'
+check "threads: the text names the crashed Python thread" grep -q 'Python thread 0x[0-9a-f]* "crasher", holds the GIL' "$T/threads.txt"
 
 # ---- 4. the same under pyenv's shared-library CPython 3.11 ----
 if [ -n "$PYENV311" ] && [ -x "$PYENV311" ]; then
