@@ -16,6 +16,10 @@
 #                    threads' names from threading's registry
 #   pyenv 3.11       py_abort_deep again under pyenv's 3.11 (_PyRuntime in libpython3.11.so), when
 #                    installed
+#   damaged frames   py_corrupt_frames.py rewrites its own frames (a self-link, a two-frame cycle,
+#                    a bad code pointer) before it crashes: the analysis completes, the frames before
+#                    the damage are right, and the thread says what stopped the walk (unmerged)
+#   cut bundles      the torch bundle cut short at several offsets: never a crash
 #   pyenv 3.12/3.13  found, named, and reported as unsupported (no frames, a clear reason), when
 #                    installed
 source "$(dirname "$0")/../lib.sh"
@@ -30,11 +34,11 @@ cp_install
 cat > "$T/check.py" <<'PYEOF'
 """check.py REPORT FAULTHANDLER_STDERR EXPR: EXPR over r (the report), fh (faulthandler's threads:
 {thread_id: [(function, file, line)]}), cur (faulthandler's current thread id) is true."""
-import json, re, sys
+import json, os, re, sys
 
 r = json.load(open(sys.argv[1]))
 fh, cur, tid = {}, None, None
-for ln in open(sys.argv[2], errors="replace"):
+for ln in (open(sys.argv[2], errors="replace") if os.path.exists(sys.argv[2]) else []):
     m = re.match(r"^(Current thread|Thread) (0x[0-9a-f]+) \(most recent call first\):", ln)
     if m:
         tid = int(m.group(2), 16)
@@ -101,6 +105,13 @@ pycrash() {
     wait $pid 2>/dev/null
     echo $pid
 }
+# pycrash_plain SCRIPT ARGS...: the same without faulthandler (it would walk damaged frames)
+pycrash_plain() {
+    "$PYBIN" "$@" > /dev/null 2>&1 &
+    local pid=$!
+    wait $pid 2>/dev/null
+    echo $pid
+}
 # one NAME SCRIPT: crash, analyze, and the checks every case shares
 one() {
     local name=$1 script=$2 pid B rc=0
@@ -157,6 +168,33 @@ jc threads "the waiter and the main thread are where faulthandler saw them" \
 jc threads "the Python thread names are threading's: MainThread, waiter, crasher" \
     'sorted(t["python"]["name"] for t in pythreads(r).values()) == ["MainThread", "crasher", "waiter"] and crashed(r)["python"]["name"] == "crasher"'
 check "threads: the text names the crashed Python thread" grep -q 'Python thread 0x[0-9a-f]* "crasher", holds the GIL' "$T/threads.txt"
+
+# ---- 3b. frames the process damaged itself ----
+for mode in loop cycle code; do
+    pid=$(PYBIN=/usr/bin/python3 pycrash_plain "$FIX/py_corrupt_frames.py" "$mode")
+    B=$(cp_bundle_for "$pid" 120) || { fail "damaged $mode: no bundle"; continue; }
+    rc=0
+    timeout 300 "$CP_BIN/crashpack" analyze --json "$B" > "$T/d$mode.json" 2> "$T/d$mode.json.err" || rc=$?
+    check "damaged $mode: analyze --json exits 0 (rc $rc)" [ "$rc" = 0 ]
+    jc "d$mode" "$mode: the frames up to the damage are right, the walk says why it stopped" \
+        '[f["function"] for f in crashed(r)["python_frames"]][:2] == ["string_at", "corrupt_and_crash"] and crashed(r)["python_merge"].startswith("unmerged") and all(f["native_frame_index"] is None for f in crashed(r)["python_frames"])'
+done
+jc dloop "loop: a frame linking to itself is named, after middle" \
+    '"links to itself" in crashed(r)["python"]["error"] and [f["function"] for f in crashed(r)["python_frames"]] == ["string_at", "corrupt_and_crash", "middle"]'
+jc dcycle "cycle: the endless chain is cut at the per-thread cap" \
+    'crashed(r)["python"]["frames_truncated"] and len(crashed(r)["python_frames"]) == 4096'
+jc dcode "code: the bad code object is named, middle is the last frame" \
+    '"is not a readable code object" in crashed(r)["python"]["error"] and len(crashed(r)["python_frames"]) == 2'
+
+# ---- 3c. cut bundles: never a crash ----
+B=$(cp_bundle_for "$(cat "$T/torch.pid")" 1)
+size=$(stat -c %s "$B")
+for cut in 2 3 5 9; do
+    head -c $((size * (cut - 1) / cut)) "$B" > "$T/cut.zst"
+    rc=0
+    timeout 300 "$CP_BIN/crashpack" analyze --json "$T/cut.zst" > "$T/cut.json" 2> "$T/cut.err" || rc=$?
+    check "torch bundle cut at $((cut - 1))/$cut: exit 0, 1 or 2, not a crash (rc $rc)" [ "$rc" -le 2 ]
+done
 
 # ---- 4. the same under pyenv's shared-library CPython 3.11 ----
 if [ -n "$PYENV311" ] && [ -x "$PYENV311" ]; then
