@@ -12,6 +12,7 @@
 #define TEXT_CRASHED_FRAMES 40
 #define TEXT_OTHER_FRAMES 12
 #define TEXT_GROUP_TIDS 8
+#define TEXT_PYTHON_FRAMES 40
 
 /* ---- merge ---- */
 
@@ -247,8 +248,19 @@ static void print_python(FILE *out, const cJSON *t, const struct report_text_ops
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(py, "holds_gil")))
         fputs(", holds the GIL", out);
     fputs(" (most recent call last):\n", out);
-    for (int i = n - 1; i >= 0; i--) {
-        const cJSON *f = cJSON_GetArrayItem(pf, i);
+    /* the innermost TEXT_PYTHON_FRAMES, outermost first */
+    const cJSON *shown[TEXT_PYTHON_FRAMES], *it;
+    int k = 0;
+    cJSON_ArrayForEach(it, pf)
+    {
+        if (k == TEXT_PYTHON_FRAMES)
+            break;
+        shown[k++] = it;
+    }
+    if (n > k)
+        fprintf(out, "    ... %d outer frames shown by --json\n", n - k);
+    for (int i = k - 1; i >= 0; i--) {
+        const cJSON *f = shown[i];
         const char *file = s_of(f, "file"), *fn = s_of(f, "function");
         fputs("    File \"", out);
         ops->put(out, file ? file : "???");

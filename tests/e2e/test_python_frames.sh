@@ -175,6 +175,7 @@ for mode in loop cycle code; do
     B=$(cp_bundle_for "$pid" 120) || { fail "damaged $mode: no bundle"; continue; }
     rc=0
     timeout 300 "$CP_BIN/crashpack" analyze --json "$B" > "$T/d$mode.json" 2> "$T/d$mode.json.err" || rc=$?
+    timeout 300 "$CP_BIN/crashpack" analyze "$B" > "$T/d$mode.txt" 2>&1
     check "damaged $mode: analyze --json exits 0 (rc $rc)" [ "$rc" = 0 ]
     jc "d$mode" "$mode: the frames up to the damage are right, the walk says why it stopped" \
         '[f["function"] for f in crashed(r)["python_frames"]][:2] == ["string_at", "corrupt_and_crash"] and crashed(r)["python_merge"].startswith("unmerged") and all(f["native_frame_index"] is None for f in crashed(r)["python_frames"])'
@@ -183,6 +184,8 @@ jc dloop "loop: a frame linking to itself is named, after middle" \
     '"links to itself" in crashed(r)["python"]["error"] and [f["function"] for f in crashed(r)["python_frames"]] == ["string_at", "corrupt_and_crash", "middle"]'
 jc dcycle "cycle: the endless chain is cut at the per-thread cap" \
     'crashed(r)["python"]["frames_truncated"] and len(crashed(r)["python_frames"]) == 4096'
+check "cycle: the text shows the innermost 40 Python frames and counts the rest" \
+    bash -c "grep -q '^    \.\.\. 4056 outer frames shown by --json' '$T/dcycle.txt' && [ \$(grep -c '^    File ' '$T/dcycle.txt') = 40 ]"
 jc dcode "code: the bad code object is named, middle is the last frame" \
     '"is not a readable code object" in crashed(r)["python"]["error"] and len(crashed(r)["python_frames"]) == 2'
 
