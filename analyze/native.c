@@ -8,6 +8,7 @@
  *                                   files are looked up lazily, for the modules frames fall in)
  *   thread   {thread}              (crashed thread first, then the core's order)
  *   cause    {abort_message..., exception}
+ *   python   {python}              (the CPython runtime found, python.h; only when there is one)
  *   error    {message}             (the analysis cannot go on)
  *   end      {}
  * In the parent, assemble() folds the lines into the object native.h describes.
@@ -18,6 +19,7 @@
 #include "cause.h"
 #include "core.h"
 #include "modules.h"
+#include "python.h"
 #include "sandbox.h"
 #include "symbolize.h"
 #include "unwind_ucd.h"
@@ -394,7 +396,8 @@ static int unwind_one(int fd, struct core *c, struct unwind_session *s, struct s
     return 0;
 }
 
-static int unwind_all(int fd, struct core *c, struct unwind_session *s, const struct cause *z)
+static int unwind_all(int fd, struct core *c, struct unwind_session *s, const struct cause *z,
+                      const struct py_state *py)
 {
     long crash_after = test_crash_after();
     struct second u = {0};
@@ -413,7 +416,10 @@ static int unwind_all(int fd, struct core *c, struct unwind_session *s, const st
             rc = emit_error(fd, "out of memory while unwinding");
             break;
         }
-        rc = emit(fd, "thread", thread_line(s, &st, (int)i == z->crashed, &how)) ? 3 : 0;
+        cJSON *tl = thread_line(s, &st, (int)i == z->crashed, &how);
+        if (tl)
+            python_thread_json(py, st.tid, tl);
+        rc = emit(fd, "thread", tl) ? 3 : 0;
         unwind_stack_free(&st);
     }
     ucd_end(u.ucd);
@@ -433,7 +439,19 @@ static int analyze(struct job *j, int fd, struct core *c)
     struct unwind_session *s = NULL;
     if (unwind_begin(c, &j->o.unwind, &s, err, sizeof(err)))
         return emit_error(fd, err);
-    int rc = emit(fd, "modules", modules_line(s)) ? 3 : unwind_all(fd, c, s, &z);
+    struct py_state py;
+    memset(&py, 0, sizeof(py));
+    int rc = emit(fd, "modules", modules_line(s)) ? 3 : 0;
+    if (!rc && python_scan(s, &py))
+        rc = emit_error(fd, "out of memory while reading the Python threads");
+    cJSON *pyj = rc ? NULL : python_state_json(&py);
+    if (pyj) {
+        cJSON *line = cJSON_CreateObject();
+        cJSON_AddItemToObject(line, "python", pyj);
+        rc = emit(fd, "python", line) ? 3 : 0;
+    }
+    if (!rc)
+        rc = unwind_all(fd, c, s, &z, &py);
     if (!rc && z.signo == SIGABRT) {
         cause_abort_message(s, c, j->o.comm, &z);
         cause_cxx_exception(s, c, &z);
@@ -445,6 +463,7 @@ static int analyze(struct job *j, int fd, struct core *c)
         add_str(w, "message", unwind_warning(s));
         rc = emit(fd, "warning", w) ? 3 : 0;
     }
+    python_free(&py);
     cause_free(&z);
     unwind_end(s);
     return rc;
@@ -519,7 +538,7 @@ static void take_line(cJSON *r, cJSON *line, int *ended, double *dropped)
         move_members(r, line);
     } else if (!strcmp(type, "cause")) {
         move_members(cJSON_GetObjectItemCaseSensitive(r, "cause"), line);
-    } else if (!strcmp(type, "modules")) {
+    } else if (!strcmp(type, "modules") || !strcmp(type, "python")) {
         move_members(r, line);
     } else if (!strcmp(type, "thread")) {
         cJSON_DeleteItemFromObjectCaseSensitive(line, "t");
@@ -551,6 +570,7 @@ static cJSON *empty_result(const struct native_opts *o)
     cJSON_AddItemToObject(r, "threads", cJSON_CreateArray());
     cJSON_AddNumberToObject(r, "frames_dropped", 0);
     cJSON_AddItemToObject(r, "modules", cJSON_CreateArray());
+    cJSON_AddNullToObject(r, "python");
     cJSON_AddItemToObject(r, "errors", cJSON_CreateArray());
     cJSON_AddItemToObject(r, "warnings", cJSON_CreateArray());
     return r;

@@ -12,6 +12,7 @@
 #define TEXT_CRASHED_FRAMES 40
 #define TEXT_OTHER_FRAMES 12
 #define TEXT_GROUP_TIDS 8
+#define TEXT_PYTHON_FRAMES 40
 
 /* ---- merge ---- */
 
@@ -137,6 +138,7 @@ void report_native_merge(cJSON *r, cJSON *nat, const cJSON *threads_json,
     put_item(r, "frames_dropped", take(nat, "frames_dropped"));
     put_item(r, "cause", take(nat, "cause"));
     put_item(r, "modules", take(nat, "modules"));
+    put_item(r, "python", take(nat, "python"));
     cJSON *a = cJSON_CreateObject();
     put_item(a, "complete", take(nat, "complete"));
     put_item(a, "error", take(nat, "error"));
@@ -224,6 +226,68 @@ static void print_frame(FILE *out, int n, const cJSON *f, const struct report_te
     fputc('\n', out);
 }
 
+/* The thread's Python frames as a Python traceback (most recent call last), each with the native
+ * frame (#N) of the _PyEval_EvalFrameDefault that runs it. */
+static void print_python(FILE *out, const cJSON *t, const struct report_text_ops *ops)
+{
+    const cJSON *pf = cJSON_GetObjectItemCaseSensitive(t, "python_frames");
+    const cJSON *py = cJSON_GetObjectItemCaseSensitive(t, "python");
+    int n = cJSON_GetArraySize(pf);
+    if (!n && !s_of(py, "error"))
+        return;
+    fputs("  Python", out);
+    if (s_of(py, "thread_id")) {
+        fputs(" thread ", out);
+        ops->put(out, s_of(py, "thread_id"));
+    }
+    if (s_of(py, "name")) {
+        fputs(" \"", out);
+        ops->put(out, s_of(py, "name"));
+        fputc('"', out);
+    }
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(py, "holds_gil")))
+        fputs(", holds the GIL", out);
+    fputs(" (most recent call last):\n", out);
+    /* the innermost TEXT_PYTHON_FRAMES, outermost first */
+    const cJSON *shown[TEXT_PYTHON_FRAMES], *it;
+    int k = 0;
+    cJSON_ArrayForEach(it, pf)
+    {
+        if (k == TEXT_PYTHON_FRAMES)
+            break;
+        shown[k++] = it;
+    }
+    if (n > k)
+        fprintf(out, "    ... %d outer frames shown by --json\n", n - k);
+    for (int i = k - 1; i >= 0; i--) {
+        const cJSON *f = shown[i];
+        const char *file = s_of(f, "file"), *fn = s_of(f, "function");
+        fputs("    File \"", out);
+        ops->put(out, file ? file : "???");
+        double ln = n_of(f, "line", -1);
+        if (ln >= 0)
+            fprintf(out, "\", line %.0f, in ", ln);
+        else
+            fputs("\", line ???, in ", out);
+        ops->put(out, fn ? fn : "???");
+        double nf = n_of(f, "native_frame_index", -1);
+        if (nf >= 0)
+            fprintf(out, "  [native #%.0f]", nf);
+        fputc('\n', out);
+    }
+    const char *merge = s_of(t, "python_merge");
+    if (merge && strcmp(merge, "ok")) {
+        fputs("    (", out);
+        ops->put(out, merge);
+        fputs(")\n", out);
+    }
+    if (s_of(py, "error")) {
+        fputs("    (Python frames stopped: ", out);
+        ops->put(out, s_of(py, "error"));
+        fputs(")\n", out);
+    }
+}
+
 static void print_frames(FILE *out, const cJSON *t, int max, const struct report_text_ops *ops)
 {
     const cJSON *frames = cJSON_GetObjectItemCaseSensitive(t, "frames"), *f;
@@ -252,6 +316,7 @@ static void print_frames(FILE *out, const cJSON *t, int max, const struct report
     }
     if (!total)
         fputs("  (no frames)\n", out);
+    print_python(out, t, ops);
 }
 
 /* Two threads group together when their frames have the same pcs and functions. */
@@ -266,6 +331,17 @@ static int same_stack(const cJSON *a, const cJSON *b)
         const char *pa = s_of(x, "pc"), *pb = s_of(y, "pc");
         const char *na = s_of(x, "function"), *nb = s_of(y, "function");
         if (!pa || !pb || strcmp(pa, pb) || (!na != !nb) || (na && strcmp(na, nb)))
+            return 0;
+    }
+    /* threads in the same native place may run different Python code */
+    const cJSON *pa = cJSON_GetObjectItemCaseSensitive(a, "python_frames");
+    const cJSON *pb = cJSON_GetObjectItemCaseSensitive(b, "python_frames");
+    if (cJSON_GetArraySize(pa) || cJSON_GetArraySize(pb)) {
+        char *sa = cJSON_PrintUnformatted(pa), *sb = cJSON_PrintUnformatted(pb);
+        int same = sa && sb && !strcmp(sa, sb);
+        free(sa);
+        free(sb);
+        if (!same)
             return 0;
     }
     return 1;
@@ -425,6 +501,22 @@ void report_native_print(FILE *out, const cJSON *r, const struct report_text_ops
         }
         fputs(", unwinder ", out);
         ops->put(out, s_of(r, "unwinder") ? s_of(r, "unwinder") : "?");
+        fputc('\n', out);
+    }
+    const cJSON *py = cJSON_GetObjectItemCaseSensitive(r, "python");
+    if (cJSON_IsObject(py)) {
+        label(out, "python");
+        fputs("CPython ", out);
+        ops->put(out, s_of(py, "version") ? s_of(py, "version") : "?");
+        const cJSON *gil = cJSON_GetObjectItemCaseSensitive(py, "gil");
+        if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(gil, "holder_tid")))
+            fprintf(out, ", GIL held by tid %.0f", n_of(gil, "holder_tid", 0));
+        else if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(gil, "locked")))
+            fputs(", GIL free", out);
+        if (s_of(py, "error")) {
+            fputs(": ", out);
+            ops->put(out, s_of(py, "error"));
+        }
         fputc('\n', out);
     }
     const cJSON *w;

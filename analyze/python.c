@@ -1,0 +1,814 @@
+/* python.c - CPython threads and frames from a core (see python.h).
+ *
+ * Main data structures: struct py_state (the interpreter found, the GIL, the Python threads) and
+ * struct walk (the session, the layout, and a one-entry cache of the last code object read: a
+ * thread's frames often share code objects, and every read goes through the bundle).
+ */
+#include "python.h"
+
+#include "errmsg.h"
+#include "modules.h"
+#include "pylayout.h"
+#include "unwind.h"
+
+#include <elfutils/libdwfl.h>
+#include <gelf.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EVAL_FUNCTION "_PyEval_EvalFrameDefault"
+
+struct code_info {
+    uint64_t addr;
+    char *function, *qualname, *file;
+    unsigned char *table;
+    size_t table_len;
+    int firstlineno;
+    int64_t ncodeunits;
+};
+
+struct walk {
+    struct unwind_session *s;
+    const struct py_layout *L;
+    struct code_info code; /* the last code object read */
+    uint64_t str_type;     /* the str type's address, once one object has been seen to be a str */
+    size_t frames_left;    /* over all threads: PY_MAX_TOTAL_FRAMES */
+};
+
+/* ---- memory ---- */
+
+static int rd(struct walk *w, uint64_t addr, void *buf, size_t len)
+{
+    if (!addr || addr + len < addr)
+        return -1;
+    return unwind_read(w->s, addr, buf, len) ? -1 : 0;
+}
+
+static int rd_ptr(struct walk *w, uint64_t addr, uint64_t *out)
+{
+    return rd(w, addr, out, sizeof(*out));
+}
+
+static int rd_i64(struct walk *w, uint64_t addr, int64_t *out)
+{
+    return rd(w, addr, out, sizeof(*out));
+}
+
+static int rd_i32(struct walk *w, uint64_t addr, int32_t *out)
+{
+    return rd(w, addr, out, sizeof(*out));
+}
+
+/* The NUL-terminated string at addr (at most max bytes), malloc()ed; NULL when unreadable. */
+static char *rd_cstr(struct walk *w, uint64_t addr, size_t max)
+{
+    char *s = malloc(max + 1);
+    if (!s)
+        return NULL;
+    size_t n = 0;
+    while (n < max && !rd(w, addr + n, s + n, 1) && s[n])
+        n++;
+    if (n == max || s[n]) {
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+/* The type name (tp_name) of the object at addr equals want. */
+static int type_is(struct walk *w, uint64_t obj, const char *want)
+{
+    uint64_t type, name;
+    if (rd_ptr(w, obj + w->L->ob_type, &type) || rd_ptr(w, type + w->L->tp_name, &name))
+        return 0;
+    char *n = rd_cstr(w, name, 64);
+    int ok = n && !strcmp(n, want);
+    free(n);
+    return ok;
+}
+
+static void put_utf8(char *out, size_t *n, uint32_t c)
+{
+    if (c < 0x80) {
+        out[(*n)++] = (char)c;
+    } else if (c < 0x800) {
+        out[(*n)++] = (char)(0xc0 | c >> 6);
+        out[(*n)++] = (char)(0x80 | (c & 0x3f));
+    } else if (c < 0x10000) {
+        out[(*n)++] = (char)(0xe0 | c >> 12);
+        out[(*n)++] = (char)(0x80 | ((c >> 6) & 0x3f));
+        out[(*n)++] = (char)(0x80 | (c & 0x3f));
+    } else {
+        out[(*n)++] = (char)(0xf0 | (c >> 18 & 0x07));
+        out[(*n)++] = (char)(0x80 | ((c >> 12) & 0x3f));
+        out[(*n)++] = (char)(0x80 | ((c >> 6) & 0x3f));
+        out[(*n)++] = (char)(0x80 | (c & 0x3f));
+    }
+}
+
+/* A str object (compact: every str a code object holds), as malloc()ed UTF-8; NULL when it is not
+ * a readable compact str. Longer strings are cut at PY_MAX_STRING characters. */
+static char *rd_str(struct walk *w, uint64_t obj)
+{
+    const struct py_layout *L = w->L;
+    uint32_t state;
+    int64_t len;
+    if (!obj || rd(w, obj + L->str_state, &state, sizeof(state)) ||
+        rd_i64(w, obj + L->str_length, &len) || len < 0)
+        return NULL;
+    unsigned kind = (state >> L->str_kind_shift) & 7, compact = (state >> L->str_compact_shift) & 1;
+    unsigned ascii = (state >> L->str_ascii_shift) & 1;
+    if (!compact || (kind != 1 && kind != 2 && kind != 4))
+        return NULL;
+    size_t n = len > (int64_t)PY_MAX_STRING ? PY_MAX_STRING : (size_t)len;
+    uint64_t data = obj + (ascii ? L->str_ascii_data : L->str_compact_data);
+    unsigned char *raw = malloc(n * kind + 1);
+    char *out = malloc(n * 4 + 1);
+    if (!raw || !out || (n && rd(w, data, raw, n * kind))) {
+        free(raw);
+        free(out);
+        return NULL;
+    }
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t c = kind == 1 ? raw[i]
+                     : kind == 2 ? (uint32_t)(raw[2 * i] | raw[2 * i + 1] << 8)
+                                 : (uint32_t)(raw[4 * i] | raw[4 * i + 1] << 8 |
+                                              raw[4 * i + 2] << 16 | (uint32_t)raw[4 * i + 3] << 24);
+        if (c == 0 || c > 0x10ffff || (c >= 0xd800 && c < 0xe000))
+            c = 0xfffd;
+        put_utf8(out, &o, c);
+    }
+    out[o] = 0;
+    free(raw);
+    return out;
+}
+
+/* ---- the line table (CPython 3.11 Objects/locations.md, Objects/codeobject.c) ---- */
+
+static int scan_varint(const unsigned char *p, const unsigned char *end, unsigned *out)
+{
+    if (p >= end)
+        return -1;
+    unsigned read = *p++, val = read & 63, shift = 0;
+    while (read & 64) {
+        if (p >= end || shift > 24)
+            return -1;
+        read = *p++;
+        shift += 6;
+        val |= (read & 63) << shift;
+    }
+    *out = val;
+    return 0;
+}
+
+static int line_delta(const unsigned char *p, const unsigned char *end)
+{
+    int code = (*p >> 3) & 15;
+    unsigned u;
+    switch (code) {
+    case 15: /* no location */
+        return 0;
+    case 13: /* no columns */
+    case 14: /* long form */
+        if (scan_varint(p + 1, end, &u))
+            return 0;
+        return u & 1 ? -(int)(u >> 1) : (int)(u >> 1);
+    case 10:
+    case 11:
+    case 12: /* one-line forms */
+        return code - 10;
+    default: /* short forms: same line */
+        return 0;
+    }
+}
+
+int python_addr2line(const unsigned char *table, size_t len, int firstlineno, long addrq)
+{
+    if (addrq < 0)
+        return firstlineno;
+    const unsigned char *p = table, *end = table + len;
+    long ar_end = 0;
+    int computed = firstlineno, line = -1;
+    while (ar_end <= addrq) {
+        if (p >= end)
+            return -1;
+        computed += line_delta(p, end);
+        line = (*p >> 3) == 0x1f ? -1 : computed;
+        ar_end += ((*p & 7) + 1) * 2;
+        do
+            p++;
+        while (p < end && !(*p & 128));
+    }
+    return line;
+}
+
+/* ---- code objects ---- */
+
+static void code_clear(struct code_info *c)
+{
+    free(c->function);
+    free(c->qualname);
+    free(c->file);
+    free(c->table);
+    memset(c, 0, sizeof(*c));
+}
+
+/* Reads the code object at addr into w->code (kept while the next frame uses the same one). */
+static int read_code(struct walk *w, uint64_t addr, char *err, size_t errlen)
+{
+    const struct py_layout *L = w->L;
+    if (w->code.addr == addr && addr)
+        return 0;
+    code_clear(&w->code);
+    if (!type_is(w, addr, "code")) {
+        cp_errmsg(err, errlen, "f_code 0x%" PRIx64 " is not a readable code object", addr);
+        return -1;
+    }
+    struct code_info *c = &w->code;
+    uint64_t name, qual, file, table;
+    int32_t first;
+    int64_t table_len;
+    if (rd_ptr(w, addr + L->co_name, &name) || rd_ptr(w, addr + L->co_qualname, &qual) ||
+        rd_ptr(w, addr + L->co_filename, &file) || rd_ptr(w, addr + L->co_linetable, &table) ||
+        rd_i32(w, addr + L->co_firstlineno, &first) || rd_i64(w, addr + L->ob_size, &c->ncodeunits)) {
+        cp_errmsg(err, errlen, "code object 0x%" PRIx64 " is not in the core", addr);
+        return -1;
+    }
+    c->addr = addr;
+    c->function = rd_str(w, name);
+    c->qualname = rd_str(w, qual);
+    c->file = rd_str(w, file);
+    c->firstlineno = first;
+    if (table && !rd_i64(w, table + L->ob_size, &table_len) && table_len > 0 &&
+        table_len <= (int64_t)PY_MAX_LINETABLE) {
+        c->table = malloc((size_t)table_len);
+        if (c->table && !rd(w, table + L->bytes_sval, c->table, (size_t)table_len))
+            c->table_len = (size_t)table_len;
+    }
+    return 0;
+}
+
+static char *dup_or_null(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+/* ---- threads ---- */
+
+static int walk_frames(struct walk *w, uint64_t tstate, struct py_thread *t)
+{
+    const struct py_layout *L = w->L;
+    uint64_t cframe, frame;
+    if (rd_ptr(w, tstate + L->ts_cframe, &cframe) || (cframe && rd_ptr(w, cframe + L->cframe_current_frame, &frame))) {
+        cp_errmsg(t->error, sizeof(t->error), "the thread state's frame pointer is not in the core");
+        return 0;
+    }
+    if (!cframe)
+        return 0;
+    size_t cap = 0;
+    while (frame) {
+        if (t->nframes == PY_MAX_FRAMES || !w->frames_left) {
+            t->truncated = 1;
+            break;
+        }
+        w->frames_left--;
+        uint64_t code, prev, instr;
+        unsigned char entry;
+        if (rd_ptr(w, frame + L->if_code, &code) || rd_ptr(w, frame + L->if_previous, &prev) ||
+            rd_ptr(w, frame + L->if_prev_instr, &instr) || rd(w, frame + L->if_is_entry, &entry, 1)) {
+            cp_errmsg(t->error, sizeof(t->error),
+                      "frame 0x%" PRIx64 " is not in the core (a slim core keeps only the stacks)", frame);
+            break;
+        }
+        if (read_code(w, code, t->error, sizeof(t->error)))
+            break;
+        if (t->nframes == cap) {
+            size_t ncap = cap ? 2 * cap : 16;
+            struct py_frame *v = realloc(t->frames, ncap * sizeof(*v));
+            if (!v)
+                return -1;
+            t->frames = v;
+            cap = ncap;
+        }
+        struct code_info *c = &w->code;
+        struct py_frame *f = &t->frames[t->nframes++];
+        memset(f, 0, sizeof(*f));
+        f->addr = frame;
+        f->is_entry = entry != 0;
+        f->function = dup_or_null(c->function);
+        f->qualname = dup_or_null(c->qualname);
+        f->file = dup_or_null(c->file);
+        /* _PyInterpreterFrame_LASTI: code units from the first instruction to prev_instr */
+        int64_t lasti = ((int64_t)instr - (int64_t)(code + L->co_code)) / (int64_t)L->code_unit;
+        f->line = lasti > c->ncodeunits ? -1
+                  : c->table ? python_addr2line(c->table, c->table_len, c->firstlineno,
+                                                (long)lasti * (long)L->code_unit)
+                             : -1;
+        if (prev == frame) {
+            cp_errmsg(t->error, sizeof(t->error), "frame 0x%" PRIx64 " links to itself", frame);
+            break;
+        }
+        frame = prev;
+    }
+    return 0;
+}
+
+static int add_thread(struct py_state *st, size_t *cap)
+{
+    if (st->nthreads == *cap) {
+        size_t ncap = *cap ? 2 * *cap : 8;
+        struct py_thread *v = realloc(st->threads, ncap * sizeof(*v));
+        if (!v)
+            return -1;
+        st->threads = v;
+        *cap = ncap;
+    }
+    memset(&st->threads[st->nthreads++], 0, sizeof(struct py_thread));
+    return 0;
+}
+
+static void thread_names(struct walk *w, uint64_t interp, struct py_state *st, size_t first);
+
+static int walk_runtime(struct walk *w, struct py_state *st)
+{
+    const struct py_layout *L = w->L;
+    uint64_t interp, holder;
+    int32_t locked;
+    if (!rd_i32(w, st->runtime + L->rt_gil_locked, &locked) &&
+        !rd_ptr(w, st->runtime + L->rt_gil_last_holder, &holder)) {
+        st->gil_locked = locked == 1;
+        st->gil_holder = locked == 1 ? holder : 0;
+    }
+    if (rd_ptr(w, st->runtime + L->rt_interpreters_head, &interp)) {
+        cp_errmsg(st->error, sizeof(st->error), "_PyRuntime at 0x%" PRIx64 " is not in the core",
+                  st->runtime);
+        return 0;
+    }
+    if (!interp)
+        cp_errmsg(st->error, sizeof(st->error), "no interpreter (not started, or finalized)");
+    size_t cap = 0;
+    for (unsigned ni = 0; interp && ni < PY_MAX_INTERPRETERS; ni++) {
+        size_t first = st->nthreads;
+        uint64_t ts, next;
+        int64_t id = -1;
+        rd_i64(w, interp + L->interp_id, &id);
+        if (rd_ptr(w, interp + L->interp_threads_head, &ts) || rd_ptr(w, interp + L->interp_next, &next)) {
+            cp_errmsg(st->error, sizeof(st->error), "interpreter 0x%" PRIx64 " is not in the core", interp);
+            return 0;
+        }
+        for (unsigned nt = 0; ts && nt < PY_MAX_THREADS; nt++) {
+            uint64_t back, tnext;
+            int seen = 0;
+            for (size_t k = 0; k < st->nthreads && !seen; k++)
+                seen = st->threads[k].tstate == ts;
+            if (seen || st->nthreads >= PY_MAX_THREADS) {
+                cp_errmsg(st->error, sizeof(st->error), "the thread-state list %s",
+                          seen ? "loops" : "is longer than the cap");
+                break;
+            }
+            if (rd_ptr(w, ts + L->ts_interp, &back) || back != interp ||
+                rd_ptr(w, ts + L->ts_next, &tnext)) {
+                cp_errmsg(st->error, sizeof(st->error),
+                          "thread state 0x%" PRIx64 " is not readable or not this interpreter's", ts);
+                break;
+            }
+            if (add_thread(st, &cap))
+                return -1;
+            struct py_thread *t = &st->threads[st->nthreads - 1];
+            t->tstate = ts;
+            t->interp_id = id;
+            t->holds_gil = st->gil_locked == 1 && st->gil_holder == ts;
+            uint64_t u;
+            if (!rd_ptr(w, ts + L->ts_thread_id, &u))
+                t->thread_id = u;
+            if (!rd_ptr(w, ts + L->ts_native_thread_id, &u))
+                t->native_tid = (int64_t)u;
+            if (walk_frames(w, ts, t))
+                return -1;
+            if (tnext == ts)
+                break;
+            ts = tnext;
+        }
+        thread_names(w, interp, st, first);
+        if (next == interp)
+            break;
+        interp = next;
+    }
+    return 0;
+}
+
+/* ---- thread names: threading._active[ident]._name ---- */
+
+#define PY_MAX_DICT 65536u
+
+static int is_str(struct walk *w, uint64_t obj)
+{
+    uint64_t type;
+    if (rd_ptr(w, obj + w->L->ob_type, &type))
+        return 0;
+    if (w->str_type)
+        return type == w->str_type;
+    if (!type_is(w, obj, "str"))
+        return 0;
+    w->str_type = type;
+    return 1;
+}
+
+/* Entry `key` (a str) of a dict's keys object; its value from the entry, or from `values` (a split
+ * dict's or an instance's value array) when that is not 0. */
+static int keys_find(struct walk *w, uint64_t keys, uint64_t values, const char *key, uint64_t *value)
+{
+    const struct py_layout *L = w->L;
+    unsigned char log2ib, kind;
+    int64_t n;
+    if (!keys || rd(w, keys + L->dk_log2_index_bytes, &log2ib, 1) || rd(w, keys + L->dk_kind, &kind, 1) ||
+        rd_i64(w, keys + L->dk_nentries, &n) || log2ib > 32 || n < 0)
+        return -1;
+    int general = kind == L->dk_kind_general;
+    size_t esz = general ? L->entry_size : L->uentry_size;
+    size_t ko = general ? L->entry_key : L->uentry_key, vo = general ? L->entry_value : L->uentry_value;
+    uint64_t entries = keys + L->dk_indices + ((uint64_t)1 << log2ib);
+    for (int64_t i = 0; i < n && i < (int64_t)PY_MAX_DICT; i++) {
+        uint64_t k;
+        if (rd_ptr(w, entries + (uint64_t)i * esz + ko, &k))
+            return -1;
+        if (!k || !is_str(w, k))
+            continue;
+        char *ks = rd_str(w, k);
+        int match = ks && !strcmp(ks, key);
+        free(ks);
+        if (match)
+            return values ? rd_ptr(w, values + (uint64_t)i * 8, value)
+                          : rd_ptr(w, entries + (uint64_t)i * esz + vo, value);
+    }
+    return -1;
+}
+
+static int dict_find(struct walk *w, uint64_t dict, const char *key, uint64_t *value)
+{
+    uint64_t keys, values;
+    if (!dict || !type_is(w, dict, "dict") || rd_ptr(w, dict + w->L->dict_keys, &keys) ||
+        rd_ptr(w, dict + w->L->dict_values, &values))
+        return -1;
+    return keys_find(w, keys, values, key, value);
+}
+
+/* An instance attribute: its __dict__, or 3.11's inline values under the type's cached keys. */
+static int attr_find(struct walk *w, uint64_t obj, const char *key, uint64_t *value)
+{
+    const struct py_layout *L = w->L;
+    uint64_t type, flags, dict, values, keys;
+    int64_t off;
+    if (rd_ptr(w, obj + L->ob_type, &type) || rd_ptr(w, type + L->tp_flags, &flags))
+        return -1;
+    if (flags & L->flag_managed_dict) {
+        if (rd_ptr(w, obj - L->managed_dict_before, &dict))
+            return -1;
+        if (dict)
+            return dict_find(w, dict, key, value);
+        if (rd_ptr(w, obj - L->managed_values_before, &values) || !values ||
+            rd_ptr(w, type + L->ht_cached_keys, &keys))
+            return -1;
+        return keys_find(w, keys, values, key, value);
+    }
+    if (rd_i64(w, type + L->tp_dictoffset, &off) || off <= 0 || off > 4096 ||
+        rd_ptr(w, obj + (uint64_t)off, &dict))
+        return -1;
+    return dict_find(w, dict, key, value);
+}
+
+/* A non-negative int object below 2**64. */
+static int rd_ulong(struct walk *w, uint64_t obj, uint64_t *out)
+{
+    const struct py_layout *L = w->L;
+    int64_t size;
+    if (!type_is(w, obj, "int") || rd_i64(w, obj + L->ob_size, &size) || size < 0 ||
+        size * (int64_t)L->long_shift > 64 + (int64_t)L->long_shift)
+        return -1;
+    uint64_t v = 0;
+    for (int64_t i = 0; i < size; i++) {
+        uint32_t d;
+        if (rd(w, obj + L->long_digit + 4 * (uint64_t)i, &d, sizeof(d)))
+            return -1;
+        v |= (uint64_t)d << (L->long_shift * (uint64_t)i);
+    }
+    *out = v;
+    return 0;
+}
+
+/* Names the threads of one interpreter from threading._active. Best effort: silent when the
+ * module is not loaded or an object is not readable. */
+static void thread_names(struct walk *w, uint64_t interp, struct py_state *st, size_t first)
+{
+    const struct py_layout *L = w->L;
+    uint64_t modules, mod, mdict, active, keys, values;
+    unsigned char log2ib, kind;
+    int64_t n;
+    if (rd_ptr(w, interp + L->interp_modules, &modules) || dict_find(w, modules, "threading", &mod) ||
+        rd_ptr(w, mod + L->module_dict, &mdict) || dict_find(w, mdict, "_active", &active) ||
+        !type_is(w, active, "dict") || rd_ptr(w, active + L->dict_keys, &keys) ||
+        rd_ptr(w, active + L->dict_values, &values) || values ||
+        rd(w, keys + L->dk_log2_index_bytes, &log2ib, 1) || rd(w, keys + L->dk_kind, &kind, 1) ||
+        rd_i64(w, keys + L->dk_nentries, &n) || kind != L->dk_kind_general || log2ib > 32)
+        return;
+    uint64_t entries = keys + L->dk_indices + ((uint64_t)1 << log2ib);
+    for (int64_t i = 0; i < n && i < (int64_t)PY_MAX_DICT; i++) {
+        uint64_t e = entries + (uint64_t)i * L->entry_size, k, v, ident, name;
+        if (rd_ptr(w, e + L->entry_key, &k) || !k || rd_ptr(w, e + L->entry_value, &v) || !v ||
+            rd_ulong(w, k, &ident))
+            continue;
+        for (size_t t = first; t < st->nthreads; t++) {
+            if (st->threads[t].thread_id != ident || st->threads[t].name)
+                continue;
+            if (!attr_find(w, v, "_name", &name) && is_str(w, name))
+                st->threads[t].name = rd_str(w, name);
+        }
+    }
+}
+
+/* ---- finding the runtime ---- */
+
+static const char *base_name(const char *p)
+{
+    const char *s = strrchr(p, '/');
+    return s ? s + 1 : p;
+}
+
+static int is_python_module(const struct module *m)
+{
+    const char *b = base_name(m->name);
+    return !strncmp(b, "python", 6) || !strncmp(b, "libpython", 9);
+}
+
+static int find_symbol(Dwfl_Module *dm, const char *want, uint64_t *addr)
+{
+    int n = dwfl_module_getsymtab(dm);
+    for (int i = 0; i < n; i++) {
+        GElf_Sym sym;
+        GElf_Addr a;
+        const char *name = dwfl_module_getsym_info(dm, i, &sym, &a, NULL, NULL, NULL);
+        if (name && sym.st_shndx != SHN_UNDEF && !strcmp(name, want) && a) {
+            *addr = a;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static int find_section(Dwfl_Module *dm, const char *want, uint64_t *addr)
+{
+    GElf_Addr bias = 0;
+    Elf *e = dwfl_module_getelf(dm, &bias);
+    size_t shstrndx;
+    if (!e || elf_getshdrstrndx(e, &shstrndx))
+        return -1;
+    for (Elf_Scn *scn = elf_nextscn(e, NULL); scn; scn = elf_nextscn(e, scn)) {
+        GElf_Shdr sh;
+        const char *name = gelf_getshdr(scn, &sh) ? elf_strptr(e, shstrndx, sh.sh_name) : NULL;
+        if (name && !strcmp(name, want) && sh.sh_addr) {
+            *addr = sh.sh_addr + bias;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* "python3.11", "libpython3.11.so.1.0" -> 3, 11 */
+static int version_from_name(const char *path, int *major, int *minor)
+{
+    const char *b = base_name(path);
+    b += !strncmp(b, "lib", 3) ? 9 : 6;
+    return sscanf(b, "%d.%d", major, minor) == 2 ? 0 : -1;
+}
+
+int python_scan(struct unwind_session *s, struct py_state *st)
+{
+    memset(st, 0, sizeof(*st));
+    st->gil_locked = -1;
+    const struct modules *mods = unwind_modules(s);
+    Dwfl *dwfl = unwind_dwfl(s);
+    const struct module *where = NULL;
+    Dwfl_Module *dm = NULL;
+    for (size_t i = 0; dwfl && i < mods->n && !where; i++) {
+        const struct module *m = &mods->v[i];
+        if (!is_python_module(m))
+            continue;
+        if (!st->present) { /* the first candidate, for the messages when none has the runtime */
+            st->present = 1;
+            snprintf(st->module, sizeof(st->module), "%s", m->name);
+        }
+        Dwfl_Module *d = dwfl_addrmodule(dwfl, m->start);
+        if (!d)
+            continue;
+        if (!find_symbol(d, "_PyRuntime", &st->runtime))
+            st->runtime_source = "symbol";
+        else if (!find_section(d, ".PyRuntime", &st->runtime))
+            st->runtime_source = "section";
+        else
+            continue;
+        where = m;
+        dm = d;
+        snprintf(st->module, sizeof(st->module), "%s", m->name);
+    }
+    if (!st->present)
+        return 0;
+    if (!where) {
+        cp_errmsg(st->error, sizeof(st->error),
+                  "no _PyRuntime symbol or .PyRuntime section in %s (its file is needed: see modules[])",
+                  st->module);
+        return 0;
+    }
+    struct walk w = {.s = s, .frames_left = PY_MAX_TOTAL_FRAMES};
+    int major = 0, minor = 0;
+    uint64_t vaddr, hex = 0;
+    char cookie[8];
+    if (!find_symbol(dm, "Py_Version", &vaddr) && !rd_ptr(&w, vaddr, &hex) && hex >> 24 == 3) {
+        major = 3;
+        minor = (int)(hex >> 16 & 0xff);
+        snprintf(st->version, sizeof(st->version), "%d.%d.%d", major, minor, (int)(hex >> 8 & 0xff));
+    } else if (!version_from_name(where->name, &major, &minor)) {
+        snprintf(st->version, sizeof(st->version), "%d.%d", major, minor);
+    }
+    if (!rd(&w, st->runtime, cookie, sizeof(cookie)) && !memcmp(cookie, "xdebugpy", 8) &&
+        (!major || major > 3 || (major == 3 && minor >= 13))) {
+        cp_errmsg(st->error, sizeof(st->error),
+                  "unsupported CPython %s: its _Py_DebugOffsets table (\"xdebugpy\") is not read yet",
+                  st->version[0] ? st->version : "3.13+");
+        return 0;
+    }
+    w.L = major ? pylayout_find(major, minor) : NULL;
+    if (!w.L) {
+        cp_errmsg(st->error, sizeof(st->error),
+                  "unsupported CPython %s: no structure layout for this version (supported: 3.11)",
+                  st->version[0] ? st->version : "(unknown version)");
+        return 0;
+    }
+    st->supported = 1;
+    int rc = walk_runtime(&w, st);
+    code_clear(&w.code);
+    return rc;
+}
+
+void python_free(struct py_state *st)
+{
+    for (size_t i = 0; i < st->nthreads; i++) {
+        struct py_thread *t = &st->threads[i];
+        for (size_t k = 0; k < t->nframes; k++) {
+            free(t->frames[k].function);
+            free(t->frames[k].qualname);
+            free(t->frames[k].file);
+        }
+        free(t->frames);
+        free(t->name);
+    }
+    free(st->threads);
+    memset(st, 0, sizeof(*st));
+}
+
+/* ---- JSON ---- */
+
+static void add_hex(cJSON *o, const char *key, uint64_t v)
+{
+    char buf[32];
+    snprintf(buf, sizeof(buf), "0x%" PRIx64, v);
+    cJSON_AddStringToObject(o, key, buf);
+}
+
+static void add_str(cJSON *o, const char *key, const char *s)
+{
+    if (s && *s)
+        cJSON_AddStringToObject(o, key, s);
+    else
+        cJSON_AddNullToObject(o, key);
+}
+
+static const struct py_thread *thread_of(const struct py_state *st, uint64_t tstate)
+{
+    for (size_t i = 0; i < st->nthreads; i++)
+        if (st->threads[i].tstate == tstate)
+            return &st->threads[i];
+    return NULL;
+}
+
+cJSON *python_state_json(const struct py_state *st)
+{
+    if (!st->present)
+        return NULL;
+    cJSON *j = cJSON_CreateObject();
+    add_str(j, "module", st->module);
+    add_str(j, "version", st->version);
+    if (st->runtime)
+        add_hex(j, "runtime", st->runtime);
+    else
+        cJSON_AddNullToObject(j, "runtime");
+    add_str(j, "runtime_source", st->runtime_source);
+    cJSON_AddBoolToObject(j, "supported", st->supported);
+    cJSON_AddNumberToObject(j, "threads", (double)st->nthreads);
+    cJSON *g = cJSON_AddObjectToObject(j, "gil");
+    if (st->gil_locked < 0) {
+        cJSON_AddNullToObject(g, "locked");
+    } else {
+        cJSON_AddBoolToObject(g, "locked", st->gil_locked);
+    }
+    const struct py_thread *h = st->gil_locked == 1 ? thread_of(st, st->gil_holder) : NULL;
+    if (h && h->native_tid)
+        cJSON_AddNumberToObject(g, "holder_tid", (double)h->native_tid);
+    else
+        cJSON_AddNullToObject(g, "holder_tid");
+    if (h)
+        add_hex(g, "holder_thread_id", h->thread_id);
+    else
+        cJSON_AddNullToObject(g, "holder_thread_id");
+    add_str(j, "error", st->error);
+    return j;
+}
+
+static int is_eval_frame(const cJSON *f)
+{
+    const cJSON *fn = cJSON_GetObjectItemCaseSensitive(f, "function");
+    const cJSON *sym = cJSON_GetObjectItemCaseSensitive(f, "symbol");
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(f, "inline")))
+        return 0;
+    return (cJSON_IsString(fn) && !strcmp(fn->valuestring, EVAL_FUNCTION)) ||
+           (cJSON_IsString(sym) && !strcmp(sym->valuestring, EVAL_FUNCTION));
+}
+
+void python_thread_json(const struct py_state *st, int64_t tid, cJSON *t)
+{
+    const struct py_thread *pt = NULL;
+    for (size_t i = 0; st && i < st->nthreads && !pt; i++)
+        if (st->threads[i].native_tid == tid)
+            pt = &st->threads[i];
+    cJSON *arr = cJSON_CreateArray();
+    if (!pt) {
+        cJSON_AddNullToObject(t, "python");
+        cJSON_AddItemToObject(t, "python_frames", arr);
+        cJSON_AddNullToObject(t, "python_merge");
+        return;
+    }
+    cJSON *p = cJSON_AddObjectToObject(t, "python");
+    add_hex(p, "thread_id", pt->thread_id);
+    add_str(p, "name", pt->name);
+    cJSON_AddNumberToObject(p, "interpreter", (double)pt->interp_id);
+    cJSON_AddBoolToObject(p, "holds_gil", pt->holds_gil);
+    cJSON_AddBoolToObject(p, "frames_truncated", pt->truncated);
+    add_str(p, "error", pt->error);
+
+    /* the native eval frames, innermost first, as positions in frames[] */
+    const cJSON *frames = cJSON_GetObjectItemCaseSensitive(t, "frames"), *f;
+    size_t neval = 0, ngroups = 0;
+    int nframes = cJSON_GetArraySize(frames);
+    int *eval = calloc((size_t)nframes + 1, sizeof(int));
+    int pos = 0;
+    cJSON_ArrayForEach(f, frames)
+    {
+        if (eval && is_eval_frame(f))
+            eval[neval++] = pos;
+        pos++;
+    }
+    for (size_t k = 0; k < pt->nframes; k++)
+        ngroups += pt->frames[k].is_entry;
+    if (pt->nframes && !pt->frames[pt->nframes - 1].is_entry)
+        ngroups++; /* an outermost group without its entry frame (a walk cut short) */
+    int merged = eval && pt->nframes && !pt->truncated && !pt->error[0] && ngroups == neval;
+    size_t g = 0;
+    for (size_t k = 0; k < pt->nframes; k++) {
+        const struct py_frame *pf = &pt->frames[k];
+        cJSON *o = cJSON_CreateObject();
+        add_str(o, "function", pf->function);
+        add_str(o, "qualname", pf->qualname);
+        add_str(o, "file", pf->file);
+        if (pf->line >= 0)
+            cJSON_AddNumberToObject(o, "line", pf->line);
+        else
+            cJSON_AddNullToObject(o, "line");
+        cJSON_AddBoolToObject(o, "entry", pf->is_entry);
+        if (merged)
+            cJSON_AddNumberToObject(o, "native_frame_index", eval[g]);
+        else
+            cJSON_AddNullToObject(o, "native_frame_index");
+        g += pf->is_entry;
+        cJSON_AddItemToArray(arr, o);
+    }
+    cJSON_AddItemToObject(t, "python_frames", arr);
+    char why[256];
+    if (!pt->nframes)
+        cJSON_AddNullToObject(t, "python_merge");
+    else if (merged)
+        cJSON_AddStringToObject(t, "python_merge", "ok");
+    else {
+        if (!eval)
+            snprintf(why, sizeof(why), "unmerged: out of memory");
+        else if (pt->truncated || pt->error[0])
+            snprintf(why, sizeof(why), "unmerged: the Python frames are incomplete");
+        else
+            snprintf(why, sizeof(why),
+                     "unmerged: %zu Python entry frame%s but %zu %s frame%s on the native stack",
+                     ngroups, ngroups == 1 ? "" : "s", neval, EVAL_FUNCTION, neval == 1 ? "" : "s");
+        cJSON_AddStringToObject(t, "python_merge", why);
+    }
+    free(eval);
+}

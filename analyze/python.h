@@ -1,0 +1,103 @@
+/* python.h - CPython's threads and frames, read from a core, and merged into the native stacks.
+ *
+ * python_scan() finds the interpreter in the process (a module named python* or libpython*: the
+ * `_PyRuntime` symbol, else its `.PyRuntime` section; the version from `Py_Version`, else from the
+ * module's name), picks the layout for that version (pylayout.h) and walks
+ *   _PyRuntime.interpreters.head -> PyInterpreterState.next ...
+ *     -> threads.head -> PyThreadState.next ...
+ *       -> cframe->current_frame -> _PyInterpreterFrame.previous ...
+ * reading each frame's code object (co_name, co_qualname, co_filename) and its line from the
+ * compact line table (co_linetable) at the frame's last instruction (prev_instr), exactly as
+ * CPython's own tracebacks and faulthandler compute it. It also reads the GIL's state
+ * (_PyRuntime.ceval.gil: locked, last_holder), and names each thread from the threading module's
+ * registry (interp->modules["threading"]._active[thread_id]._name), best effort. Every pointer comes from the core and is checked:
+ * counts are capped, a code object must have type "code", strings are bounded, and what cannot be
+ * read becomes an error string on the thread (or on the whole scan) rather than a failure.
+ *
+ * python_thread_json() adds to one native thread's JSON object (native.c's thread line):
+ *   python          {thread_id (hex pthread_t), name, interpreter, holds_gil, frames_truncated,
+ *                    error}
+ *                   or null (no Python thread state for this tid)
+ *   python_frames[] {function (co_name), qualname, file, line, entry, native_frame_index}
+ *                   innermost first; [] for a thread that runs no Python
+ *   python_merge    "ok" | "unmerged: WHY" | null (no Python frames)
+ * The merge: on 3.11 one _PyEval_EvalFrameDefault call runs a chain of Python frames (calls from
+ * Python to Python are inlined), the outermost of which has is_entry set. So the Python frames,
+ * innermost first, are cut after each entry frame into groups, and group k runs under the k-th
+ * _PyEval_EvalFrameDefault frame of the native stack (innermost first). native_frame_index is
+ * that frame's position in the thread's frames[] array. When the group count and the eval-frame
+ * count differ (a native unwind cut short, an eval function without a symbol), the frames are
+ * kept with native_frame_index null and python_merge says why.
+ *
+ * Ownership: struct py_state and everything in it belongs to the caller (python_free). The
+ * session must outlive nothing here: strings are copied. Never prints or exits.
+ */
+#ifndef CRASHPACK_PYTHON_H
+#define CRASHPACK_PYTHON_H
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct unwind_session;
+
+#define PY_MAX_INTERPRETERS 64u
+#define PY_MAX_THREADS 4096u        /* over all interpreters */
+#define PY_MAX_FRAMES 4096u         /* per thread */
+#define PY_MAX_TOTAL_FRAMES 65536u  /* over all threads: a hostile core cannot make the walk long */
+#define PY_MAX_STRING 4096u
+#define PY_MAX_LINETABLE (1u << 20)
+
+struct py_frame {
+    uint64_t addr;      /* the _PyInterpreterFrame */
+    char *function;     /* co_name (what tracebacks print); NULL when unreadable */
+    char *qualname;     /* co_qualname */
+    char *file;         /* co_filename */
+    int line;           /* -1 when unknown */
+    int is_entry;
+};
+
+struct py_thread {
+    uint64_t tstate;
+    uint64_t thread_id;      /* pthread_t (threading.get_ident(), faulthandler's "Thread 0x...") */
+    int64_t native_tid;      /* the kernel's tid; 0 when unknown */
+    int64_t interp_id;
+    char *name;              /* threading.Thread's name (threading._active); NULL when unknown */
+    int holds_gil;
+    struct py_frame *frames; /* innermost first */
+    size_t nframes;
+    int truncated;           /* more than PY_MAX_FRAMES frames */
+    char error[160];         /* why the walk stopped early; "" when it reached the outermost frame */
+};
+
+struct py_state {
+    int present;          /* a CPython runtime was found in the process */
+    char module[256];     /* the module holding it (its path as the core recorded it) */
+    char version[32];     /* "3.11.2", or "3.11" when only the module name said it */
+    uint64_t runtime;     /* _PyRuntime's address */
+    const char *runtime_source; /* "symbol" | "section" */
+    int supported;        /* a layout exists and the walk ran */
+    int gil_locked;       /* -1 when unknown */
+    uint64_t gil_holder;  /* the holding PyThreadState when locked */
+    struct py_thread *threads;
+    size_t nthreads;
+    char error[256];      /* why nothing (or not everything) could be read; "" when fine */
+};
+
+/* Fills st (always initialised; st->present says whether there was a Python at all). Returns 0, or
+ * -1 when out of memory. */
+int python_scan(struct unwind_session *s, struct py_state *st);
+void python_free(struct py_state *st);
+
+/* The "python" object for the analysis (version, runtime, GIL, status) or NULL when no Python. */
+cJSON *python_state_json(const struct py_state *st);
+
+/* Adds python, python_frames and python_merge (see above) to thread object t, whose "frames"
+ * array is already there. */
+void python_thread_json(const struct py_state *st, int64_t tid, cJSON *t);
+
+/* CPython 3.11's PyCode_Addr2Line over a copy of co_linetable: the line of the instruction at byte
+ * offset addrq (addrq < 0: firstlineno). -1 when the table has no line for it. */
+int python_addr2line(const unsigned char *table, size_t len, int firstlineno, long addrq);
+
+#endif

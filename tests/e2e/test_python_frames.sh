@@ -1,0 +1,227 @@
+#!/usr/bin/env bash
+# Issue 6, acceptance 1: Python frames recovered from the core of a crashed CPython.
+#
+# Real crashes of Debian's /usr/bin/python3 (3.11) through the real core_pattern path, each run with
+# PYTHONFAULTHANDLER=1 and its stderr kept: faulthandler's dump ("Thread 0x... (most recent call
+# first):" then `File "F", line N in FUNC` per frame) is CPython's own account of every thread, and
+# `crashpack analyze --json` must report exactly the same function/file/line sequence for every
+# Python thread (matched by pthread id), with each Python frame placed under a native
+# _PyEval_EvalFrameDefault frame (python_merge "ok").
+#   py_abort_deep    os.abort() three functions deep, with map() (a C call) in between: level_three
+#                    and level_two share one eval frame, level_one and <module> the next one out;
+#                    the crashed thread holds the GIL
+#   torch_crash      a torch forward/backward step, then ctypes.string_at(0); torch's native worker
+#                    threads have no Python frames
+#   py_thread_crash  a non-main thread crashes while the main thread joins and another waits; the
+#                    threads' names from threading's registry
+#   pyenv 3.11       py_abort_deep again under pyenv's 3.11 (_PyRuntime in libpython3.11.so), when
+#                    installed
+#   damaged frames   py_corrupt_frames.py rewrites its own frames (a self-link, a two-frame cycle,
+#                    a bad code pointer) before it crashes: the analysis completes, the frames before
+#                    the damage are right, and the thread says what stopped the walk (unmerged)
+#   cut bundles      the torch bundle cut short at several offsets: never a crash
+#   pyenv 3.12/3.13  found, named, and reported as unsupported (no frames, a clear reason), when
+#                    installed
+source "$(dirname "$0")/../lib.sh"
+PY=${CP_PYTHON:-/usr/bin/python3}
+FIX=$CP_SRC/fixtures/programs
+PYBIN=/usr/bin/python3
+# pyenv's CPython 3.11 (the interpreter in libpython3.11.so, with DWARF), when this machine has one
+PYENV311=${CP_PYENV311:-$(ls -d /root/.pyenv/versions/3.11.*/bin/python3.11 2>/dev/null | tail -1)}
+cp_setup
+cp_install
+
+cat > "$T/check.py" <<'PYEOF'
+"""check.py REPORT FAULTHANDLER_STDERR EXPR: EXPR over r (the report), fh (faulthandler's threads:
+{thread_id: [(function, file, line)]}), cur (faulthandler's current thread id) is true."""
+import json, os, re, sys
+
+r = json.load(open(sys.argv[1]))
+fh, cur, tid = {}, None, None
+for ln in (open(sys.argv[2], errors="replace") if os.path.exists(sys.argv[2]) else []):
+    m = re.match(r"^(Current thread|Thread) (0x[0-9a-f]+) \(most recent call first\):", ln)
+    if m:
+        tid = int(m.group(2), 16)
+        fh[tid] = []
+        if m.group(1).startswith("Current"):
+            cur = tid
+        continue
+    m = re.match(r'^  File "(.*)", line (\d+|\?\?\?) in (.*)$', ln.rstrip("\n"))
+    if m and tid is not None:
+        fh[tid].append((m.group(3), m.group(1), None if m.group(2) == "???" else int(m.group(2))))
+    elif not ln.strip():
+        tid = None
+
+def pythreads(r):
+    return {int(t["python"]["thread_id"], 16): t for t in r["threads"] if t.get("python")}
+
+def seq(t):
+    return [(f["function"], f["file"], f["line"]) for f in t["python_frames"]]
+
+def same_as_faulthandler(r):
+    py = pythreads(r)
+    ok = set(py) == set(fh) and all(seq(py[k]) == fh[k] for k in fh)
+    if not ok:
+        for k in sorted(set(py) | set(fh)):
+            print(f"  thread {k:#x}: report {seq(py[k]) if k in py else None}", file=sys.stderr)
+            print(f"  thread {k:#x}: faulthandler {fh.get(k)}", file=sys.stderr)
+    return ok and len(fh) > 0
+
+def merged_under_eval(r):
+    """every Python frame's native_frame_index names a _PyEval_EvalFrameDefault frame, and the
+    indices never go inwards as the Python frames go outwards"""
+    for t in r["threads"]:
+        pf = t["python_frames"]
+        if not pf:
+            continue
+        if t["python_merge"] != "ok":
+            print(f"  tid {t['tid']}: {t['python_merge']}", file=sys.stderr)
+            return False
+        idx = [f["native_frame_index"] for f in pf]
+        if any(not isinstance(i, int) or t["frames"][i]["function"] != "_PyEval_EvalFrameDefault"
+               for i in idx) or idx != sorted(idx):
+            print(f"  tid {t['tid']}: indices {idx}", file=sys.stderr)
+            return False
+    return True
+
+def nfi(t, fn):
+    return [f["native_frame_index"] for f in t["python_frames"] if f["function"] == fn][0]
+
+def crashed(r):
+    return [t for t in r["threads"] if t["crashed"]][0]
+
+v = eval(sys.argv[3])
+if not v:
+    print("  false: " + sys.argv[3], file=sys.stderr)
+sys.exit(0 if v else 1)
+PYEOF
+
+# pycrash NAME SCRIPT: runs the script with faulthandler on, stderr to $T/NAME.err; prints its pid
+pycrash() {
+    local name=$1
+    shift
+    PYTHONFAULTHANDLER=1 "$PYBIN" "$@" > /dev/null 2> "$T/$name.err" &
+    local pid=$!
+    wait $pid 2>/dev/null
+    echo $pid
+}
+# pycrash_plain SCRIPT ARGS...: the same without faulthandler (it would walk damaged frames)
+pycrash_plain() {
+    "$PYBIN" "$@" > /dev/null 2>&1 &
+    local pid=$!
+    wait $pid 2>/dev/null
+    echo $pid
+}
+# one NAME SCRIPT: crash, analyze, and the checks every case shares
+one() {
+    local name=$1 script=$2 pid B rc=0
+    pid=$(pycrash "$name" "$script")
+    B=$(cp_bundle_for "$pid" 120) || { fail "$name: no bundle"; return 1; }
+    timeout 300 "$CP_BIN/crashpack" analyze --json "$B" > "$T/$name.json" 2> "$T/$name.json.err" || rc=$?
+    check "$name: analyze --json exits 0" [ "$rc" = 0 ]
+    timeout 300 "$CP_BIN/crashpack" analyze "$B" > "$T/$name.txt" 2>&1
+    check "$name: faulthandler wrote its dump" grep -q "most recent call first" "$T/$name.err"
+    jc "$name" "the interpreter is CPython 3.11, read through _PyRuntime" \
+        'r["python"]["version"].startswith("3.11.") and r["python"]["supported"] and r["python"]["error"] is None and r["python"]["runtime_source"] == "symbol"'
+    jc "$name" "every Python thread's function/file/line sequence is faulthandler's, exactly" \
+        'same_as_faulthandler(r)'
+    jc "$name" "every Python frame runs under a _PyEval_EvalFrameDefault frame (merge ok)" \
+        'merged_under_eval(r)'
+    jc "$name" "the crashed thread is faulthandler's current thread" \
+        'int(crashed(r)["python"]["thread_id"], 16) == cur'
+    jc "$name" "every thread has python_frames[] (the contract field)" \
+        'all(isinstance(t.get("python_frames"), list) for t in r["threads"])'
+    echo "$pid" > "$T/$name.pid"
+}
+jc() { local name=$1 desc=$2; shift 2; check "$name: $desc" "$PY" "$T/check.py" "$T/$name.json" "$T/$name.err" "$@"; }
+
+# ---- 1. os.abort() three functions deep, a C call in between ----
+one abort "$FIX/py_abort_deep.py"
+jc abort "the frames are level_three, level_two, level_one, <module>" \
+    '[f["function"] for f in crashed(r)["python_frames"]] == ["level_three", "level_two", "level_one", "<module>"]'
+jc abort "Python-to-Python calls share one eval frame; map() (C) starts a new one" \
+    'nfi(crashed(r), "level_three") == nfi(crashed(r), "level_two") < nfi(crashed(r), "level_one") == nfi(crashed(r), "<module>")'
+jc abort "entry frames are level_two and <module>" \
+    '[f["function"] for f in crashed(r)["python_frames"] if f["entry"]] == ["level_two", "<module>"]'
+jc abort "native C frames (map's) lie between the two eval frames" \
+    'nfi(crashed(r), "level_one") - nfi(crashed(r), "level_two") > 1'
+jc abort "the GIL is held by the crashed thread" \
+    'r["python"]["gil"]["locked"] and r["python"]["gil"]["holder_tid"] == crashed(r)["tid"] and crashed(r)["python"]["holds_gil"]'
+check "abort: the text shows the traceback" grep -q "File \"$FIX/py_abort_deep.py\", line 17, in level_three  \[native #" "$T/abort.txt"
+check "abort: the text names the interpreter" grep -q "^python    CPython 3.11" "$T/abort.txt"
+
+# ---- 2. torch forward/backward, then ctypes.string_at(0) ----
+one torch "$FIX/torch_crash.py"
+jc torch "the crashed thread's frames end crash_now, train_step, main, <module>" \
+    '[f["function"] for f in crashed(r)["python_frames"]][-4:] == ["crash_now", "train_step", "main", "<module>"]'
+jc torch "a thread without a Python state has no Python frames and no merge" \
+    'all(t["python"] is not None or (t["python_frames"] == [] and t["python_merge"] is None) for t in r["threads"])'
+
+# ---- 3. a non-main thread crashes ----
+one threads "$FIX/py_thread_crash.py"
+pid=$(cat "$T/threads.pid" 2>/dev/null)
+jc threads "three Python threads" 'len(pythreads(r)) == 3'
+jc threads "the crashed thread is not the main thread, and runs crasher_inner" \
+    'crashed(r)["tid"] != '"${pid:-0}"' and "crasher_inner" in [f["function"] for f in crashed(r)["python_frames"]]'
+jc threads "the waiter and the main thread are where faulthandler saw them" \
+    'any("waiter_inner" in [f["function"] for f in t["python_frames"]] for t in r["threads"]) and any(t["tid"] == '"${pid:-0}"' and t["python_frames"][-1]["function"] == "<module>" for t in r["threads"])'
+jc threads "the Python thread names are threading's: MainThread, waiter, crasher" \
+    'sorted(t["python"]["name"] for t in pythreads(r).values()) == ["MainThread", "crasher", "waiter"] and crashed(r)["python"]["name"] == "crasher"'
+check "threads: the text names the crashed Python thread" grep -q 'Python thread 0x[0-9a-f]* "crasher", holds the GIL' "$T/threads.txt"
+
+# ---- 3b. frames the process damaged itself ----
+for mode in loop cycle code; do
+    pid=$(PYBIN=/usr/bin/python3 pycrash_plain "$FIX/py_corrupt_frames.py" "$mode")
+    B=$(cp_bundle_for "$pid" 120) || { fail "damaged $mode: no bundle"; continue; }
+    rc=0
+    timeout 300 "$CP_BIN/crashpack" analyze --json "$B" > "$T/d$mode.json" 2> "$T/d$mode.json.err" || rc=$?
+    timeout 300 "$CP_BIN/crashpack" analyze "$B" > "$T/d$mode.txt" 2>&1
+    check "damaged $mode: analyze --json exits 0 (rc $rc)" [ "$rc" = 0 ]
+    jc "d$mode" "$mode: the frames up to the damage are right, the walk says why it stopped" \
+        '[f["function"] for f in crashed(r)["python_frames"]][:2] == ["string_at", "corrupt_and_crash"] and crashed(r)["python_merge"].startswith("unmerged") and all(f["native_frame_index"] is None for f in crashed(r)["python_frames"])'
+done
+jc dloop "loop: a frame linking to itself is named, after middle" \
+    '"links to itself" in crashed(r)["python"]["error"] and [f["function"] for f in crashed(r)["python_frames"]] == ["string_at", "corrupt_and_crash", "middle"]'
+jc dcycle "cycle: the endless chain is cut at the per-thread cap" \
+    'crashed(r)["python"]["frames_truncated"] and len(crashed(r)["python_frames"]) == 4096'
+check "cycle: the text shows the innermost 40 Python frames and counts the rest" \
+    bash -c "grep -q '^    \.\.\. 4056 outer frames shown by --json' '$T/dcycle.txt' && [ \$(grep -c '^    File ' '$T/dcycle.txt') = 40 ]"
+jc dcode "code: the bad code object is named, middle is the last frame" \
+    '"is not a readable code object" in crashed(r)["python"]["error"] and len(crashed(r)["python_frames"]) == 2'
+
+# ---- 3c. cut bundles: never a crash ----
+B=$(cp_bundle_for "$(cat "$T/torch.pid")" 1)
+size=$(stat -c %s "$B")
+for cut in 2 3 5 9; do
+    head -c $((size * (cut - 1) / cut)) "$B" > "$T/cut.zst"
+    rc=0
+    timeout 300 "$CP_BIN/crashpack" analyze --json "$T/cut.zst" > "$T/cut.json" 2> "$T/cut.err" || rc=$?
+    check "torch bundle cut at $((cut - 1))/$cut: exit 0, 1 or 2, not a crash (rc $rc)" [ "$rc" -le 2 ]
+done
+
+# ---- 4. the same under pyenv's shared-library CPython 3.11 ----
+if [ -n "$PYENV311" ] && [ -x "$PYENV311" ]; then
+    PYBIN=$PYENV311
+    one pyenv "$FIX/py_abort_deep.py"
+    jc pyenv "the runtime is libpython's" 'r["python"]["module"].split("/")[-1].startswith("libpython3.11.so")'
+    jc pyenv "Python-to-Python calls share one eval frame; map() (C) starts a new one" \
+        'nfi(crashed(r), "level_three") == nfi(crashed(r), "level_two") < nfi(crashed(r), "level_one") == nfi(crashed(r), "<module>")'
+else
+    echo "note: no pyenv CPython 3.11 here; its case is skipped"
+fi
+
+# ---- 5. versions without a layout: named and reported unsupported ----
+for v in 3.12 3.13; do
+    bin=$(ls -d /root/.pyenv/versions/$v.*/bin/python$v 2>/dev/null | tail -1)
+    [ -n "$bin" ] && [ -x "$bin" ] || { echo "note: no pyenv CPython $v here; skipped"; continue; }
+    pid=$(PYBIN=$bin pycrash "u$v" "$FIX/py_abort_deep.py")
+    B=$(cp_bundle_for "$pid" 120) || { fail "$v: no bundle"; continue; }
+    rc=0
+    timeout 300 "$CP_BIN/crashpack" analyze --json "$B" > "$T/u$v.json" 2> /dev/null || rc=$?
+    check "$v: analyze --json exits 0" [ "$rc" = 0 ]
+    jc "u$v" "the version is named and said to be unsupported" \
+        'r["python"]["version"].startswith("'$v'.") and not r["python"]["supported"] and "unsupported CPython '$v'." in r["python"]["error"]'
+    jc "u$v" "no thread claims Python frames" 'all(t["python_frames"] == [] for t in r["threads"])'
+done
+
+finish
