@@ -15,6 +15,7 @@
  */
 #include "bundle.h"
 #include "commands.h"
+#include "evidence.h"
 #include "native.h"
 #include "report_native.h"
 
@@ -631,6 +632,7 @@ static void print_text(FILE *out, const cJSON *r, int members_only)
     }
 
     report_native_print(out, r, &text_ops);
+    evidence_print(out, r, &text_ops);
     fputc('\n', out);
 
     label(out, "capture");
@@ -899,6 +901,11 @@ int cmd_analyze(int argc, char **argv)
     }
     cJSON *r = build_report(b, A.path);
     int complete = bundle_complete(b);
+    if (r && !A.members_only) {
+        char everr[1024] = "";
+        if (evidence_add(r, b, everr, sizeof(everr)))
+            cJSON_AddStringToObject(r, "evidence_error", everr);
+    }
     int native_failed = r && !A.members_only ? add_native(b, r, &A) : 0;
     bundle_close(b);
     if (!r) {
