@@ -80,6 +80,24 @@ static int nget(const cJSON *o, const char *k, double *out)
     return 1;
 }
 
+/* A valid-UTF-8 string item for a string from the bundle. */
+static cJSON *cstr(const char *v)
+{
+    size_t l = strlen(v), cap = l * 3 + 1;
+    char *c = malloc(cap);
+    if (!c)
+        return cJSON_CreateString("");
+    logerr_clean_utf8(c, cap, v, l, 1);
+    cJSON *o = cJSON_CreateString(c);
+    free(c);
+    return o;
+}
+
+static void add_s(cJSON *o, const char *key, const char *v)
+{
+    cJSON_AddItemToObject(o, key, v ? cstr(v) : cJSON_CreateNull());
+}
+
 /* Replaces (or adds) key in o. */
 static void put(cJSON *o, const char *key, cJSON *v)
 {
@@ -167,7 +185,7 @@ static void add_smi(cJSON *r, struct bundle *b, double pid, int have_pid, struct
     }
     if (!smi) {
         put(gpu, "nvidia_smi", cJSON_CreateNull());
-        put(gpu, "nvidia_smi_error", cJSON_CreateString(err));
+        put(gpu, "nvidia_smi_error", cstr(err));
         return;
     }
     /* own: the GPUs running this pid (nvidia-smi's processes) or open by it (gpu.json) */
@@ -227,10 +245,10 @@ static cJSON *xid_object(const struct xid_event *ev, double t, int have_t, const
     else
         cJSON_AddNullToObject(o, "pid");
     if (ev->name[0])
-        cJSON_AddStringToObject(o, "name", ev->name);
+        add_s(o, "name", ev->name);
     else
         cJSON_AddNullToObject(o, "name");
-    cJSON_AddStringToObject(o, "text", ev->text);
+    add_s(o, "text", ev->text);
     char u[40];
     if (have_t) {
         cJSON_AddNumberToObject(o, "time", t);
@@ -322,14 +340,14 @@ static void add_kmsg(cJSON *r, struct bundle *b, const cJSON *cat, double pid, i
                 utc(t, u, sizeof(u));
                 tu = u;
             }
-            cJSON_AddStringToObject(o, "time_utc", tu);
+            add_s(o, "time_utc", tu);
         } else {
             cJSON_AddNullToObject(o, "time");
             cJSON_AddNullToObject(o, "time_utc");
         }
         const char *cls = sget(l, "class");
-        cJSON_AddStringToObject(o, "class", cls ? cls : "other");
-        cJSON_AddStringToObject(o, "text", text);
+        add_s(o, "class", cls ? cls : "other");
+        add_s(o, "text", text);
         cJSON_AddStringToObject(o, "source", src);
         struct xid_event ev;
         int is_xid = xid_parse(&ctx, text, &ev);
@@ -402,11 +420,12 @@ static void add_logs(cJSON *r, struct bundle *b, const struct logerr_set *pats)
 
 /* ---- checkpoint ---- */
 
+/* A number field of `from` (anything else is skipped). */
 static void copy_field(cJSON *to, const char *k, const cJSON *from)
 {
     const cJSON *v = item(from, k);
-    if (v)
-        put(to, k, cJSON_Duplicate(v, 1));
+    if (cJSON_IsNumber(v))
+        put(to, k, cJSON_CreateNumber(v->valuedouble));
 }
 
 /* The verdict file's stat fields equal this stat: same file, unchanged. */
@@ -432,11 +451,16 @@ static void add_checkpoint(cJSON *r, struct bundle *b)
     if (!path)
         path = sget(found, "path");
     if (path)
-        cJSON_AddStringToObject(ck, "path", path);
+        add_s(ck, "path", path);
     else
         cJSON_AddNullToObject(ck, "path");
-    copy_field(ck, "step", found);
-    copy_field(ck, "source", found);
+    const cJSON *step = item(found, "step");
+    if (cJSON_IsNumber(step))
+        cJSON_AddNumberToObject(ck, "step", step->valuedouble);
+    else if (cJSON_IsString(step))
+        add_s(ck, "step", step->valuestring);
+    if (sget(found, "source"))
+        add_s(ck, "source", sget(found, "source"));
     if (cJSON_IsTrue(item(found, "save_in_progress")))
         cJSON_AddTrueToObject(ck, "save_in_progress");
     if (!v) {
@@ -451,7 +475,7 @@ static void add_checkpoint(cJSON *r, struct bundle *b)
                      why ? ": " : "", why ? why : "");
         else
             snprintf(buf, sizeof(buf), "the bundle has no checkpoint verdict");
-        cJSON_AddStringToObject(ck, "reason", buf);
+        add_s(ck, "reason", buf);
         cJSON_AddNullToObject(ck, "verdict_from");
         cJSON_AddNullToObject(ck, "newest_valid");
         cJSON_Delete(found);
@@ -462,7 +486,6 @@ static void add_checkpoint(cJSON *r, struct bundle *b)
     const char *reason = sget(v, "reason");
     const char *from = "capture";
     const cJSON *nv = item(v, "newest_valid");
-    cJSON *recheck = NULL;
     struct stat st;
     /* re-check only the very file the capture judged (same device, inode, size and mtime) */
     if (path && path[0] == '/' && stat(path, &st) == 0 && S_ISREG(st.st_mode) && same_file(v, &st)) {
@@ -470,9 +493,6 @@ static void add_checkpoint(cJSON *r, struct bundle *b)
         memset(&res, 0, sizeof(res));
         ckv_check_at(AT_FDCWD, path, 1, &res);
         if (res.have_stat && res.size == (uint64_t)st.st_size && res.inode == (uint64_t)st.st_ino) {
-            recheck = cJSON_CreateObject();
-            cJSON_AddStringToObject(recheck, "verdict", ckv_verdict_name(res.verdict));
-            cJSON_AddStringToObject(recheck, "reason", res.reason);
             from = "recheck";
             verdict = ckv_verdict_name(res.verdict);
             reason = res.reason;
@@ -484,28 +504,28 @@ static void add_checkpoint(cJSON *r, struct bundle *b)
             cJSON_AddStringToObject(ck, "reason", reason);
             const char *cv = sget(v, "verdict");
             if (cv)
-                cJSON_AddStringToObject(ck, "capture_verdict", cv);
-            cJSON_Delete(recheck);
+                add_s(ck, "capture_verdict", cv);
         }
     }
     if (!strcmp(from, "capture")) {
         if (verdict)
-            cJSON_AddStringToObject(ck, "verdict", verdict);
+            add_s(ck, "verdict", verdict);
         else
             cJSON_AddNullToObject(ck, "verdict");
         if (cJSON_IsBool(valid))
             cJSON_AddBoolToObject(ck, "valid", cJSON_IsTrue(valid));
         else
             cJSON_AddNullToObject(ck, "valid");
-        cJSON_AddStringToObject(ck, "reason", reason ? reason : "");
+        add_s(ck, "reason", reason ? reason : "");
     }
     cJSON_AddStringToObject(ck, "verdict_from", from);
-    copy_field(ck, "file_format", v);
+    if (sget(v, "file_format"))
+        add_s(ck, "file_format", sget(v, "file_format"));
     copy_field(ck, "size", v);
     copy_field(ck, "mtime", v);
     copy_field(ck, "checked_at", v);
     if (sget(nv, "path"))
-        cJSON_AddStringToObject(ck, "newest_valid", sget(nv, "path"));
+        add_s(ck, "newest_valid", sget(nv, "path"));
     else
         cJSON_AddNullToObject(ck, "newest_valid");
     cJSON_Delete(found);
@@ -522,13 +542,30 @@ static void add_env(cJSON *r, struct bundle *b)
     const cJSON *vals = item(j, "values"), *e;
     cJSON_ArrayForEach(e, vals)
     {
-        if (e->string && cJSON_IsString(e) && !item(env, e->string))
-            cJSON_AddStringToObject(env, e->string, e->valuestring);
+        if (!e->string || !cJSON_IsString(e))
+            continue;
+        size_t kl = strlen(e->string);
+        char *k = malloc(kl * 3 + 1);
+        if (!k)
+            break;
+        logerr_clean_utf8(k, kl * 3 + 1, e->string, kl, 0);
+        if (!item(env, k))
+            cJSON_AddItemToObject(env, k, cstr(e->valuestring));
+        free(k);
     }
     put(proc, "env", env);
     const cJSON *names = item(j, "names_only");
     if (cJSON_IsArray(names))
-        put(proc, "env_names_only", cJSON_Duplicate(names, 1));
+    {
+        cJSON *arr = cJSON_CreateArray();
+        const cJSON *nm;
+        cJSON_ArrayForEach(nm, names)
+        {
+            if (cJSON_IsString(nm))
+                cJSON_AddItemToArray(arr, cstr(nm->valuestring));
+        }
+        put(proc, "env_names_only", arr);
+    }
     cJSON_Delete(j);
 }
 
@@ -681,7 +718,7 @@ void evidence_print(FILE *out, const cJSON *r, const struct report_text_ops *ops
     }
     const cJSON *ck = item(r, "checkpoint");
     if (sget(ck, "path")) {
-        label(out, "checkpoint");
+        fputs("checkpoint ", out);
         put_s(out, ops, sget(ck, "path"));
         fputs(": ", out);
         put_s(out, ops, sget(ck, "verdict") ? sget(ck, "verdict") : "no verdict");

@@ -231,8 +231,7 @@ static size_t utf8_seq(const unsigned char *s, size_t left)
     return n;
 }
 
-/* The line as valid UTF-8 without NULs and C0 controls (but tab), at most `max` bytes of it. */
-static void clean_line(char *dst, size_t dsz, const char *s, size_t len)
+void logerr_clean_utf8(char *dst, size_t dsz, const char *s, size_t len, int keep_nl)
 {
     size_t j = 0;
     for (size_t i = 0; i < len && j + 4 < dsz;) {
@@ -241,7 +240,8 @@ static void clean_line(char *dst, size_t dsz, const char *s, size_t len)
             memcpy(dst + j, "\xEF\xBF\xBD", 3);
             j += 3;
             i++;
-        } else if (n == 1 && ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) && s[i] != '\t') {
+        } else if (n == 1 && ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) && s[i] != '\t' &&
+                   !(keep_nl && s[i] == '\n')) {
             dst[j++] = ' ';
             i++;
         } else {
@@ -335,7 +335,7 @@ size_t logerr_scan(const struct logerr_set *s, const char *text, size_t len, con
         size_t l = (size_t)(e - p);
         if (l && p[l - 1] == '\r')
             l--;
-        clean_line(line, cap, p, l < LOGERR_LINE_MAX ? l : LOGERR_LINE_MAX);
+        logerr_clean_utf8(line, cap, p, l < LOGERR_LINE_MAX ? l : LOGERR_LINE_MAX, 0);
         p = nl ? nl + 1 : end;
         const struct pattern *pt = line[0] ? match(s, line) : NULL;
         if (!pt)

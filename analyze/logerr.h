@@ -32,4 +32,9 @@ size_t logerr_scan(const struct logerr_set *s, const char *text, size_t len, con
  * gets the pattern's kind or NULL). */
 const char *logerr_match_line(const struct logerr_set *s, const char *line, const char **kind);
 
+/* Copies s[0..len) into dst (dsz bytes, always terminated) as valid UTF-8: invalid bytes become
+ * U+FFFD, NUL and C0 controls but tab (and newline when keep_nl) become spaces. Cut to fit, never
+ * inside a sequence. */
+void logerr_clean_utf8(char *dst, size_t dsz, const char *s, size_t len, int keep_nl);
+
 #endif
