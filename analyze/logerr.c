@@ -234,8 +234,12 @@ static size_t utf8_seq(const unsigned char *s, size_t left)
 void logerr_clean_utf8(char *dst, size_t dsz, const char *s, size_t len, int keep_nl)
 {
     size_t j = 0;
-    for (size_t i = 0; i < len && j + 4 < dsz;) {
+    if (!dsz)
+        return;
+    for (size_t i = 0; i < len;) {
         size_t n = utf8_seq((const unsigned char *)s + i, len - i);
+        if (j + (n ? n : 3) + 1 > dsz) /* no room for this character and the NUL */
+            break;
         if (n == 0) {
             memcpy(dst + j, "\xEF\xBF\xBD", 3);
             j += 3;

@@ -613,6 +613,20 @@ static void test_logs(void)
           "text cut and cleaned");
     cJSON_Delete(errs);
     free(h);
+    /* the cleaner: short strings, exact fits, cuts on a character boundary */
+    char cb[8];
+    logerr_clean_utf8(cb, 2, "0", 1, 0);
+    CHECK(!strcmp(cb, "0"), "one char in 2 bytes: '%s'", cb);
+    logerr_clean_utf8(cb, 4, "a\nb", 3, 1);
+    CHECK(!strcmp(cb, "a\nb"), "newline kept");
+    logerr_clean_utf8(cb, 4, "a\nb", 3, 0);
+    CHECK(!strcmp(cb, "a b"), "newline replaced");
+    logerr_clean_utf8(cb, 4, "a\xc3\xa9x", 4, 0);
+    CHECK(!strcmp(cb, "a\xc3\xa9"), "cut after the 2-byte character: '%s'", cb);
+    logerr_clean_utf8(cb, 3, "a\xc3\xa9", 3, 0);
+    CHECK(!strcmp(cb, "a"), "no half character: '%s'", cb);
+    logerr_clean_utf8(cb, 8, "\xff", 1, 0);
+    CHECK(!strcmp(cb, "\xEF\xBF\xBD"), "invalid byte replaced");
     /* the max cap */
     char many[4000] = "";
     for (int i = 0; i < 50; i++)
