@@ -10,6 +10,8 @@
  *     (mapping below), the fields are extracted, and ordinary lines are not flagged.
  * Run from the build tree: CP_SRC points at the source tree (CMake sets it).
  */
+#include "bundlew.h"
+#include "evidence.h"
 #include "gpu_smi.h"
 #include "logerr.h"
 #include "xid.h"
@@ -20,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int fails, checks;
 #define CHECK(cond, ...)                                                                           \
@@ -646,6 +649,156 @@ static void test_logs(void)
     logerr_free(pats);
 }
 
+/* ---- evidence_add over bundles with hostile members ---- */
+
+static void put_plain(FILE *out, const char *s)
+{
+    fputs(s, out);
+}
+
+struct mem {
+    const char *name, *data;
+    size_t len; /* 0: strlen */
+};
+
+static struct bundle *make_bundle(const struct mem *m, size_t n)
+{
+    char path[] = "/tmp/test_evidence.XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0)
+        exit(1);
+    unlink(path);
+    struct bw w;
+    if (bw_init(&w, fd, 1, 0))
+        exit(1);
+    for (size_t i = 0; i < n; i++)
+        if (bw_add(&w, m[i].name, m[i].data, m[i].len ? m[i].len : strlen(m[i].data)))
+            exit(1);
+    if (bw_finish(&w))
+        exit(1);
+    bw_free(&w);
+    struct bundle *b = NULL;
+    char err[256];
+    if (bundle_open_fd(fd, &b, err, sizeof(err))) {
+        fprintf(stderr, "FATAL: %s\n", err);
+        exit(1);
+    }
+    close(fd);
+    return b;
+}
+
+static cJSON *run_evidence(const struct mem *m, size_t n)
+{
+    struct bundle *b = make_bundle(m, n);
+    cJSON *r = cJSON_Parse("{\"process\":{\"pid\":42},\"gpu\":{\"xid\":[],\"nvidia_smi\":null},"
+                           "\"log\":{\"errors\":[]},\"checkpoint\":{}}");
+    char err[512] = "";
+    CHECK(evidence_add(r, b, err, sizeof(err)) == 0, "evidence_add: %s", err);
+    bundle_close(b);
+    /* the report prints as JSON and every string in it is valid UTF-8 */
+    char *s = cJSON_PrintUnformatted(r);
+    CHECK(s != NULL, "report prints");
+    for (const unsigned char *p = (const unsigned char *)s; s && *p; p++)
+        if (*p >= 0x80) {
+            size_t k = (*p & 0xE0) == 0xC0 ? 1 : (*p & 0xF0) == 0xE0 ? 2 : (*p & 0xF8) == 0xF0 ? 3 : 9;
+            int okseq = k < 4;
+            for (size_t j = 1; okseq && j <= k; j++)
+                okseq = (p[j] & 0xC0) == 0x80;
+            CHECK(okseq, "invalid UTF-8 in the report at offset %ld", (long)(p - (const unsigned char *)s));
+            if (!okseq)
+                break;
+            p += k;
+        }
+    free(s);
+    /* the text section prints too */
+    FILE *devnull = fopen("/dev/null", "w");
+    struct report_text_ops ops = {NULL, put_plain};
+    evidence_print(devnull, r, &ops);
+    fclose(devnull);
+    return r;
+}
+
+static const cJSON *at(const cJSON *o, const char *a, const char *b)
+{
+    const cJSON *x = cJSON_GetObjectItem(o, a);
+    return b ? cJSON_GetObjectItem(x, b) : x;
+}
+
+static void test_bundles(void)
+{
+    static const char kmsg[] =
+        "{\"lines\":[1,{\"text\":5},"
+        "{\"text\":\"NVRM: Xid (PCI:0000:01:00): 79, GPU has fallen off the bus.\",\"time\":\"bad\"},"
+        "{\"text\":\"\xff\xc3 NVRM: Xid (PCI:zz): 13, pid=42, x\",\"time\":1700000000.5,"
+        "\"class\":\"xid\",\"source\":\"kern.log\"},"
+        "{\"text\":\"NVRM: GPU 0000:01:00.0: GPU has fallen off the bus.\",\"time\":1700000001}]}";
+    static const char garbage[] = "\xff\xfe\x00\x01 random \x80\x80\n\n\x1b[31mRuntimeError\x1b[0m";
+    const struct mem m1[] = {
+        {"kmsg.json", kmsg, 0},
+        {"gpu.json", "{\"gpus\":\"no\",\"process_devices\":3}", 0},
+        {"nvidia-smi.json", "{\"status\":5,\"reason\":\"\\u00e9\"}", 0},
+        {"checkpoint.json", "[]", 0},
+        {"checkpoint-verdict.json", "{\"path\":7,\"verdict\":{},\"newest_valid\":\"x\",\"size\":\"9\"}", 0},
+        {"proc/environ.json",
+         "{\"values\":{\"A\":1,\"B\":\"ok\",\"\\u00e9\":\"v\",\"C\":\"\xff\"},\"names_only\":[3,\"D\"]}", 0},
+        {"logs/stderr.tail", garbage, sizeof(garbage) - 1},
+        {"logs/stdout.tail", "x\nRuntimeError: CUDA error: an illegal memory access was encountered\n", 0},
+    };
+    cJSON *r = run_evidence(m1, sizeof(m1) / sizeof(m1[0]));
+    const cJSON *xs = at(r, "gpu", "xid");
+    CHECK(cJSON_GetArraySize(xs) == 2, "hostile kmsg.json: %d Xids (want 79 without time, 13 without pci; the implied 79 folded)",
+          cJSON_GetArraySize(xs));
+    const cJSON *x0 = cJSON_GetArrayItem(xs, 0), *x1 = cJSON_GetArrayItem(xs, 1);
+    CHECK(num(x0, "code") == 79 && cJSON_IsNull(cJSON_GetObjectItem(x0, "time")) &&
+              cJSON_IsNull(cJSON_GetObjectItem(x0, "own_gpu")),
+          "Xid 79 without a time first, own_gpu unknown");
+    CHECK(num(x1, "code") == 13 && cJSON_IsNull(cJSON_GetObjectItem(x1, "pci")) &&
+              cJSON_IsTrue(cJSON_GetObjectItem(x1, "own_pid")) &&
+              !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(x1, "source")), "kern.log"),
+          "Xid 13 without a pci, own pid, from kern.log");
+    CHECK(cJSON_GetArraySize(at(r, "kernel_log", "lines")) == 3, "kernel_log.lines: the 3 text lines");
+    CHECK(cJSON_IsNull(at(r, "gpu", "nvidia_smi")) &&
+              cJSON_IsString(at(r, "gpu", "nvidia_smi_error")),
+          "nvidia-smi.json with bad types -> null + error");
+    CHECK(cJSON_IsNull(at(r, "checkpoint", "path")) && cJSON_IsNull(at(r, "checkpoint", "valid")) &&
+              cJSON_IsString(at(r, "checkpoint", "verdict_from")),
+          "checkpoint verdict with bad types");
+    const cJSON *env = at(r, "process", "env");
+    CHECK(cJSON_GetArraySize(env) == 3 &&
+              !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(env, "C")), "\xEF\xBF\xBD") && !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(env, "B")), "ok") &&
+              cJSON_GetObjectItem(env, "A") == NULL,
+          "env: strings only (%d)", cJSON_GetArraySize(env));
+    const cJSON *errs = at(r, "log", "errors");
+    CHECK(cJSON_GetArraySize(errs) == 1 && find_cat(errs, "illegal_memory_access") &&
+              num(cJSON_GetArrayItem(errs, 0), "line") == 2 &&
+              !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(errs, 0), "source")),
+                      "logs/stdout.tail"),
+          "log errors from both tails: %d", cJSON_GetArraySize(errs));
+    cJSON_Delete(r);
+
+    /* nothing at all: every key present, empty */
+    const struct mem m2[] = {{"manifest.json", "{}", 0}};
+    r = run_evidence(m2, 1);
+    CHECK(cJSON_IsArray(at(r, "gpu", "xid")) && cJSON_GetArraySize(at(r, "gpu", "xid")) == 0 &&
+              cJSON_IsNull(at(r, "gpu", "nvidia_smi")) &&
+              strstr(cJSON_GetStringValue(at(r, "gpu", "nvidia_smi_error")), "absent") &&
+              cJSON_IsArray(at(r, "kernel_log", "lines")) && cJSON_IsArray(at(r, "log", "errors")) &&
+              cJSON_IsNull(at(r, "checkpoint", "path")) && cJSON_IsObject(at(r, "process", "env")),
+          "empty bundle: all keys, empty values");
+    cJSON_Delete(r);
+
+    /* hostile XML in the bundle */
+    static const char laughs[] =
+        "<?xml version=\"1.0\"?><!DOCTYPE n [<!ENTITY a \"aaaa\"><!ENTITY b \"&a;&a;&a;&a;\">]>"
+        "<nvidia_smi_log><driver_version>&b;</driver_version></nvidia_smi_log>";
+    const struct mem m3[] = {{"nvidia-smi.xml", laughs, 0}};
+    r = run_evidence(m3, 1);
+    CHECK(cJSON_IsNull(at(r, "gpu", "nvidia_smi")) &&
+              !strncmp(cJSON_GetStringValue(at(r, "gpu", "nvidia_smi_error")), "unparsable: refused", 19),
+          "entities in nvidia-smi.xml: %s", cJSON_GetStringValue(at(r, "gpu", "nvidia_smi_error")));
+    cJSON_Delete(r);
+}
+
 int main(void)
 {
     src = getenv("CP_SRC");
@@ -654,6 +807,7 @@ int main(void)
     test_xid();
     test_smi();
     test_logs();
+    test_bundles();
     printf("%d checks, %d failed\n", checks, fails);
     return fails ? 1 : 0;
 }
