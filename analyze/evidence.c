@@ -415,6 +415,22 @@ static void add_logs(cJSON *r, struct bundle *b, const struct logerr_set *pats)
         }
         free(buf);
     }
+    /* torchelastic's error file: {"message": {"message": "...", "extraInfo": {...}}} */
+    cJSON *te = read_json_member(b, "ml/torchelastic_error.json");
+    const cJSON *msg = item(te, "message");
+    if (cJSON_IsObject(msg))
+        msg = item(msg, "message");
+    if (cJSON_IsString(msg)) {
+        cJSON_AddItemToArray(srcs, cJSON_CreateString("ml/torchelastic_error.json"));
+        if (pats) {
+            size_t left = MAX_LOG_ERRORS > (size_t)cJSON_GetArraySize(errs)
+                              ? MAX_LOG_ERRORS - (size_t)cJSON_GetArraySize(errs)
+                              : 0;
+            total += logerr_scan(pats, msg->valuestring, strlen(msg->valuestring),
+                                 "ml/torchelastic_error.json", errs, left);
+        }
+    }
+    cJSON_Delete(te);
     put(log, "errors_total", cJSON_CreateNumber((double)total));
 }
 

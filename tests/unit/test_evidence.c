@@ -743,6 +743,10 @@ static void test_bundles(void)
          "{\"values\":{\"A\":1,\"B\":\"ok\",\"\\u00e9\":\"v\",\"C\":\"\xff\"},\"names_only\":[3,\"D\"]}", 0},
         {"logs/stderr.tail", garbage, sizeof(garbage) - 1},
         {"logs/stdout.tail", "x\nRuntimeError: CUDA error: an illegal memory access was encountered\n", 0},
+        {"ml/torchelastic_error.json",
+         "{\"message\": {\"message\": \"RuntimeError: DataLoader worker (pid 77) is killed by signal: "
+         "Killed.\", \"extraInfo\": {}}}",
+         0},
     };
     cJSON *r = run_evidence(m1, sizeof(m1) / sizeof(m1[0]));
     const cJSON *xs = at(r, "gpu", "xid");
@@ -769,7 +773,10 @@ static void test_bundles(void)
               cJSON_GetObjectItem(env, "A") == NULL,
           "env: strings only (%d)", cJSON_GetArraySize(env));
     const cJSON *errs = at(r, "log", "errors");
-    CHECK(cJSON_GetArraySize(errs) == 1 && find_cat(errs, "illegal_memory_access") &&
+    CHECK(cJSON_GetArraySize(errs) == 2 && find_cat(errs, "illegal_memory_access") &&
+              !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(find_cat(errs, "dataloader_killed"),
+                                                               "source")),
+                      "ml/torchelastic_error.json") &&
               num(cJSON_GetArrayItem(errs, 0), "line") == 2 &&
               !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(errs, 0), "source")),
                       "logs/stdout.tail"),
