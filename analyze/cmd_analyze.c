@@ -15,6 +15,7 @@
  */
 #include "bundle.h"
 #include "commands.h"
+#include "evidence.h"
 #include "native.h"
 #include "report_native.h"
 #include "signature.h"
@@ -641,6 +642,7 @@ static void print_text(FILE *out, const cJSON *r, int members_only)
 
     signature_print(out, r, put_safe);
     report_native_print(out, r, &text_ops);
+    evidence_print(out, r, &text_ops);
     fputc('\n', out);
 
     label(out, "capture");
@@ -916,6 +918,11 @@ int cmd_analyze(int argc, char **argv)
     }
     cJSON *r = build_report(b, A.path);
     int complete = bundle_complete(b);
+    if (r && !A.members_only) {
+        char everr[1024] = "";
+        if (evidence_add(r, b, everr, sizeof(everr)))
+            cJSON_AddStringToObject(r, "evidence_error", everr);
+    }
     int native_failed = r && !A.members_only ? add_native(b, r, &A) : 0;
     if (r && !A.members_only) /* failures are in signature_info.error */
         signature_apply(r, A.explain, err, sizeof(err));

@@ -1,0 +1,759 @@
+/* evidence.c - decoding the bundle's GPU / kernel-log / log / checkpoint evidence into the report
+ * (see evidence.h and docs/evidence.md). */
+#include "evidence.h"
+
+#include "checkpoint.h"
+#include "errmsg.h"
+#include "gpu_smi.h"
+#include "logerr.h"
+#include "xid.h"
+
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+
+#define JSON_MEMBER_MAX (16u << 20)
+#define LOG_TAIL_MAX (16u << 20)
+#define MAX_OWN_GPUS 64
+#define MAX_LOG_ERRORS 200
+#define MAX_XIDS 1000
+#define BUSLOST_DEDUP_S 60.0 /* an implied Xid 79 this close after an explicit one is the same event */
+
+struct own {
+    char pci[MAX_OWN_GPUS][32];
+    int n;
+    int known; /* the bundle says which GPUs the process had (possibly none) */
+};
+
+static void own_add(struct own *o, const char *pci)
+{
+    for (int i = 0; i < o->n; i++)
+        if (!strcmp(o->pci[i], pci))
+            return;
+    if (o->n < MAX_OWN_GPUS)
+        snprintf(o->pci[o->n++], sizeof(o->pci[0]), "%s", pci);
+}
+
+static int own_has(const struct own *o, const char *pci)
+{
+    for (int i = 0; i < o->n; i++)
+        if (!strcmp(o->pci[i], pci))
+            return 1;
+    return 0;
+}
+
+static cJSON *read_json_member(struct bundle *b, const char *name)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    int rc = bundle_read_all(b, name, JSON_MEMBER_MAX, &buf, &len);
+    cJSON *j = rc == BUNDLE_OK ? cJSON_ParseWithLength(buf, len) : NULL;
+    free(buf);
+    if (!cJSON_IsObject(j)) {
+        cJSON_Delete(j);
+        return NULL;
+    }
+    return j;
+}
+
+static const cJSON *item(const cJSON *o, const char *k)
+{
+    return cJSON_GetObjectItemCaseSensitive(o, k);
+}
+
+static const char *sget(const cJSON *o, const char *k)
+{
+    const cJSON *v = item(o, k);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static int nget(const cJSON *o, const char *k, double *out)
+{
+    const cJSON *v = item(o, k);
+    if (!cJSON_IsNumber(v))
+        return 0;
+    *out = v->valuedouble;
+    return 1;
+}
+
+/* A valid-UTF-8 string item for a string from the bundle. */
+static cJSON *cstr(const char *v)
+{
+    size_t l = strlen(v), cap = l * 3 + 1;
+    char *c = malloc(cap);
+    if (!c)
+        return cJSON_CreateString("");
+    logerr_clean_utf8(c, cap, v, l, 1);
+    cJSON *o = cJSON_CreateString(c);
+    free(c);
+    return o;
+}
+
+static void add_s(cJSON *o, const char *key, const char *v)
+{
+    cJSON_AddItemToObject(o, key, v ? cstr(v) : cJSON_CreateNull());
+}
+
+/* Replaces (or adds) key in o. */
+static void put(cJSON *o, const char *key, cJSON *v)
+{
+    if (!v)
+        return;
+    if (item(o, key))
+        cJSON_ReplaceItemInObjectCaseSensitive(o, key, v);
+    else
+        cJSON_AddItemToObject(o, key, v);
+}
+
+static cJSON *obj(cJSON *r, const char *key)
+{
+    cJSON *o = cJSON_GetObjectItemCaseSensitive(r, key);
+    if (!cJSON_IsObject(o)) {
+        o = cJSON_CreateObject();
+        put(r, key, o);
+    }
+    return o;
+}
+
+static void utc(double t, char *buf, size_t len)
+{
+    time_t s = (time_t)t;
+    struct tm tm;
+    buf[0] = 0;
+    if (t >= 0 && t < 1e11 && gmtime_r(&s, &tm))
+        strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* ---- the process's GPUs: gpu.json ---- */
+
+static void own_from_gpu_json(struct bundle *b, struct own *own)
+{
+    cJSON *g = read_json_member(b, "gpu.json");
+    if (!g)
+        return;
+    const cJSON *gpus = item(g, "gpus"), *e;
+    if (cJSON_IsArray(item(g, "process_devices")))
+        own->known = 1;
+    cJSON_ArrayForEach(e, gpus)
+    {
+        char pci[32];
+        const char *p = sget(e, "pci");
+        if (p && cJSON_IsTrue(item(e, "open_by_process")) &&
+            xid_pci_normalize(p, pci, sizeof(pci)) == 0)
+            own_add(own, pci);
+    }
+    cJSON_Delete(g);
+}
+
+/* ---- nvidia-smi ---- */
+
+static void add_smi(cJSON *r, struct bundle *b, double pid, int have_pid, struct own *own)
+{
+    cJSON *gpu = obj(r, "gpu");
+    char err[400] = "";
+    cJSON *smi = NULL;
+    if (bundle_find(b, "nvidia-smi.xml")) {
+        char *buf = NULL;
+        size_t len = 0;
+        int rc = bundle_read_all(b, "nvidia-smi.xml", GPU_SMI_MAX, &buf, &len);
+        if (rc == BUNDLE_OK)
+            smi = gpu_smi_parse(buf, len, err, sizeof(err));
+        else if (rc == BUNDLE_ETOOBIG)
+            cp_errmsg(err, sizeof(err), "nvidia-smi.xml is over %u MiB: not read",
+                      GPU_SMI_MAX >> 20);
+        else
+            cp_errmsg(err, sizeof(err), "nvidia-smi.xml unreadable: %s",
+                      rc == BUNDLE_ETRUNC ? "cut short in this bundle" : bundle_strerror(rc));
+        free(buf);
+        if (!smi && strncmp(err, "nvidia-smi.xml", 14)) {
+            char e2[440];
+            snprintf(e2, sizeof(e2), "unparsable: %s", err);
+            snprintf(err, sizeof(err), "%s", e2);
+        }
+    } else if (bundle_find(b, "nvidia-smi.json")) {
+        cJSON *j = read_json_member(b, "nvidia-smi.json");
+        const char *st = sget(j, "status"), *why = sget(j, "reason");
+        cp_errmsg(err, sizeof(err), "%s%s%s", st ? st : "failed", why ? ": " : "",
+                  why ? why : "");
+        cJSON_Delete(j);
+    } else {
+        cp_errmsg(err, sizeof(err), "absent: the bundle has no nvidia-smi output");
+    }
+    if (!smi) {
+        put(gpu, "nvidia_smi", cJSON_CreateNull());
+        put(gpu, "nvidia_smi_error", cstr(err));
+        return;
+    }
+    /* own: the GPUs running this pid (nvidia-smi's processes) or open by it (gpu.json) */
+    cJSON *g;
+    cJSON_ArrayForEach(g, item(smi, "gpus"))
+    {
+        int mine = 0;
+        const cJSON *p;
+        double pp;
+        cJSON_ArrayForEach(p, item(g, "processes"))
+        {
+            if (have_pid && nget(p, "pid", &pp) && pp == pid)
+                mine = 1;
+        }
+        const char *pci = sget(g, "pci");
+        if (mine && pci) {
+            own_add(own, pci);
+            own->known = 1;
+        }
+        if (pci && own_has(own, pci))
+            mine = 1;
+        cJSON_ReplaceItemInObjectCaseSensitive(g, "own", cJSON_CreateBool(mine));
+    }
+    put(gpu, "nvidia_smi", smi);
+    put(gpu, "nvidia_smi_error", cJSON_CreateNull());
+}
+
+/* ---- kernel log and Xids ---- */
+
+static int by_time(const void *a, const void *b)
+{
+    const cJSON *x = *(const cJSON *const *)a, *y = *(const cJSON *const *)b;
+    double tx = -1, ty = -1;
+    nget(x, "time", &tx);
+    nget(y, "time", &ty);
+    double sx = 0, sy = 0;
+    nget(x, "_seq", &sx);
+    nget(y, "_seq", &sy);
+    if (tx != ty)
+        return tx < ty ? -1 : 1;
+    return sx < sy ? -1 : sx > sy;
+}
+
+static cJSON *xid_object(const struct xid_event *ev, double t, int have_t, const char *source,
+                         const cJSON *cat, double pid, int have_pid, const struct own *own)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "code", ev->code);
+    if (ev->pci[0])
+        cJSON_AddStringToObject(o, "pci", ev->pci);
+    else
+        cJSON_AddNullToObject(o, "pci");
+    if (ev->gpu_instance >= 0)
+        cJSON_AddNumberToObject(o, "gpu_instance", ev->gpu_instance);
+    if (ev->has_pid)
+        cJSON_AddNumberToObject(o, "pid", (double)ev->pid);
+    else
+        cJSON_AddNullToObject(o, "pid");
+    if (ev->name[0])
+        add_s(o, "name", ev->name);
+    else
+        cJSON_AddNullToObject(o, "name");
+    add_s(o, "text", ev->text);
+    char u[40];
+    if (have_t) {
+        cJSON_AddNumberToObject(o, "time", t);
+        utc(t, u, sizeof(u));
+        cJSON_AddStringToObject(o, "time_utc", u);
+    } else {
+        cJSON_AddNullToObject(o, "time");
+        cJSON_AddNullToObject(o, "time_utc");
+    }
+    const cJSON *e = xid_catalog_entry(cat, ev->code);
+    const char *meaning = e ? sget(e, "meaning") : NULL;
+    const char *blame = e ? sget(e, "blame") : NULL;
+    const char *action = e ? sget(e, "action") : NULL;
+    cJSON_AddStringToObject(o, "meaning", meaning ? meaning : "Xid not in the catalogue");
+    cJSON_AddStringToObject(o, "blame", blame ? blame : "unknown");
+    cJSON_AddStringToObject(o, "action", action ? action : "none");
+    if (e && sget(e, "mnemonic"))
+        cJSON_AddStringToObject(o, "mnemonic", sget(e, "mnemonic"));
+    if (!ev->pci[0] || (!own->known && own->n == 0))
+        cJSON_AddNullToObject(o, "own_gpu");
+    else
+        cJSON_AddBoolToObject(o, "own_gpu", own_has(own, ev->pci));
+    cJSON_AddBoolToObject(o, "own_pid", have_pid && ev->has_pid && (double)ev->pid == pid);
+    if (ev->caused_by >= 0)
+        cJSON_AddNumberToObject(o, "caused_by", ev->caused_by);
+    else
+        cJSON_AddNullToObject(o, "caused_by");
+    cJSON_AddBoolToObject(o, "implied", ev->implied);
+    cJSON_AddStringToObject(o, "source", source);
+    return o;
+}
+
+/* 1 when `list` has an explicit Xid 79 on pci at most BUSLOST_DEDUP_S before t */
+static int explicit_buslost(const cJSON *list, const char *pci, double t, int have_t)
+{
+    const cJSON *x;
+    cJSON_ArrayForEach(x, list)
+    {
+        double c = 0, tx = 0;
+        const char *p = sget(x, "pci");
+        if (!nget(x, "code", &c) || c != XID_BUSLOST || cJSON_IsTrue(item(x, "implied")))
+            continue;
+        if (pci[0] && (!p || strcmp(p, pci)))
+            continue;
+        int ht = nget(x, "time", &tx);
+        if (!have_t || !ht || (t >= tx && t - tx <= BUSLOST_DEDUP_S))
+            return 1;
+    }
+    return 0;
+}
+
+static void add_kmsg(cJSON *r, struct bundle *b, const cJSON *cat, double pid, int have_pid,
+                     const struct own *own)
+{
+    cJSON *kl = obj(r, "kernel_log");
+    cJSON *lines = cJSON_CreateArray();
+    put(kl, "lines", lines);
+    cJSON *gpu = obj(r, "gpu");
+    cJSON *xids = cJSON_CreateArray();
+    cJSON *k = read_json_member(b, "kmsg.json");
+    if (!k) {
+        put(kl, "error", cJSON_CreateString(bundle_find(b, "kmsg.json")
+                                                ? "kmsg.json unreadable"
+                                                : "absent: the bundle has no kmsg.json"));
+        put(gpu, "xid", xids);
+        return;
+    }
+    put(kl, "error", cJSON_CreateNull());
+    const cJSON *l;
+    struct xid_ctx ctx;
+    memset(&ctx, 0, sizeof(ctx));
+    size_t n = 0, seq = 0;
+    cJSON_ArrayForEach(l, item(k, "lines"))
+    {
+        const char *text = sget(l, "text");
+        if (!text)
+            continue;
+        double t = 0;
+        int have_t = nget(l, "time", &t);
+        const char *src = sget(l, "source");
+        if (!src || (strcmp(src, "kmsg") && strcmp(src, "kern.log")))
+            src = "kmsg";
+        cJSON *o = cJSON_CreateObject();
+        if (have_t) {
+            char u[40];
+            cJSON_AddNumberToObject(o, "time", t);
+            const char *tu = sget(l, "time_utc");
+            if (!tu) {
+                utc(t, u, sizeof(u));
+                tu = u;
+            }
+            add_s(o, "time_utc", tu);
+        } else {
+            cJSON_AddNullToObject(o, "time");
+            cJSON_AddNullToObject(o, "time_utc");
+        }
+        const char *cls = sget(l, "class");
+        add_s(o, "class", cls ? cls : "other");
+        add_s(o, "text", text);
+        cJSON_AddStringToObject(o, "source", src);
+        struct xid_event ev;
+        int is_xid = xid_parse(&ctx, text, &ev);
+        if (is_xid && !ev.implied)
+            cJSON_AddNumberToObject(o, "xid", ev.code);
+        else if (is_xid)
+            cJSON_AddNumberToObject(o, "xid", XID_BUSLOST);
+        else
+            cJSON_AddNullToObject(o, "xid");
+        cJSON_AddItemToArray(lines, o);
+        if (is_xid && n < MAX_XIDS) {
+            if (ev.implied && explicit_buslost(xids, ev.pci, t, have_t))
+                continue;
+            cJSON *x = xid_object(&ev, t, have_t, src, cat, pid, have_pid, own);
+            cJSON_AddNumberToObject(x, "_seq", (double)seq++);
+            cJSON_AddItemToArray(xids, x);
+            n++;
+        }
+    }
+    cJSON_Delete(k);
+    /* time order (kern.log lines may come after the ring's) */
+    int cnt = cJSON_GetArraySize(xids);
+    if (cnt > 1) {
+        cJSON **v = malloc(sizeof(*v) * (size_t)cnt);
+        if (v) {
+            for (int i = 0; i < cnt; i++)
+                v[i] = cJSON_DetachItemFromArray(xids, 0);
+            qsort(v, (size_t)cnt, sizeof(*v), by_time);
+            for (int i = 0; i < cnt; i++)
+                cJSON_AddItemToArray(xids, v[i]);
+            free(v);
+        }
+    }
+    cJSON *x;
+    cJSON_ArrayForEach(x, xids) cJSON_DeleteItemFromObjectCaseSensitive(x, "_seq");
+    put(gpu, "xid", xids);
+}
+
+/* ---- log tails ---- */
+
+static void add_logs(cJSON *r, struct bundle *b, const struct logerr_set *pats)
+{
+    cJSON *log = obj(r, "log");
+    cJSON *errs = cJSON_CreateArray();
+    cJSON *srcs = cJSON_CreateArray();
+    put(log, "errors", errs);
+    put(log, "sources", srcs);
+    size_t total = 0;
+    for (size_t i = 0; i < bundle_member_count(b); i++) {
+        const struct bundle_member *m = bundle_member(b, i);
+        size_t nl = strlen(m->name);
+        if (strncmp(m->name, "logs/", 5) || nl < 10 || strcmp(m->name + nl - 5, ".tail"))
+            continue;
+        cJSON_AddItemToArray(srcs, cJSON_CreateString(m->name));
+        if (!pats)
+            continue;
+        char *buf = NULL;
+        size_t len = 0;
+        int rc = bundle_read_all(b, m->name, LOG_TAIL_MAX, &buf, &len);
+        if ((rc == BUNDLE_OK || rc == BUNDLE_ETRUNC) && buf) {
+            size_t left = MAX_LOG_ERRORS > (size_t)cJSON_GetArraySize(errs)
+                              ? MAX_LOG_ERRORS - (size_t)cJSON_GetArraySize(errs)
+                              : 0;
+            total += logerr_scan(pats, buf, len, m->name, errs, left);
+        }
+        free(buf);
+    }
+    /* torchelastic's error file: {"message": {"message": "...", "extraInfo": {...}}} */
+    cJSON *te = read_json_member(b, "ml/torchelastic_error.json");
+    const cJSON *msg = item(te, "message");
+    if (cJSON_IsObject(msg))
+        msg = item(msg, "message");
+    if (cJSON_IsString(msg)) {
+        cJSON_AddItemToArray(srcs, cJSON_CreateString("ml/torchelastic_error.json"));
+        if (pats) {
+            size_t left = MAX_LOG_ERRORS > (size_t)cJSON_GetArraySize(errs)
+                              ? MAX_LOG_ERRORS - (size_t)cJSON_GetArraySize(errs)
+                              : 0;
+            total += logerr_scan(pats, msg->valuestring, strlen(msg->valuestring),
+                                 "ml/torchelastic_error.json", errs, left);
+        }
+    }
+    cJSON_Delete(te);
+    put(log, "errors_total", cJSON_CreateNumber((double)total));
+}
+
+/* ---- checkpoint ---- */
+
+/* A number field of `from` (anything else is skipped). */
+static void copy_field(cJSON *to, const char *k, const cJSON *from)
+{
+    const cJSON *v = item(from, k);
+    if (cJSON_IsNumber(v))
+        put(to, k, cJSON_CreateNumber(v->valuedouble));
+}
+
+/* The verdict file's stat fields equal this stat: same file, unchanged. */
+static int same_file(const cJSON *v, const struct stat *st)
+{
+    double size, mtime, ino;
+    const char *dev = sget(v, "device");
+    char d[32];
+    snprintf(d, sizeof(d), "%u:%u", major(st->st_dev), minor(st->st_dev));
+    if (!nget(v, "size", &size) || !nget(v, "mtime", &mtime) || !nget(v, "inode", &ino) || !dev)
+        return 0;
+    return size == (double)st->st_size && mtime == (double)st->st_mtim.tv_sec &&
+           ino == (double)st->st_ino && !strcmp(dev, d);
+}
+
+static void add_checkpoint(cJSON *r, struct bundle *b)
+{
+    cJSON *ck = cJSON_CreateObject();
+    put(r, "checkpoint", ck);
+    cJSON *found = read_json_member(b, "checkpoint.json");
+    cJSON *v = read_json_member(b, "checkpoint-verdict.json");
+    const char *path = sget(v, "path");
+    if (!path)
+        path = sget(found, "path");
+    if (path)
+        add_s(ck, "path", path);
+    else
+        cJSON_AddNullToObject(ck, "path");
+    const cJSON *step = item(found, "step");
+    if (cJSON_IsNumber(step))
+        cJSON_AddNumberToObject(ck, "step", step->valuedouble);
+    else if (cJSON_IsString(step))
+        add_s(ck, "step", step->valuestring);
+    if (sget(found, "source"))
+        add_s(ck, "source", sget(found, "source"));
+    if (cJSON_IsTrue(item(found, "save_in_progress")))
+        cJSON_AddTrueToObject(ck, "save_in_progress");
+    if (!v) {
+        cJSON_AddNullToObject(ck, "valid");
+        cJSON_AddNullToObject(ck, "verdict");
+        const char *why = sget(found, "reason");
+        char buf[600];
+        if (!found)
+            snprintf(buf, sizeof(buf), "the bundle has no checkpoint.json");
+        else if (!cJSON_IsTrue(item(found, "found")))
+            snprintf(buf, sizeof(buf), "no checkpoint found at capture time%s%s",
+                     why ? ": " : "", why ? why : "");
+        else
+            snprintf(buf, sizeof(buf), "the bundle has no checkpoint verdict");
+        add_s(ck, "reason", buf);
+        cJSON_AddNullToObject(ck, "verdict_from");
+        cJSON_AddNullToObject(ck, "newest_valid");
+        cJSON_Delete(found);
+        return;
+    }
+    const char *verdict = sget(v, "verdict");
+    const cJSON *valid = item(v, "valid");
+    const char *reason = sget(v, "reason");
+    const char *from = "capture";
+    const cJSON *nv = item(v, "newest_valid");
+    struct stat st;
+    /* re-check only the very file the capture judged (same device, inode, size and mtime) */
+    if (path && path[0] == '/' && stat(path, &st) == 0 && S_ISREG(st.st_mode) && same_file(v, &st)) {
+        struct ckv_result res;
+        memset(&res, 0, sizeof(res));
+        ckv_check_at(AT_FDCWD, path, 1, &res);
+        if (res.have_stat && res.size == (uint64_t)st.st_size && res.inode == (uint64_t)st.st_ino) {
+            from = "recheck";
+            verdict = ckv_verdict_name(res.verdict);
+            reason = res.reason;
+            cJSON_AddStringToObject(ck, "verdict", verdict);
+            if (res.verdict == CKV_UNVERIFIABLE)
+                cJSON_AddNullToObject(ck, "valid");
+            else
+                cJSON_AddBoolToObject(ck, "valid", res.verdict == CKV_VALID);
+            cJSON_AddStringToObject(ck, "reason", reason);
+            const char *cv = sget(v, "verdict");
+            if (cv)
+                add_s(ck, "capture_verdict", cv);
+        }
+    }
+    if (!strcmp(from, "capture")) {
+        if (verdict)
+            add_s(ck, "verdict", verdict);
+        else
+            cJSON_AddNullToObject(ck, "verdict");
+        if (cJSON_IsBool(valid))
+            cJSON_AddBoolToObject(ck, "valid", cJSON_IsTrue(valid));
+        else
+            cJSON_AddNullToObject(ck, "valid");
+        add_s(ck, "reason", reason ? reason : "");
+    }
+    cJSON_AddStringToObject(ck, "verdict_from", from);
+    if (sget(v, "file_format"))
+        add_s(ck, "file_format", sget(v, "file_format"));
+    copy_field(ck, "size", v);
+    copy_field(ck, "mtime", v);
+    copy_field(ck, "checked_at", v);
+    if (sget(nv, "path"))
+        add_s(ck, "newest_valid", sget(nv, "path"));
+    else
+        cJSON_AddNullToObject(ck, "newest_valid");
+    cJSON_Delete(found);
+    cJSON_Delete(v);
+}
+
+/* ---- environment ---- */
+
+static void add_env(cJSON *r, struct bundle *b)
+{
+    cJSON *proc = obj(r, "process");
+    cJSON *env = cJSON_CreateObject();
+    cJSON *j = read_json_member(b, "proc/environ.json");
+    const cJSON *vals = item(j, "values"), *e;
+    cJSON_ArrayForEach(e, vals)
+    {
+        if (!e->string || !cJSON_IsString(e))
+            continue;
+        size_t kl = strlen(e->string);
+        char *k = malloc(kl * 3 + 1);
+        if (!k)
+            break;
+        logerr_clean_utf8(k, kl * 3 + 1, e->string, kl, 0);
+        if (!item(env, k))
+            cJSON_AddItemToObject(env, k, cstr(e->valuestring));
+        free(k);
+    }
+    put(proc, "env", env);
+    const cJSON *names = item(j, "names_only");
+    if (cJSON_IsArray(names))
+    {
+        cJSON *arr = cJSON_CreateArray();
+        const cJSON *nm;
+        cJSON_ArrayForEach(nm, names)
+        {
+            if (cJSON_IsString(nm))
+                cJSON_AddItemToArray(arr, cstr(nm->valuestring));
+        }
+        put(proc, "env_names_only", arr);
+    }
+    cJSON_Delete(j);
+}
+
+int evidence_add(cJSON *r, struct bundle *b, char *err, size_t errlen)
+{
+    int rc = 0;
+    double pid = 0;
+    const cJSON *p = item(item(r, "process"), "pid");
+    int have_pid = cJSON_IsNumber(p);
+    if (have_pid)
+        pid = p->valuedouble;
+    struct own own;
+    memset(&own, 0, sizeof(own));
+    own_from_gpu_json(b, &own);
+    add_smi(r, b, pid, have_pid, &own);
+
+    char e1[512] = "", e2[512] = "";
+    cJSON *cat = xid_catalog_load(e1, sizeof(e1));
+    add_kmsg(r, b, cat, pid, have_pid, &own);
+    cJSON_Delete(cat);
+
+    struct logerr_set *pats = logerr_load(e2, sizeof(e2));
+    add_logs(r, b, pats);
+    logerr_free(pats);
+
+    add_checkpoint(r, b);
+    add_env(r, b);
+    if (e1[0] || e2[0]) {
+        cp_errmsg(err, errlen, "%s%s%s", e1, e1[0] && e2[0] ? "; " : "", e2);
+        rc = -1;
+    }
+    return rc;
+}
+
+/* ---- text ---- */
+
+static void label(FILE *out, const char *l)
+{
+    fprintf(out, "%-10s", l);
+}
+
+static void put_s(FILE *out, const struct report_text_ops *ops, const char *s)
+{
+    ops->put(out, s ? s : "?");
+}
+
+static void print_num(FILE *out, const cJSON *o, const char *k, const char *fmt)
+{
+    double v;
+    if (nget(o, k, &v))
+        fprintf(out, fmt, v);
+    else
+        fputs("?", out);
+}
+
+void evidence_print(FILE *out, const cJSON *r, const struct report_text_ops *ops)
+{
+    const cJSON *gpu = item(r, "gpu"), *x;
+    int nx = cJSON_GetArraySize(item(gpu, "xid")), i = 0;
+    cJSON_ArrayForEach(x, item(gpu, "xid"))
+    {
+        if (i++ == 10) {
+            label(out, "");
+            fprintf(out, "... %d more Xids\n", nx - 10);
+            break;
+        }
+        label(out, i == 1 ? "xid" : "");
+        print_num(out, x, "code", "Xid %.0f");
+        fputs(" on ", out);
+        put_s(out, ops, sget(x, "pci") ? sget(x, "pci") : "unknown GPU");
+        if (cJSON_IsTrue(item(x, "own_gpu")))
+            fputs(" (this process's GPU)", out);
+        if (cJSON_IsTrue(item(x, "own_pid")))
+            fputs(" (this pid)", out);
+        if (sget(x, "time_utc")) {
+            fputs(" at ", out);
+            put_s(out, ops, sget(x, "time_utc"));
+        }
+        fputs(": ", out);
+        put_s(out, ops, sget(x, "meaning"));
+        fputs(" [blame ", out);
+        put_s(out, ops, sget(x, "blame"));
+        fputs(", action ", out);
+        put_s(out, ops, sget(x, "action"));
+        fputs("]\n", out);
+    }
+    const cJSON *smi = item(gpu, "nvidia_smi");
+    if (cJSON_IsObject(smi)) {
+        const cJSON *g;
+        cJSON_ArrayForEach(g, item(smi, "gpus"))
+        {
+            label(out, "gpu");
+            print_num(out, g, "index", "%.0f ");
+            put_s(out, ops, sget(g, "pci"));
+            fputc(' ', out);
+            put_s(out, ops, sget(g, "name"));
+            fputs(": memory ", out);
+            print_num(out, g, "memory_used_mib", "%.0f");
+            fputc('/', out);
+            print_num(out, g, "memory_total_mib", "%.0f MiB");
+            const cJSON *ecc = item(g, "ecc");
+            double d1, d2;
+            if (nget(ecc, "volatile_dbe", &d1) && nget(ecc, "aggregate_dbe", &d2))
+                fprintf(out, ", ECC DBE %.0f volatile / %.0f aggregate", d1, d2);
+            if (nget(g, "temperature_c", &d1))
+                fprintf(out, ", %.0f C", d1);
+            if (nget(g, "power_w", &d1))
+                fprintf(out, ", %.1f W", d1);
+            if (cJSON_IsTrue(item(item(g, "remapped_rows"), "pending")))
+                fputs(", row remap PENDING", out);
+            if (cJSON_IsTrue(item(item(g, "remapped_rows"), "failure")))
+                fputs(", row remap FAILED", out);
+            if (cJSON_GetArraySize(item(g, "throttle_reasons")) > 0) {
+                const cJSON *t;
+                fputs(", throttled:", out);
+                cJSON_ArrayForEach(t, item(g, "throttle_reasons"))
+                {
+                    fputc(' ', out);
+                    put_s(out, ops, cJSON_IsString(t) ? t->valuestring : "?");
+                }
+            }
+            if (cJSON_IsTrue(item(g, "own")))
+                fputs(" (this process's GPU)", out);
+            fputc('\n', out);
+        }
+    } else if (sget(gpu, "nvidia_smi_error")) {
+        label(out, "nvidia-smi");
+        put_s(out, ops, sget(gpu, "nvidia_smi_error"));
+        fputc('\n', out);
+    }
+    const cJSON *errs = item(item(r, "log"), "errors"), *e;
+    int ne = cJSON_GetArraySize(errs);
+    i = 0;
+    cJSON_ArrayForEach(e, errs)
+    {
+        if (i++ == 10) {
+            label(out, "");
+            fprintf(out, "... %d more error lines\n", ne - 10);
+            break;
+        }
+        label(out, i == 1 ? "log" : "");
+        put_s(out, ops, sget(e, "source"));
+        print_num(out, e, "line", ":%.0f ");
+        put_s(out, ops, sget(e, "category"));
+        fputs(": ", out);
+        char t[161];
+        snprintf(t, sizeof(t), "%s", sget(e, "text") ? sget(e, "text") : "");
+        put_s(out, ops, t);
+        fputc('\n', out);
+    }
+    const cJSON *ck = item(r, "checkpoint");
+    if (sget(ck, "path")) {
+        fputs("checkpoint ", out);
+        put_s(out, ops, sget(ck, "path"));
+        fputs(": ", out);
+        put_s(out, ops, sget(ck, "verdict") ? sget(ck, "verdict") : "no verdict");
+        if (sget(ck, "reason") && sget(ck, "reason")[0]) {
+            fputs(" (", out);
+            put_s(out, ops, sget(ck, "reason"));
+            fputc(')', out);
+        }
+        if (sget(ck, "verdict_from")) {
+            fputs(strcmp(sget(ck, "verdict_from"), "recheck") ? " [checked at capture time]"
+                                                               : " [re-checked here]",
+                  out);
+        }
+        fputc('\n', out);
+        if (sget(ck, "newest_valid")) {
+            label(out, "");
+            fputs("newest valid: ", out);
+            put_s(out, ops, sget(ck, "newest_valid"));
+            fputc('\n', out);
+        }
+    }
+}
