@@ -19,6 +19,7 @@ static const struct verb verbs[] = {
     {"status", cmd_status, "is the handler installed, and did something take core_pattern back?"},
     {"analyze", cmd_analyze, "explain a bundle: crashed thread, cause, symbolized stacks"},
     {"checkpoint", cmd_checkpoint, "is a checkpoint file intact? (and the newest valid one)"},
+    {"snap", cmd_snap, "capture a live (hung) process into a bundle, and let it run on"},
 };
 
 static void usage(FILE *out)
