@@ -17,6 +17,7 @@
 #include "commands.h"
 #include "native.h"
 #include "report_native.h"
+#include "hang.h"
 
 #include <cjson/cJSON.h>
 
@@ -900,6 +901,8 @@ int cmd_analyze(int argc, char **argv)
     cJSON *r = build_report(b, A.path);
     int complete = bundle_complete(b);
     int native_failed = r && !A.members_only ? add_native(b, r, &A) : 0;
+    if (r && !A.members_only)
+        hang_analyze(b, r); /* after the frames: threads[].hang_state, hang.deadlocks */
     bundle_close(b);
     if (!r) {
         fprintf(stderr, "crashpack analyze: out of memory\n");
@@ -923,6 +926,7 @@ int cmd_analyze(int argc, char **argv)
         free(s);
     } else {
         print_text(stdout, r, A.members_only);
+        hang_print_text(stdout, r);
     }
     cJSON_Delete(r);
     if (fflush(stdout) != 0 || ferror(stdout)) {
