@@ -20,6 +20,7 @@ static const struct verb verbs[] = {
     {"analyze", cmd_analyze, "explain a bundle: crashed thread, cause, symbolized stacks"},
     {"checkpoint", cmd_checkpoint, "is a checkpoint file intact? (and the newest valid one)"},
     {"snap", cmd_snap, "capture a live (hung) process into a bundle, and let it run on"},
+    {"watch", cmd_watch, "run a job on a pty; snap it when its output and heartbeat stall"},
 };
 
 static void usage(FILE *out)
