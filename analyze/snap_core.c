@@ -41,6 +41,8 @@ struct thr {
     int have_fp;
     uint32_t futex_word[4]; /* the 16 bytes at args[0] when nr == futex */
     int have_futex;
+    pid_t ns_tid;      /* the tid in the process's own pid namespace (NSpid, last) */
+    pid_t owner_host;  /* futex_word[2] (a mutex owner, an ns tid) as a host tid, or 0 */
 };
 
 struct map {
@@ -107,6 +109,23 @@ static void kernel_view(pid_t pid, struct thr *t)
         snprintf(t->name, sizeof(t->name), "%.*s", (int)(rp - lp - 1), lp + 1);
         if (rp[1] == ' ')
             t->state = rp[2];
+    }
+    free(s);
+    snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, (int)t->tid);
+    s = slurp(path, 1 << 16, NULL);
+    char *ns = s ? strstr(s, "\nNSpid:") : NULL;
+    t->ns_tid = t->tid;
+    if (ns) {
+        ns += 7;
+        char *end = strchr(ns, '\n');
+        if (end)
+            *end = 0;
+        char *lastsp = NULL;
+        for (char *q = ns; *q; q++)
+            if ((*q == ' ' || *q == '\t') && q[1] && q[1] != ' ' && q[1] != '\t')
+                lastsp = q;
+        if (lastsp)
+            t->ns_tid = (pid_t)atoi(lastsp + 1);
     }
     free(s);
     snprintf(path, sizeof(path), "/proc/%d/task/%d/wchan", (int)pid, (int)t->tid);
@@ -647,6 +666,7 @@ static cJSON *thread_json(const struct thr *t)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "tid", t->tid);
+    cJSON_AddNumberToObject(o, "ns_tid", t->ns_tid);
     cJSON_AddStringToObject(o, "name", t->name);
     char st[2] = {t->state ? t->state : '?', 0};
     cJSON_AddStringToObject(o, "state", st);
@@ -715,7 +735,10 @@ static cJSON *thread_json(const struct thr *t)
         cJSON_AddNumberToObject(f, "op", (double)(t->args[1] & 0x7f));
         cJSON_AddNumberToObject(f, "word", t->futex_word[0]);
         /* as a glibc pthread_mutex_t (x86-64): __lock, __count, __owner, __nusers */
-        cJSON_AddNumberToObject(f, "mutex_owner", (int32_t)t->futex_word[2]);
+        /* glibc stores the owner's tid as the process sees it (its pid namespace) */
+        cJSON_AddNumberToObject(f, "mutex_owner_ns", (int32_t)t->futex_word[2]);
+        cJSON_AddNumberToObject(f, "mutex_owner",
+                                t->owner_host ? t->owner_host : (int32_t)t->futex_word[2]);
         cJSON_AddNumberToObject(f, "mutex_count", t->futex_word[1]);
     }
     return o;
@@ -823,6 +846,10 @@ int snap_stop_and_write(pid_t pid, const struct snap_opts *o, int core_fd, int i
                 (ssize_t)sizeof(th[i].futex_word))
             th[i].have_futex = 1;
 
+    for (size_t i = 0; i < nt; i++)
+        for (size_t j = 0; th[i].have_futex && j < nt; j++)
+            if (th[j].ns_tid && th[j].ns_tid == (pid_t)th[i].futex_word[2])
+                th[i].owner_host = th[j].tid;
     struct plan P = {0};
     make_plan(m, nm, th, nt, o, &P);
     struct buf notes = {0};

@@ -108,7 +108,25 @@ check "full core: gdb shows both workers in take_second" [ "$(grep -c ' take_sec
 "$CP_BIN/crashpack" analyze --json "$fbundle" > "$T/full.json"
 check "full core: the same deadlock" [ "$(json "$T/full.json" 'len(d["hang"]["deadlocks"])')" = 1 ]
 
-# ---- 3. errors ----
+# ---- 3. a process in another pid (and mount) namespace, like a container's ----
+if command -v unshare > /dev/null && unshare -p -f -m --mount-proc true 2> /dev/null; then
+    unshare -p -f -m --mount-proc "$CP_BIN/cp-deadlock" > "$T/ns.out" 2>&1 &
+    upid=$!
+    wait_ready "$T/ns.out" || die "cp-deadlock in a pid namespace did not get ready"
+    npid=$(pgrep -P "$upid" -n)
+    check "inside its namespace the process sees other tids ($(head -1 "$T/ns.out"))" [ "$(awk '{print $2}' "$T/ns.out")" = 1 ]
+    "$CP_BIN/crashpack" snap -c "$T/conf" --kill --json "$npid" > "$T/nssnap.out" || fail "snap in a pid namespace"
+    wait "$upid" 2>/dev/null
+    "$CP_BIN/crashpack" analyze --json "$(json "$T/nssnap.out" 'd["bundle"]')" > "$T/ns.json"
+    check "namespace: the deadlock's owners are host tids of the two workers" \
+        [ "$(json "$T/ns.json" "sorted(t['owner_tid'] for t in d['hang']['deadlocks'][0]['threads']) == sorted(t['tid'] for t in d['threads'] if t['name'].startswith('worker'))")" = True ]
+    check "namespace: mutexes symbolized through the process's root" \
+        [ "$(json "$T/ns.json" "sorted(t['waits_for_mutex_symbol'] for t in d['hang']['deadlocks'][0]['threads'])")" = "['lock_a', 'lock_b']" ]
+else
+    echo "SKIP (namespace part): unshare -p not available"
+fi
+
+# ---- 4. errors ----
 "$CP_BIN/crashpack" snap -c "$T/conf" 999999999 > /dev/null 2>&1
 check "a missing pid is an error (exit 1)" [ $? = 1 ]
 finish
