@@ -41,11 +41,13 @@ check "heartbeat job exits 0" [ "$rc" = 0 ]
 check "no false alarm for a silent job that touches its heartbeat" [ "$(nbundles)" = 0 ]
 
 # ---- 4. prints then hangs: a shell with two Python workers (torchrun-style tree) ----
-W --stall 2 -- bash -c '
-python3 -c "import time; print(\"epoch 1\", flush=True); time.sleep(600)" &
-python3 -c "import time; time.sleep(600)" &
-echo "launcher started"
-wait' > "$T/hang.out" 2> "$T/hang.err" &
+# the launcher prints only once both workers run Python, then nothing: exactly one stall
+W --stall 2 -- bash -c "
+python3 -c 'import time; open(\"$T/w1\", \"w\").close(); time.sleep(600)' &
+python3 -c 'import time; open(\"$T/w2\", \"w\").close(); time.sleep(600)' &
+while [ ! -e '$T/w1' ] || [ ! -e '$T/w2' ]; do sleep 0.1; done
+echo 'epoch 1'
+wait" > "$T/hang.out" 2> "$T/hang.err" &
 wpid=$!
 wait_bundles 3 || fail "no 3 bundles from the stalled job"
 sleep 0.5
