@@ -21,6 +21,7 @@
 #include "signature.h"
 #include "signature_text.h"
 #include "rule.h"
+#include "hang.h"
 
 #include <cjson/cJSON.h>
 
@@ -926,6 +927,8 @@ int cmd_analyze(int argc, char **argv)
     int native_failed = r && !A.members_only ? add_native(b, r, &A) : 0;
     if (r && !A.members_only) /* failures are in signature_info.error */
         signature_apply(r, A.explain, err, sizeof(err));
+    if (r && !A.members_only)
+        hang_analyze(b, r); /* after the frames: threads[].hang_state, hang.deadlocks */
     bundle_close(b);
     if (!r) {
         fprintf(stderr, "crashpack analyze: out of memory\n");
@@ -956,6 +959,7 @@ int cmd_analyze(int argc, char **argv)
         free(s);
     } else {
         print_text(stdout, r, A.members_only);
+        hang_print_text(stdout, r);
         if (!A.members_only)
             diagnose_print(stdout, r, put_safe);
     }

@@ -22,6 +22,8 @@ static const struct verb verbs[] = {
     {"rules", cmd_rules, "the rule base: list, show, test, add, import, export"},
     {"db", cmd_db, "the knowledge base of analyzed crashes: add, list, show, groups, jobs, search, stats"},
     {"report", cmd_report, "ticket-ready Markdown for a bundle"},
+    {"snap", cmd_snap, "capture a live (hung) process into a bundle, and let it run on"},
+    {"watch", cmd_watch, "run a job on a pty; snap it when its output and heartbeat stall"},
 };
 
 static void usage(FILE *out)

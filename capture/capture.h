@@ -71,6 +71,13 @@ struct cap {
     int ckpt_found;
     int ckpt_fd, ckpt_dirfd; /* O_PATH: the checkpoint and its directory, or -1; valid only
                                 once ckpt_collect has run (it sets them) */
+    /* snap.c: a live process captured by `crashpack snap` (crashpack-capture --snap): the core
+     * comes on fd 0 from crashpack's own core writer, snap.json (per-thread stop report) on
+     * snap_info_fd, and the finisher writes the final bundle path to snap_status_fd */
+    int snap;
+    int snap_info_fd, snap_status_fd;
+    char snap_trigger[16];  /* "snap" or "watch" */
+    char snap_reason[512];  /* why: "requested", or the stall watch saw */
 };
 
 /* The value of NAME in the crashed process's initial environment, or NULL. */
@@ -108,6 +115,13 @@ void stream_core(struct cap *c);
 int publish_bundle(struct cap *c, char *final, size_t finallen);
 void publish_post_command(struct cap *c, const char *final);
 int privs_drop(struct cap *c);
+
+/* snap.c: `crashpack-capture --snap ...` arguments (the live process's identity from /proc);
+ * snap.json after the core; the final name to the waiting `crashpack snap` */
+int snap_parse_args(struct cap *c, int argc, char **argv);
+void snap_config(struct cap *c); /* after the config file: --bundle-dir, --mode */
+void snap_collect_info(struct cap *c);
+void snap_report_final(struct cap *c, const char *final, int ok);
 
 /* salvage.c: complete orphaned temporaries left by killed handlers */
 int salvage_orphans(int dirfd, const struct cp_config *cfg, int kmsgfd);

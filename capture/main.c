@@ -224,7 +224,10 @@ static int finish(struct cap *c)
     }
     free(s);
     char final[200] = "";
-    if (rc == 0 && publish_bundle(c, final, sizeof(final)) == 0) {
+    int published = rc == 0 && publish_bundle(c, final, sizeof(final)) == 0;
+    if (c->snap)
+        snap_report_final(c, final, published);
+    if (published) {
         struct stat st;
         fstat(c->outfd, &st);
         kmsg_log(c->kmsgfd, "captured pid %d (%s) signal %d: %s/%s, %s, %lld bytes\n",
@@ -253,7 +256,14 @@ int main(int argc, char **argv)
     c->extra = cJSON_CreateObject();
     c->kmsgfd = open("/dev/kmsg", O_WRONLY | O_CLOEXEC | O_NONBLOCK);
     umask(077);
-    if (parse_args(c, argc, argv)) {
+    c->snap_info_fd = c->snap_status_fd = -1;
+    if (argc > 1 && !strcmp(argv[1], "--snap")) {
+        if (snap_parse_args(c, argc, argv)) {
+            fprintf(stderr, "usage: crashpack-capture --snap [-c CONFIG] [--bundle-dir DIR] "
+                            "[--mode full|slim] [--trigger snap|watch] [--reason TEXT] PID\n");
+            return 2;
+        }
+    } else if (parse_args(c, argc, argv)) {
         kmsg_log(c->kmsgfd, "bad arguments; usage: crashpack-capture [-c CONFIG] %%P %%i %%I "
                             "%%s %%t %%u %%g %%d %%c %%h [%%F]\n");
         return 2;
@@ -267,6 +277,8 @@ int main(int argc, char **argv)
         cap_step(c, "config", "failed", t, "%s; using defaults", err);
         cp_config_defaults(&c->cfg);
     }
+    if (c->snap)
+        snap_config(c);
     /* a last resort: whatever hangs, the process dies, the kernel gets its pipe back, and the
      * temporary is salvaged by the next capture */
     alarm(c->cfg.deadline_s + 60);
@@ -276,6 +288,8 @@ int main(int argc, char **argv)
     if (open_bundle_dir(c, err, sizeof(err)) || open_temp(c, err, sizeof(err))) {
         kmsg_log(c->kmsgfd, "pid %d (%s) signal %d: crash NOT captured: %s\n", (int)c->pid,
                  c->comm, c->sig, err);
+        if (c->snap)
+            fprintf(stderr, "crashpack-capture: pid %d NOT captured: %s\n", (int)c->pid, err);
         return 1;
     }
     bw_init(&c->bw, c->outfd, c->cfg.level, (time_t)c->crash_time);
@@ -297,6 +311,8 @@ int main(int argc, char **argv)
         stream_core(c);
     else
         cap_step(c, "core", "skipped", now_mono(), "%s", c->mode_reason);
+    if (c->snap)
+        snap_collect_info(c);
     /* the kernel waits for every reader of the pipe: let it reap the process now */
     close(0);
     open("/dev/null", O_RDONLY);

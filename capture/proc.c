@@ -570,10 +570,14 @@ static cJSON *manifest(struct cap *c)
         cJSON_AddStringToObject(cap, "mode_reason", c->mode_reason);
     cJSON_AddBoolToObject(cap, "pidfd", c->pidfd >= 0);
     cJSON_AddStringToObject(cap, "config", c->config_path ? c->config_path : "");
+    /* kernel: a core dump through core_pattern; snap/watch: a live process, see snap.json */
+    cJSON_AddStringToObject(cap, "trigger", c->snap ? c->snap_trigger : "kernel");
+    if (c->snap)
+        cJSON_AddStringToObject(cap, "reason", c->snap_reason);
     cJSON *ms = cJSON_AddArrayToObject(m, "members");
     struct {
         const char *name, *what;
-        int when; /* 0 always, 1 with /proc, 2 with a core, 3 not secure */
+        int when; /* 0 always, 1 with /proc, 2 with a core, 3 not secure, 4 snap */
     } plan[] = {
         {"manifest.json", "this file: who crashed, when, and how it was captured", 0},
         {"proc/status", "/proc/<pid>/status", 1},
@@ -597,6 +601,8 @@ static cJSON *manifest(struct cap *c)
         {"ml/", "ML debug files the environment names (NCCL flight recorder, torchelastic error "
                 "file, CUDA core dump), capped, never unpickled", 1},
         {"core", "ELF core file (full or slim), opens in gdb as it is", 2},
+        {"snap.json", "live capture: each thread's stop time, kernel state, syscall, kernel stack, "
+                      "and the futex words threads wait on", 4},
         {"nvidia-smi.xml", "nvidia-smi -q -x, run while the core drained (or why not)", 0},
         {"checkpoint-verdict.json", "is the checkpoint intact (zip/safetensors structure), and "
                                     "the newest valid one", 1},
@@ -605,7 +611,7 @@ static cJSON *manifest(struct cap *c)
     for (size_t i = 0; i < sizeof(plan) / sizeof(plan[0]); i++) {
         int w = plan[i].when;
         if ((w == 1 && c->procfd < 0) || (w == 2 && c->mode == CP_MODE_META) ||
-            (w == 3 && (c->procfd < 0 || c->secure)))
+            (w == 3 && (c->procfd < 0 || c->secure)) || (w == 4 && !c->snap))
             continue;
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "name", plan[i].name);

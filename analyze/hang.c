@@ -1,0 +1,644 @@
+/* hang.c - thread blocking states and mutex deadlocks (see hang.h). */
+#include "hang.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SNAP_JSON_MAX (16u << 20)
+#define FDS_JSON_MAX (16u << 20)
+#define FRAMES_LOOKED_AT 24
+
+static const char *fstr(const cJSON *o, const char *k)
+{
+    return cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, k));
+}
+
+static int fnum(const cJSON *o, const char *k, double *v)
+{
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
+    if (!cJSON_IsNumber(x))
+        return 0;
+    *v = x->valuedouble;
+    return 1;
+}
+
+/* ---- frame patterns (innermost first; the first match wins) ---- */
+
+struct pat {
+    const char *state, *detail;
+    const char *const *names; /* exact function names, or prefixes ending in '*' */
+    const char *module;       /* or a module name prefix */
+};
+
+static const char *const cuda_sync[] = {"cudaStreamSynchronize", "cudaDeviceSynchronize",
+                                        "cudaEventSynchronize", "cuStreamSynchronize",
+                                        "cuCtxSynchronize", "cuEventSynchronize",
+                                        "cudaStreamSynchronize*", "cudaDeviceSynchronize*",
+                                        "at::cuda::stream_synchronize*",
+                                        "c10::cuda::device_synchronize*", NULL};
+static const char *const nccl[] = {"nccl*", "pnccl*", "c10d::ProcessGroupNCCL::*",
+                                   "c10d::ProcessGroupGloo::*", "gloo::*",
+                                   "c10d::Work::wait*", "c10d::ProcessGroup::*", "ompi_coll_*",
+                                   "MPI_Allreduce", "MPI_Barrier", "MPI_Wait", NULL};
+static const char *const gil[] = {"take_gil", "PyEval_RestoreThread", "PyEval_AcquireThread",
+                                  "PyGILState_Ensure", "_PyEval_EvalFrameDefault.cold*", NULL};
+static const char *const pylock[] = {"PyThread_acquire_lock_timed", "PyThread_acquire_lock",
+                                     "acquire_timed", "lock_PyThread_acquire_lock",
+                                     "rlock_acquire", NULL};
+static const char *const mutex[] = {"pthread_mutex_lock", "__pthread_mutex_lock",
+                                    "___pthread_mutex_lock", "__pthread_mutex_lock_full",
+                                    "pthread_mutex_timedlock", "__pthread_mutex_timedlock",
+                                    "___pthread_mutex_timedlock", "__pthread_mutex_clocklock_common",
+                                    "__lll_lock_wait", "__GI___lll_lock_wait", "lll_lock_wait",
+                                    "std::mutex::lock", "std::__1::mutex::lock", NULL};
+static const char *const condvar[] = {"pthread_cond_wait", "__pthread_cond_wait",
+                                      "___pthread_cond_wait", "__pthread_cond_wait_common",
+                                      "pthread_cond_timedwait", "___pthread_cond_timedwait",
+                                      "__pthread_cond_timedwait", "pthread_cond_clockwait",
+                                      "std::condition_variable::wait*", NULL};
+static const char *const join[] = {"pthread_join", "__pthread_join", "___pthread_join",
+                                   "__pthread_clockjoin_ex", "__pthread_timedjoin_ex",
+                                   "std::thread::join", NULL};
+static const char *const sem[] = {"sem_wait", "__new_sem_wait", "__new_sem_wait_slow64",
+                                  "do_futex_wait", "sem_timedwait", "sem_clockwait", NULL};
+
+static const struct pat pats[] = {
+    {"cuda_sync", "CUDA synchronization", cuda_sync, NULL},
+    {"collective_wait", "collective (NCCL/Gloo/MPI)", nccl, NULL},
+    {"python_lock_wait", "Python lock", pylock, NULL},
+    {"gil_wait", "waiting for the GIL", gil, NULL},
+    {"mutex_wait", "pthread mutex", mutex, NULL},
+    {"condvar_wait", "condition variable", condvar, NULL},
+    {"join_wait", "joining a thread", join, NULL},
+    {"futex_wait", "semaphore", sem, NULL},
+    {"cuda_sync", "CUDA driver (libcuda) polling", NULL, "libcuda.so"},
+    {"collective_wait", "NCCL", NULL, "libnccl.so"},
+};
+
+static int name_match(const char *const *names, const char *fn)
+{
+    for (; *names; names++) {
+        size_t l = strlen(*names);
+        if ((*names)[l - 1] == '*') {
+            if (!strncmp(fn, *names, l - 1))
+                return 1;
+        } else if (!strcmp(fn, *names)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The first pattern a frame matches, innermost frame first; *frame gets its index. */
+static const struct pat *match_frames(const cJSON *frames, int *frame)
+{
+    int i = 0;
+    const cJSON *f;
+    cJSON_ArrayForEach(f, frames)
+    {
+        if (i >= FRAMES_LOOKED_AT)
+            break;
+        const char *fn = fstr(f, "function");
+        const char *mod = fstr(f, "module");
+        for (size_t p = 0; p < sizeof(pats) / sizeof(pats[0]); p++) {
+            if ((pats[p].names && fn && name_match(pats[p].names, fn)) ||
+                (pats[p].module && mod && !strncmp(mod, pats[p].module, strlen(pats[p].module)))) {
+                *frame = i;
+                return &pats[p];
+            }
+        }
+        i++;
+    }
+    return NULL;
+}
+
+/* Python frames (another part fills threads[].python_frames): queue.get / DataLoader. */
+static int python_queue(const cJSON *t)
+{
+    const cJSON *f;
+    cJSON_ArrayForEach(f, cJSON_GetObjectItemCaseSensitive(t, "python_frames"))
+    {
+        const char *fn = fstr(f, "function"), *file = fstr(f, "file");
+        if (!fn || !file)
+            continue;
+        size_t l = strlen(file);
+        if ((!strcmp(fn, "get") && l >= 8 && !strcmp(file + l - 8, "queue.py")) ||
+            strstr(file, "torch/utils/data/dataloader.py") ||
+            (!strcmp(fn, "recv") && strstr(file, "multiprocessing/connection.py")))
+            return 1;
+    }
+    return 0;
+}
+
+static const char *syscall_state(long nr, const char **what)
+{
+    switch (nr) {
+    case 0: case 17: case 19: case 295: *what = "read"; return "io_wait";
+    case 45: case 47: case 299: *what = "recv"; return "io_wait";
+    case 43: case 288: *what = "accept"; return "io_wait";
+    case 7: case 271: *what = "poll"; return "io_wait";
+    case 23: case 270: *what = "select"; return "io_wait";
+    case 232: case 281: case 441: *what = "epoll_wait"; return "io_wait";
+    case 1: case 18: case 20: case 44: case 46: *what = "write"; return "io_wait";
+    case 42: *what = "connect"; return "io_wait";
+    case 202: case 449: *what = "futex"; return "futex_wait";
+    case 35: case 230: *what = "sleep"; return "sleep";
+    case 61: case 247: *what = "wait"; return "child_wait";
+    case 34: case 128: case 130: *what = "signal wait"; return "signal_wait";
+    case 16: *what = "ioctl"; return "ioctl";
+    case 58: *what = "vfork"; return "child_wait";
+    case 219: *what = "restart_syscall"; return "sleep";
+    default: return NULL;
+    }
+}
+
+static const cJSON *snap_thread(const cJSON *snap, double tid)
+{
+    const cJSON *t;
+    cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(snap, "threads"))
+    {
+        double v;
+        if (fnum(t, "tid", &v) && v == tid)
+            return t;
+    }
+    return NULL;
+}
+
+static const char *fd_target(const cJSON *fds, double fd)
+{
+    const cJSON *o;
+    cJSON_ArrayForEach(o, fds)
+    {
+        double v;
+        if (fnum(o, "fd", &v) && v == fd)
+            return fstr(o, "target");
+    }
+    return NULL;
+}
+
+static uint64_t hexval(const char *s)
+{
+    return s ? strtoull(s, NULL, 16) : 0;
+}
+
+/* The first frame outside the C library and the threading runtime: where the program is. */
+static const cJSON *user_frame(const cJSON *frames)
+{
+    const cJSON *f;
+    cJSON_ArrayForEach(f, frames)
+    {
+        const char *mod = fstr(f, "module");
+        if (mod && (!strncmp(mod, "libc.so", 7) || !strncmp(mod, "libpthread", 10) ||
+                    !strncmp(mod, "ld-linux", 8) || !strncmp(mod, "libstdc++", 9)))
+            continue;
+        return f;
+    }
+    return NULL;
+}
+
+static void frame_text(const cJSON *f, char *out, size_t n)
+{
+    const char *fn = fstr(f, "function"), *file = fstr(f, "file");
+    double line = 0;
+    const char *base = file ? strrchr(file, '/') : NULL;
+    base = base ? base + 1 : file;
+    if (base && fnum(f, "line", &line))
+        snprintf(out, n, "%s (%s:%d)", fn ? fn : "??", base, (int)line);
+    else
+        snprintf(out, n, "%s (%s)", fn ? fn : "??", fstr(f, "module") ? fstr(f, "module") : "?");
+}
+
+static cJSON *classify(const cJSON *t, const cJSON *st, const cJSON *fds)
+{
+    const cJSON *frames = cJSON_GetObjectItemCaseSensitive(t, "frames");
+    const cJSON *sc = cJSON_GetObjectItemCaseSensitive(st, "syscall");
+    double nr = -1;
+    int have_nr = fnum(sc, "nr", &nr);
+    const char *kstate = st ? fstr(st, "state") : fstr(t, "state");
+    const char *wchan = st ? fstr(st, "wchan") : fstr(t, "wchan");
+    int stopped = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(st, "stopped"));
+    const cJSON *ks = cJSON_GetObjectItemCaseSensitive(st, "kernel_stack");
+    const char *kfirst = cJSON_GetStringValue(cJSON_GetArrayItem(ks, 0));
+    const char *state = NULL, *source = NULL;
+    char detail[512] = "";
+    int fi = -1;
+    const struct pat *p = match_frames(frames, &fi);
+    const char *what = NULL;
+    const char *sstate = have_nr ? syscall_state((long)nr, &what) : NULL;
+
+    if (kstate && kstate[0] == 'D' && !stopped && st) {
+        state = "uninterruptible";
+        source = "kernel";
+        char kf[200];
+        snprintf(kf, sizeof(kf), "%s", kfirst ? kfirst : wchan ? wchan : "?");
+        kf[strcspn(kf, "+")] = 0;
+        if (have_nr && (long)nr == 58)
+            snprintf(detail, sizeof(detail),
+                     "uninterruptible sleep in the kernel (%s): vfork, waiting for the child to "
+                     "exec or exit; never stopped",
+                     kf);
+        else
+            snprintf(detail, sizeof(detail),
+                     "uninterruptible sleep in the kernel (%s)%s%s; never stopped", kf,
+                     what ? " in " : "", what ? what : "");
+    } else if (p) {
+        state = p->state;
+        source = "frames";
+        const cJSON *f = cJSON_GetArrayItem(frames, fi);
+        snprintf(detail, sizeof(detail), "%s in %s", p->detail,
+                 fstr(f, "function") ? fstr(f, "function") : "?");
+        if (!strcmp(state, "python_lock_wait") && python_queue(t)) {
+            state = "python_queue_wait";
+            snprintf(detail, sizeof(detail), "Python queue/DataLoader wait (%s)",
+                     fstr(f, "function") ? fstr(f, "function") : "?");
+        }
+    } else if (sstate) {
+        state = sstate;
+        source = "syscall";
+        snprintf(detail, sizeof(detail), "blocked in %s", fstr(sc, "name") ? fstr(sc, "name") : what);
+    } else if ((have_nr == 0 && st && fstr(sc, "raw") && !strcmp(fstr(sc, "raw"), "running")) ||
+               (kstate && kstate[0] == 'R')) {
+        state = "running";
+        source = st ? "kernel" : "proc";
+        snprintf(detail, sizeof(detail), "running (on a CPU or runnable)");
+    } else if (!frames && !st) {
+        return cJSON_CreateNull();
+    } else {
+        state = "unknown";
+        source = "none";
+    }
+    /* python_queue_wait without a lock frame: Python frames alone */
+    if ((!strcmp(state, "futex_wait") || !strcmp(state, "unknown")) && python_queue(t)) {
+        state = "python_queue_wait";
+        snprintf(detail, sizeof(detail), "Python queue/DataLoader wait");
+    }
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "state", state);
+    cJSON_AddStringToObject(o, "detail", detail);
+    cJSON_AddStringToObject(o, "source", source);
+    if (fstr(sc, "name"))
+        cJSON_AddStringToObject(o, "syscall", fstr(sc, "name"));
+    else
+        cJSON_AddNullToObject(o, "syscall");
+    /* which fd */
+    const cJSON *args = cJSON_GetObjectItemCaseSensitive(sc, "args");
+    double fd = -1;
+    if (have_nr && (!strcmp(what ? what : "", "read") || !strcmp(what ? what : "", "recv") ||
+                    !strcmp(what ? what : "", "accept") || !strcmp(what ? what : "", "epoll_wait") ||
+                    !strcmp(what ? what : "", "write") || !strcmp(what ? what : "", "connect") ||
+                    !strcmp(what ? what : "", "ioctl")))
+        fd = (double)(int64_t)hexval(cJSON_GetStringValue(cJSON_GetArrayItem(args, 0)));
+    if (fd >= 0 && fd < 1 << 30) {
+        cJSON_AddNumberToObject(o, "fd", fd);
+        const char *tg = fd_target(fds, fd);
+        if (tg)
+            cJSON_AddStringToObject(o, "fd_target", tg);
+        else
+            cJSON_AddNullToObject(o, "fd_target");
+        char more[300];
+        snprintf(more, sizeof(more), " on fd %d%s%s", (int)fd, tg ? " -> " : "", tg ? tg : "");
+        if (strlen(detail) + strlen(more) < sizeof(detail))
+            strcat(detail, more);
+        cJSON_ReplaceItemInObject(o, "detail", cJSON_CreateString(detail));
+        if (!strcmp(state, "ioctl") || (tg && !strncmp(tg, "/dev/nvidia", 11))) {
+            if (tg && !strncmp(tg, "/dev/nvidia", 11))
+                cJSON_ReplaceItemInObject(o, "state", cJSON_CreateString("gpu_driver_wait"));
+        }
+    } else {
+        cJSON_AddNullToObject(o, "fd");
+        cJSON_AddNullToObject(o, "fd_target");
+    }
+    /* the futex word: a mutex (with its owner) or another wait */
+    const cJSON *fx = cJSON_GetObjectItemCaseSensitive(st, "futex");
+    const char *addr = fstr(fx, "addr");
+    if (addr && (!strcmp(state, "mutex_wait") || !strcmp(state, "condvar_wait") ||
+                 !strcmp(state, "futex_wait"))) {
+        cJSON_AddStringToObject(o, "mutex", addr);
+        if (fstr(fx, "symbol"))
+            cJSON_AddStringToObject(o, "mutex_symbol", fstr(fx, "symbol"));
+        else
+            cJSON_AddNullToObject(o, "mutex_symbol");
+        double owner;
+        if (!strcmp(state, "mutex_wait") && fnum(fx, "mutex_owner", &owner) && owner > 0)
+            cJSON_AddNumberToObject(o, "mutex_owner", owner);
+        else
+            cJSON_AddNullToObject(o, "mutex_owner");
+    } else {
+        cJSON_AddNullToObject(o, "mutex");
+        cJSON_AddNullToObject(o, "mutex_symbol");
+        cJSON_AddNullToObject(o, "mutex_owner");
+    }
+    if (kfirst || (wchan && wchan[0])) {
+        char kf[200];
+        snprintf(kf, sizeof(kf), "%s", kfirst ? kfirst : wchan);
+        kf[strcspn(kf, "+")] = 0;
+        cJSON_AddStringToObject(o, "kernel_function", kf);
+    } else {
+        cJSON_AddNullToObject(o, "kernel_function");
+    }
+    return o;
+}
+
+static cJSON *holder_json(const cJSON *t, const cJSON *hs, cJSON *threads)
+{
+    double tid = 0;
+    fnum(t, "tid", &tid);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "tid", tid);
+    cJSON_AddStringToObject(o, "name", fstr(t, "name") ? fstr(t, "name") : "");
+    cJSON_AddStringToObject(o, "waits_for_mutex", fstr(hs, "mutex"));
+    if (fstr(hs, "mutex_symbol"))
+        cJSON_AddStringToObject(o, "waits_for_mutex_symbol", fstr(hs, "mutex_symbol"));
+    else
+        cJSON_AddNullToObject(o, "waits_for_mutex_symbol");
+    double owner = 0;
+    fnum(hs, "mutex_owner", &owner);
+    cJSON_AddNumberToObject(o, "owner_tid", owner);
+    const cJSON *frames = cJSON_GetObjectItemCaseSensitive(t, "frames");
+    const cJSON *uf = user_frame(frames);
+    char bi[400];
+    if (uf) {
+        frame_text(uf, bi, sizeof(bi));
+        cJSON_AddStringToObject(o, "blocked_in", bi);
+    } else {
+        cJSON_AddNullToObject(o, "blocked_in");
+    }
+    /* holds: the mutexes other threads wait on whose owner is this thread */
+    cJSON *holds = cJSON_AddArrayToObject(o, "holds");
+    const cJSON *u;
+    cJSON_ArrayForEach(u, threads)
+    {
+        const cJSON *us = cJSON_GetObjectItemCaseSensitive(u, "hang_state");
+        double ow;
+        if (fnum(us, "mutex_owner", &ow) && ow == tid && fstr(us, "mutex")) {
+            int dup = 0;
+            const cJSON *h;
+            cJSON_ArrayForEach(h, holds) if (!strcmp(fstr(h, "mutex"), fstr(us, "mutex"))) dup = 1;
+            if (dup)
+                continue;
+            cJSON *h2 = cJSON_CreateObject();
+            cJSON_AddStringToObject(h2, "mutex", fstr(us, "mutex"));
+            if (fstr(us, "mutex_symbol"))
+                cJSON_AddStringToObject(h2, "symbol", fstr(us, "mutex_symbol"));
+            else
+                cJSON_AddNullToObject(h2, "symbol");
+            cJSON_AddItemToArray(holds, h2);
+        }
+    }
+    cJSON *stack = cJSON_AddArrayToObject(o, "stack");
+    const cJSON *f;
+    cJSON_ArrayForEach(f, frames)
+    {
+        char ft[400];
+        frame_text(f, ft, sizeof(ft));
+        cJSON_AddItemToArray(stack, cJSON_CreateString(ft));
+    }
+    return o;
+}
+
+static cJSON *find_thread(cJSON *threads, double tid)
+{
+    cJSON *t;
+    cJSON_ArrayForEach(t, threads)
+    {
+        double v;
+        if (fnum(t, "tid", &v) && v == tid)
+            return t;
+    }
+    return NULL;
+}
+
+/* Each waiting thread waits for one owner: follow the chain; a revisit of the chain is a
+ * cycle. Each cycle is reported once (from its smallest tid). */
+static void deadlocks(cJSON *threads, cJSON *out)
+{
+    int n = cJSON_GetArraySize(threads);
+    if (n <= 0 || n > 100000)
+        return;
+    double *chain = calloc((size_t)n + 1, sizeof(double));
+    if (!chain)
+        return;
+    cJSON *t;
+    cJSON_ArrayForEach(t, threads)
+    {
+        double start;
+        if (!fnum(t, "tid", &start))
+            continue;
+        int len = 0, cyc = -1;
+        double cur = start;
+        while (len <= n) {
+            int seen = -1;
+            for (int i = 0; i < len; i++)
+                if (chain[i] == cur)
+                    seen = i;
+            if (seen >= 0) {
+                cyc = seen;
+                break;
+            }
+            chain[len++] = cur;
+            cJSON *ct = find_thread(threads, cur);
+            const cJSON *hs = cJSON_GetObjectItemCaseSensitive(ct, "hang_state");
+            double ow;
+            if (!ct || !fnum(hs, "mutex_owner", &ow) || !find_thread(threads, ow))
+                break;
+            cur = ow;
+        }
+        if (cyc < 0)
+            continue;
+        /* report the cycle only from its smallest member, and only when start is on it */
+        double minv = chain[cyc];
+        int on = 0;
+        for (int i = cyc; i < len; i++) {
+            if (chain[i] < minv)
+                minv = chain[i];
+            on |= chain[i] == start;
+        }
+        if (!on || minv != start)
+            continue;
+        cJSON *d = cJSON_CreateObject();
+        cJSON *dt = cJSON_CreateArray();
+        char summary[2048] = "deadlock:";
+        for (int i = cyc; i < len; i++) {
+            cJSON *ct = find_thread(threads, chain[i]);
+            const cJSON *hs = cJSON_GetObjectItemCaseSensitive(ct, "hang_state");
+            cJSON *h = holder_json(ct, hs, threads);
+            cJSON_AddItemToArray(dt, h);
+            char part[300];
+            double ow = 0;
+            fnum(hs, "mutex_owner", &ow);
+            snprintf(part, sizeof(part), "%s thread %d (%s) waits for %s held by thread %d",
+                     i == cyc ? "" : ";", (int)chain[i], fstr(ct, "name") ? fstr(ct, "name") : "",
+                     fstr(hs, "mutex_symbol") ? fstr(hs, "mutex_symbol") : fstr(hs, "mutex"),
+                     (int)ow);
+            if (strlen(summary) + strlen(part) < sizeof(summary))
+                strcat(summary, part);
+        }
+        cJSON_AddStringToObject(d, "summary", summary);
+        cJSON_AddItemToObject(d, "threads", dt);
+        cJSON_AddItemToArray(out, d);
+    }
+    free(chain);
+}
+
+void hang_analyze_json(cJSON *r, const cJSON *snap, const cJSON *fds)
+{
+    cJSON *threads = cJSON_GetObjectItemCaseSensitive(r, "threads");
+    cJSON *t;
+    cJSON *states = cJSON_CreateObject();
+    cJSON_ArrayForEach(t, threads)
+    {
+        double tid = 0;
+        fnum(t, "tid", &tid);
+        const cJSON *st = snap ? snap_thread(snap, tid) : NULL;
+        cJSON *hs = classify(t, st, fds);
+        cJSON_DeleteItemFromObjectCaseSensitive(t, "hang_state");
+        cJSON_AddItemToObject(t, "hang_state", hs);
+        const char *s = fstr(hs, "state");
+        if (s) {
+            cJSON *c = cJSON_GetObjectItemCaseSensitive(states, s);
+            if (c)
+                cJSON_SetNumberValue(c, c->valuedouble + 1);
+            else
+                cJSON_AddNumberToObject(states, s, 1);
+        }
+    }
+    /* threads the native analysis did not see (no registers: never stopped) */
+    const cJSON *st;
+    cJSON_ArrayForEach(st, cJSON_GetObjectItemCaseSensitive(snap, "threads"))
+    {
+        double tid;
+        if (!fnum(st, "tid", &tid) || find_thread(threads, tid) || !cJSON_IsArray(threads))
+            continue;
+        cJSON *nt = cJSON_CreateObject();
+        cJSON_AddNumberToObject(nt, "tid", tid);
+        cJSON_AddStringToObject(nt, "name", fstr(st, "name") ? fstr(st, "name") : "");
+        cJSON_AddBoolToObject(nt, "crashed", 0);
+        cJSON_AddStringToObject(nt, "state", fstr(st, "state") ? fstr(st, "state") : "?");
+        cJSON_AddStringToObject(nt, "wchan", fstr(st, "wchan") ? fstr(st, "wchan") : "");
+        cJSON_AddItemToObject(nt, "frames", cJSON_CreateArray());
+        cJSON *hs = classify(nt, st, fds);
+        cJSON_AddItemToObject(nt, "hang_state", hs);
+        cJSON_AddItemToArray(threads, nt);
+    }
+    cJSON *h = cJSON_CreateObject();
+    cJSON_AddBoolToObject(h, "snap", snap != NULL);
+    if (snap) {
+        const char *tr = fstr(snap, "trigger"), *rs = fstr(snap, "reason");
+        cJSON_AddStringToObject(h, "trigger", tr ? tr : "snap");
+        if (rs)
+            cJSON_AddStringToObject(h, "reason", rs);
+        else
+            cJSON_AddNullToObject(h, "reason");
+        const cJSON *stop = cJSON_GetObjectItemCaseSensitive(snap, "stop");
+        double v;
+        if (fnum(stop, "threads_stopped", &v))
+            cJSON_AddNumberToObject(h, "threads_stopped", v);
+        if (fnum(stop, "threads_not_stopped", &v))
+            cJSON_AddNumberToObject(h, "threads_not_stopped", v);
+        if (fnum(stop, "stopped_ms", &v))
+            cJSON_AddNumberToObject(h, "stopped_ms", v);
+    } else {
+        cJSON_AddNullToObject(h, "trigger");
+        cJSON_AddNullToObject(h, "reason");
+    }
+    cJSON_AddItemToObject(h, "states", states);
+    cJSON *dl = cJSON_AddArrayToObject(h, "deadlocks");
+    if (cJSON_IsArray(threads))
+        deadlocks(threads, dl);
+    cJSON_DeleteItemFromObjectCaseSensitive(r, "hang");
+    cJSON_AddItemToObject(r, "hang", h);
+    if (snap) {
+        cJSON_DeleteItemFromObjectCaseSensitive(r, "crash_kind");
+        cJSON_AddStringToObject(r, "crash_kind", "hang");
+    }
+}
+
+static cJSON *member_json(struct bundle *b, const char *name, size_t max)
+{
+    if (!bundle_find(b, name))
+        return NULL;
+    char *buf = NULL;
+    size_t len = 0;
+    cJSON *j = NULL;
+    if (bundle_read_all(b, name, max, &buf, &len) == BUNDLE_OK)
+        j = cJSON_ParseWithLength(buf, len);
+    free(buf);
+    return j;
+}
+
+void hang_analyze(struct bundle *b, cJSON *r)
+{
+    cJSON *snap = member_json(b, "snap.json", SNAP_JSON_MAX);
+    if (snap && !cJSON_IsObject(snap)) {
+        cJSON_Delete(snap);
+        snap = NULL;
+    }
+    cJSON *fds = member_json(b, "proc/fds.json", FDS_JSON_MAX);
+    hang_analyze_json(r, snap, cJSON_IsArray(fds) ? fds : NULL);
+    cJSON_Delete(snap);
+    cJSON_Delete(fds);
+}
+
+static void put_clean(FILE *out, const char *s)
+{
+    for (; s && *s; s++)
+        fputc((unsigned char)*s < 32 || *s == 127 ? '?' : *s, out);
+}
+
+void hang_print_text(FILE *out, const cJSON *r)
+{
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(r, "hang");
+    if (!h)
+        return;
+    int snap = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(h, "snap"));
+    const cJSON *dl = cJSON_GetObjectItemCaseSensitive(h, "deadlocks");
+    if (!snap && cJSON_GetArraySize(dl) == 0)
+        return;
+    fprintf(out, "\nhang (%s", snap ? "live capture" : "from the core");
+    if (fstr(h, "reason")) {
+        fprintf(out, ", reason: ");
+        put_clean(out, fstr(h, "reason"));
+    }
+    fprintf(out, ")\n");
+    const cJSON *d;
+    cJSON_ArrayForEach(d, dl)
+    {
+        fprintf(out, "  DEADLOCK: ");
+        put_clean(out, fstr(d, "summary"));
+        fputc('\n', out);
+        const cJSON *t;
+        cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(d, "threads"))
+        {
+            double tid = 0;
+            fnum(t, "tid", &tid);
+            fprintf(out, "    thread %d blocked in ", (int)tid);
+            put_clean(out, fstr(t, "blocked_in") ? fstr(t, "blocked_in") : "?");
+            fputc('\n', out);
+        }
+    }
+    const cJSON *t;
+    cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(r, "threads"))
+    {
+        const cJSON *hs = cJSON_GetObjectItemCaseSensitive(t, "hang_state");
+        if (!cJSON_IsObject(hs))
+            continue;
+        double tid = 0;
+        fnum(t, "tid", &tid);
+        fprintf(out, "  %-8d %-16.16s %-18s ", (int)tid, fstr(t, "name") ? fstr(t, "name") : "",
+                fstr(hs, "state") ? fstr(hs, "state") : "?");
+        put_clean(out, fstr(hs, "detail"));
+        if (fstr(hs, "mutex")) {
+            fprintf(out, " [%s", fstr(hs, "mutex"));
+            if (fstr(hs, "mutex_symbol")) {
+                fputc(' ', out);
+                put_clean(out, fstr(hs, "mutex_symbol"));
+            }
+            double ow;
+            if (fnum(hs, "mutex_owner", &ow))
+                fprintf(out, ", owner %d", (int)ow);
+            fputc(']', out);
+        }
+        fputc('\n', out);
+    }
+}

@@ -1,0 +1,28 @@
+/* snap.h - capture a live process into a bundle: crashpack's own core (snap_core.h) handed to
+ * crashpack-capture --snap, so the bundle and its evidence are the crash path's. */
+#ifndef CRASHPACK_SNAP_H
+#define CRASHPACK_SNAP_H
+#include <cjson/cJSON.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+struct snap_request {
+    pid_t pid;
+    int full;
+    unsigned timeout_ms;    /* per-thread stop timeout; 0: the default */
+    const char *config;     /* crashpack.conf, or NULL for the default */
+    const char *bundle_dir; /* -o, or NULL for the configured one */
+    const char *trigger;    /* "snap" or "watch" */
+    const char *reason;     /* why, recorded in the manifest (capture.reason) */
+};
+
+/* Stops, dumps, releases pid, and has the bundle written. On success returns 0, the bundle's
+ * path in bundle (may be empty when the capture did not say), and the stop report in *info
+ * (crashpack-snap/1, owned by the caller, may be NULL). Returns -1 with err set otherwise. */
+int snap_pid(const struct snap_request *rq, char *bundle, size_t blen, cJSON **info, char *err,
+             size_t errlen);
+
+/* Text summary of a stop report: one line per thread. */
+void snap_print_report(FILE *out, const cJSON *info);
+#endif

@@ -1,0 +1,179 @@
+/* snap.c - the handler's "snap" entry: `crashpack snap` runs
+ *
+ *   crashpack-capture --snap [-c CONFIG] [--bundle-dir DIR] [--mode full|slim]
+ *                     [--trigger snap|watch] [--reason TEXT] PID
+ *
+ * with its own ELF core of the live process on fd 0 (instead of the kernel's pipe), the stop
+ * report (snap.json) on fd 3, and a pipe on fd 4 where the finisher writes the published
+ * bundle's path. Everything else is the crash path: same collectors, same bundle, same publish.
+ * The identity the kernel would pass as core_pattern specifiers is read from /proc/<pid>. */
+#include "capture.h"
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SNAP_INFO_MAX (16u << 20)
+
+static const char *o_bundle_dir, *o_mode;
+
+static int status_ids(const char *status, const char *key, unsigned *real)
+{
+    const char *p = strstr(status, key);
+    return p && sscanf(p + strlen(key), "%u", real) == 1 ? 0 : -1;
+}
+
+int snap_parse_args(struct cap *c, int argc, char **argv)
+{
+    c->snap = 1;
+    snprintf(c->snap_trigger, sizeof(c->snap_trigger), "snap");
+    snprintf(c->snap_reason, sizeof(c->snap_reason), "requested");
+    int i = 2;
+    const char *pid_s = NULL;
+    for (; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-c") && v) {
+            c->config_path = v;
+            i++;
+        } else if (!strcmp(a, "--bundle-dir") && v) {
+            o_bundle_dir = v;
+            i++;
+        } else if (!strcmp(a, "--mode") && v) {
+            o_mode = v;
+            i++;
+        } else if (!strcmp(a, "--trigger") && v) {
+            snprintf(c->snap_trigger, sizeof(c->snap_trigger), "%s",
+                     !strcmp(v, "watch") ? "watch" : "snap");
+            i++;
+        } else if (!strcmp(a, "--reason") && v) {
+            snprintf(c->snap_reason, sizeof(c->snap_reason), "%s", v);
+            i++;
+        } else if (!pid_s && a[0] >= '0' && a[0] <= '9') {
+            pid_s = a;
+        } else {
+            return -1;
+        }
+    }
+    if (!pid_s || (o_mode && strcmp(o_mode, "full") && strcmp(o_mode, "slim")))
+        return -1;
+    char *e;
+    long pid = strtol(pid_s, &e, 10);
+    if (*e || pid <= 0 || pid > 0x3fffffff)
+        return -1;
+    c->pid = c->tid = c->ns_tid = (pid_t)pid;
+    c->sig = 0;
+    c->crash_time = time(NULL);
+    c->rlimit_core = -1;
+    c->dumpable = 1;
+    c->snap_info_fd = fcntl(3, F_GETFD) >= 0 ? 3 : -1;
+    c->snap_status_fd = fcntl(4, F_GETFD) >= 0 ? 4 : -1;
+    if (c->snap_info_fd >= 0)
+        fcntl(c->snap_info_fd, F_SETFD, FD_CLOEXEC);
+    if (c->snap_status_fd >= 0)
+        fcntl(c->snap_status_fd, F_SETFD, FD_CLOEXEC);
+    /* what the kernel passes as %u %g: the real ids; %d: a non-dumpable process has its /proc
+     * directory owned by root */
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%ld", pid);
+    int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return -1;
+    size_t len;
+    int tr;
+    char *status = read_file_at(dfd, "status", 1 << 16, &len, &tr);
+    unsigned uid = 0, gid = 0;
+    int bad = !status || status_ids(status, "\nUid:", &uid) || status_ids(status, "\nGid:", &gid);
+    free(status);
+    struct stat st;
+    if (!bad && fstat(dfd, &st) == 0 && st.st_uid != uid)
+        c->dumpable = 0;
+    close(dfd);
+    if (bad)
+        return -1;
+    c->uid = uid;
+    c->gid = gid;
+    if (gethostname(c->hostname, sizeof(c->hostname) - 1))
+        snprintf(c->hostname, sizeof(c->hostname), "unknown");
+    c->pidfd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
+    if (c->pidfd >= 0)
+        fcntl(c->pidfd, F_SETFD, FD_CLOEXEC);
+    return 0;
+}
+
+void snap_config(struct cap *c)
+{
+    if (o_bundle_dir)
+        snprintf(c->cfg.bundle_dir, sizeof(c->cfg.bundle_dir), "%s", o_bundle_dir);
+    if (o_mode)
+        c->cfg.mode = !strcmp(o_mode, "full") ? CP_MODE_FULL : CP_MODE_SLIM;
+}
+
+void snap_collect_info(struct cap *c)
+{
+    double t = now_mono();
+    if (c->snap_info_fd < 0) {
+        cap_step(c, "snap.json", "absent", t, "no stop report from crashpack snap");
+        return;
+    }
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    int truncated = 0;
+    while (buf) {
+        if (len == cap) {
+            if (cap >= SNAP_INFO_MAX) {
+                truncated = 1;
+                break;
+            }
+            char *nb = realloc(buf, cap * 2);
+            if (!nb)
+                break;
+            buf = nb;
+            cap *= 2;
+        }
+        ssize_t r = read(c->snap_info_fd, buf + len, cap - len);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        len += (size_t)r;
+    }
+    close(c->snap_info_fd);
+    c->snap_info_fd = -1;
+    cJSON *j = buf && !truncated ? cJSON_ParseWithLength(buf, len) : NULL;
+    free(buf);
+    if (!j) {
+        cap_step(c, "snap.json", "failed", t, "%s",
+                 truncated ? "stop report over the cap" : "stop report is not JSON");
+        return;
+    }
+    char *s = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    if (!s || bw_add(&c->bw, "snap.json", s, strlen(s)))
+        cap_step(c, "snap.json", "failed", t, "write: %s", strerror(c->bw.err ? c->bw.err : ENOMEM));
+    else
+        cap_step(c, "snap.json", "ok", t, "%s", "");
+    free(s);
+}
+
+void snap_report_final(struct cap *c, const char *final, int ok)
+{
+    if (c->snap_status_fd < 0)
+        return;
+    char line[CP_PATH_MAX + 256];
+    int n = ok ? snprintf(line, sizeof(line), "ok %s/%s\n", c->cfg.bundle_dir, final)
+               : snprintf(line, sizeof(line), "failed %s\n", c->tmpname);
+    if (n > 0 && write(c->snap_status_fd, line, (size_t)n) < 0) {
+        /* crashpack snap went away: the bundle is published all the same */
+    }
+    close(c->snap_status_fd);
+    c->snap_status_fd = -1;
+}
