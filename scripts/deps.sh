@@ -8,6 +8,7 @@ pkgs=(
     libdw-dev libelf-dev libunwind-dev libsqlite3-dev libxml2-dev  # analyzer (later issues)
     zstd xxhash tar gdb elfutils binutils acl util-linux procps time  # tests: open bundles, check cores
     python3 python3-torch                                  # real python/libtorch crashes (/usr/bin/python3)
+    clang libclang-rt-14-dev                               # tests: the libFuzzer harnesses (fuzz/bundle, fuzz/core)
 )
 missing=()
 for p in "${pkgs[@]}"; do
