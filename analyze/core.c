@@ -349,6 +349,8 @@ static void parse_siginfo(struct core *c, const struct core_note *n)
     s->addr = le64(d + 16);
     s->sender_pid = (int32_t)le32(d + 16);
     s->sender_uid = le32(d + 20);
+    if (s->signo <= 0 || s->signo > 64)
+        warn(c, "the NT_SIGINFO note's signal number is out of range (1..64)");
     if (c->nthreads)
         c->threads[c->nthreads - 1].owns_siginfo = 1;
 }
@@ -558,6 +560,11 @@ static int load_segments(struct core *c)
     }
     c->nsegs = n;
     qsort(c->segs, n, sizeof(*c->segs), seg_cmp);
+    for (size_t i = 1; i < n; i++)
+        if (c->segs[i].vaddr - c->segs[i - 1].vaddr < c->segs[i - 1].memsz) {
+            warn(c, "PT_LOAD segments overlap (the kernel never writes that); memory reads may be wrong");
+            break;
+        }
     return CORE_OK;
 }
 

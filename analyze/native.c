@@ -511,6 +511,16 @@ cJSON *native_run(struct bundle *b, const struct native_opts *o, int *failed)
     }
     int ended = rc >= 0 && out ? assemble(r, out, len) : 0;
     free(out);
+    /* a core whose headers or notes are damaged (core.h's warnings) gives a partial result */
+    const cJSON *cw = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(r, "core"),
+                                                       "warnings");
+    if (cJSON_GetArraySize(cw) > 0 && cJSON_IsString(cJSON_GetArrayItem(cw, 0)) &&
+        cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(r, "errors")) == 0) {
+        char msg[512];
+        snprintf(msg, sizeof(msg), "the core is damaged or incomplete: %s",
+                 cJSON_GetArrayItem(cw, 0)->valuestring);
+        cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(r, "errors"), cJSON_CreateString(msg));
+    }
     int ok = rc == 0 && ended && cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(r, "errors")) == 0;
     replace(r, "complete", cJSON_CreateBool(ok));
     if (!ok)
