@@ -243,7 +243,43 @@ static void frame_json(cJSON *arr, const struct sym_frame *f, size_t index,
     cJSON_AddItemToArray(arr, o);
 }
 
-static cJSON *thread_line(struct unwind_session *s, const struct unwind_stack *st, int crashed)
+/* symbolize_pc() results by (pc, activation), for the whole run: the threads of one process share
+ * most of their frames (libdwfl's symbol lookup is a linear search of the symbol table). */
+#define SYMCACHE_SLOTS 2048u
+struct symcache {
+    uint64_t pc;
+    int activation, used;
+    struct sym_list l;
+};
+
+static const struct sym_list *symbolize_cached(struct symcache *cache, struct unwind_session *s,
+                                               uint64_t pc, int activation)
+{
+    struct symcache *e = &cache[((pc * 0x9E3779B97F4A7C15ull) >> 32 ^ (uint64_t)!!activation) %
+                                SYMCACHE_SLOTS];
+    if (e->used && e->pc == pc && e->activation == !!activation)
+        return &e->l;
+    if (e->used)
+        symbolize_list_free(&e->l);
+    e->used = 0;
+    if (symbolize_pc(unwind_dwfl(s), unwind_modules(s), pc, activation, &e->l))
+        return NULL;
+    e->pc = pc;
+    e->activation = !!activation;
+    e->used = 1;
+    return &e->l;
+}
+
+static void symcache_free(struct symcache *cache)
+{
+    for (size_t i = 0; cache && i < SYMCACHE_SLOTS; i++)
+        if (cache[i].used)
+            symbolize_list_free(&cache[i].l);
+    free(cache);
+}
+
+static cJSON *thread_line(struct unwind_session *s, struct symcache *cache,
+                          const struct unwind_stack *st, int crashed)
 {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddNumberToObject(j, "tid", st->tid);
@@ -251,16 +287,17 @@ static cJSON *thread_line(struct unwind_session *s, const struct unwind_stack *s
     cJSON *frames = cJSON_AddArrayToObject(j, "frames");
     for (size_t i = 0; i < st->nframes; i++) {
         const struct unwind_frame *uf = &st->frames[i];
-        struct sym_list l;
-        if (symbolize_pc(unwind_dwfl(s), unwind_modules(s), uf->pc, uf->activation, &l))
+        const struct sym_list *l = symbolize_cached(cache, s, uf->pc, uf->activation);
+        if (!l)
             break;
-        if (uf->tail_call && l.n > 1) { /* as gdb: the innermost scope at the call site */
-            l.v[0].inline_ = 0;
-            symbolize_list_truncate(&l, 1);
+        if (uf->tail_call && l->n > 1) { /* as gdb: the innermost scope at the call site */
+            struct sym_frame f0 = l->v[0];
+            f0.inline_ = 0;
+            frame_json(frames, &f0, i, uf);
+            continue;
         }
-        for (size_t k = 0; k < l.n; k++)
-            frame_json(frames, &l.v[k], i, uf);
-        symbolize_list_free(&l);
+        for (size_t k = 0; k < l->n; k++)
+            frame_json(frames, &l->v[k], i, uf);
     }
     cJSON_AddNumberToObject(j, "frames_dropped", (double)st->dropped);
     cJSON_AddBoolToObject(j, "unwind_complete", st->complete);
@@ -281,19 +318,27 @@ static long test_crash_after(void)
 static int unwind_all(int fd, struct core *c, struct unwind_session *s, const struct cause *z)
 {
     long crash_after = test_crash_after();
+    struct symcache *cache = calloc(SYMCACHE_SLOTS, sizeof(*cache));
+    if (!cache)
+        return emit_error(fd, "out of memory while unwinding");
     for (size_t k = 0; k < c->nthreads; k++) {
         if (crash_after >= 0 && (long)k == crash_after)
             raise(SIGSEGV);
         /* the crashed thread first, then the others in the core's order */
         size_t i = z->crashed < 0 ? k : k == 0 ? (size_t)z->crashed : k <= (size_t)z->crashed ? k - 1 : k;
         struct unwind_stack st;
-        if (unwind_thread(s, &c->threads[i], &st))
+        if (unwind_thread(s, &c->threads[i], &st)) {
+            symcache_free(cache);
             return emit_error(fd, "out of memory while unwinding");
-        int rc = emit(fd, "thread", thread_line(s, &st, (int)i == z->crashed));
+        }
+        int rc = emit(fd, "thread", thread_line(s, cache, &st, (int)i == z->crashed));
         unwind_stack_free(&st);
-        if (rc)
+        if (rc) {
+            symcache_free(cache);
             return 3;
+        }
     }
+    symcache_free(cache);
     return 0;
 }
 
