@@ -103,6 +103,11 @@ static int member_read(struct core *c, uint64_t off, void *buf, size_t len, size
         return CORE_ETRUNC;
     if (len > c->size - off)
         len = (size_t)(c->size - off);
+    if (c->mem) {
+        memcpy(buf, c->mem + off, len);
+        *got = len;
+        return CORE_OK;
+    }
     int rc = bundle_read(c->b, c->m, off, buf, len, got);
     if (rc == BUNDLE_OK)
         return *got == len ? CORE_OK : CORE_ETRUNC;
@@ -344,6 +349,8 @@ static void parse_siginfo(struct core *c, const struct core_note *n)
     s->addr = le64(d + 16);
     s->sender_pid = (int32_t)le32(d + 16);
     s->sender_uid = le32(d + 20);
+    if (s->signo <= 0 || s->signo > 64)
+        warn(c, "the NT_SIGINFO note's signal number is out of range (1..64)");
     if (c->nthreads)
         c->threads[c->nthreads - 1].owns_siginfo = 1;
 }
@@ -553,6 +560,11 @@ static int load_segments(struct core *c)
     }
     c->nsegs = n;
     qsort(c->segs, n, sizeof(*c->segs), seg_cmp);
+    for (size_t i = 1; i < n; i++)
+        if (c->segs[i].vaddr - c->segs[i - 1].vaddr < c->segs[i - 1].memsz) {
+            warn(c, "PT_LOAD segments overlap (the kernel never writes that); memory reads may be wrong");
+            break;
+        }
     return CORE_OK;
 }
 
@@ -736,6 +748,34 @@ int core_open(struct bundle *b, const char *member, struct core **out, char *err
         warn(c, "the core has no readable NT_PRSTATUS note: no thread to unwind");
     if (m->truncated)
         warn(c, "the core member is cut short in this bundle: some memory is missing");
+    *out = c;
+    return CORE_OK;
+}
+
+int core_open_mem(const void *buf, size_t len, struct core **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    elf_version(EV_CURRENT);
+    struct core *c = calloc(1, sizeof(*c));
+    if (!c || !(c->cache = calloc(1, sizeof(*c->cache)))) {
+        free(c);
+        cp_errmsg(err, errlen, "out of memory");
+        return CORE_ENOMEM;
+    }
+    static const unsigned char empty[1];
+    c->mem = len ? buf : empty;
+    c->size = len;
+    int rc = open_headers(c, err, errlen);
+    if (!rc && (rc = load_segments(c)))
+        cp_errmsg(err, errlen, "cannot read the core's program headers: %s", elf_errmsg(-1));
+    if (!rc && (rc = parse_notes(c)))
+        cp_errmsg(err, errlen, "cannot read the core's notes: %s", core_strerror(rc));
+    if (rc) {
+        core_close(c);
+        return rc;
+    }
+    if (!c->nthreads)
+        warn(c, "the core has no readable NT_PRSTATUS note: no thread to unwind");
     *out = c;
     return CORE_OK;
 }

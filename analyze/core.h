@@ -117,11 +117,15 @@ struct core {
     size_t header_len;
     char *strings; /* NT_FILE path storage */
     struct core_cache *cache;
+    const unsigned char *mem; /* core_open_mem: the core's bytes (no bundle) */
 };
 
 /* Opens member `member` (normally "core") of an open bundle. On error returns < 0 and writes a
  * one-line message to err. A core whose notes are partly unreadable still opens (warnings). */
 int core_open(struct bundle *b, const char *member, struct core **out, char *err, size_t errlen);
+/* The same over a core held in memory (buf[0..len), which must outlive the core): for the fuzz
+ * harness and tests that build cores by hand. No bundle: memory reads copy from buf. */
+int core_open_mem(const void *buf, size_t len, struct core **out, char *err, size_t errlen);
 void core_close(struct core *c);
 
 /* Reads process memory [vaddr, vaddr + len). *got is the number of leading bytes copied. Bytes of a

@@ -306,7 +306,8 @@ int modules_build(struct core *c, const struct modules_opts *o, struct modules *
         cp_errmsg(err, errlen, "out of memory building the module list");
         return -1;
     }
-    qsort(m->v, m->n, sizeof(*m->v), mod_cmp);
+    if (m->n) /* no modules: v is NULL, and qsort wants a non-NULL base */
+        qsort(m->v, m->n, sizeof(*m->v), mod_cmp);
     for (size_t i = 0; i < m->n; i++)
         m->v[i].owner = m;
     *out = m;

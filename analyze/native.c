@@ -254,7 +254,43 @@ struct thread_how {
     const char *other;     /* how the walk whose frames were not taken ended */
 };
 
-static cJSON *thread_line(struct unwind_session *s, const struct unwind_stack *st, int crashed,
+/* symbolize_pc() results by (pc, activation), for the whole run: the threads of one process share
+ * most of their frames (libdwfl's symbol lookup is a linear search of the symbol table). */
+#define SYMCACHE_SLOTS 2048u
+struct symcache {
+    uint64_t pc;
+    int activation, used;
+    struct sym_list l;
+};
+
+static const struct sym_list *symbolize_cached(struct symcache *cache, struct unwind_session *s,
+                                               uint64_t pc, int activation)
+{
+    struct symcache *e = &cache[((pc * 0x9E3779B97F4A7C15ull) >> 32 ^ (uint64_t)!!activation) %
+                                SYMCACHE_SLOTS];
+    if (e->used && e->pc == pc && e->activation == !!activation)
+        return &e->l;
+    if (e->used)
+        symbolize_list_free(&e->l);
+    e->used = 0;
+    if (symbolize_pc(unwind_dwfl(s), unwind_modules(s), pc, activation, &e->l))
+        return NULL;
+    e->pc = pc;
+    e->activation = !!activation;
+    e->used = 1;
+    return &e->l;
+}
+
+static void symcache_free(struct symcache *cache)
+{
+    for (size_t i = 0; cache && i < SYMCACHE_SLOTS; i++)
+        if (cache[i].used)
+            symbolize_list_free(&cache[i].l);
+    free(cache);
+}
+
+static cJSON *thread_line(struct unwind_session *s, struct symcache *cache,
+                          const struct unwind_stack *st, int crashed,
                           const struct thread_how *how)
 {
     cJSON *j = cJSON_CreateObject();
@@ -272,16 +308,17 @@ static cJSON *thread_line(struct unwind_session *s, const struct unwind_stack *s
     cJSON *frames = cJSON_AddArrayToObject(j, "frames");
     for (size_t i = 0; i < st->nframes; i++) {
         const struct unwind_frame *uf = &st->frames[i];
-        struct sym_list l;
-        if (symbolize_pc(unwind_dwfl(s), unwind_modules(s), uf->pc, uf->activation, &l))
+        const struct sym_list *l = symbolize_cached(cache, s, uf->pc, uf->activation);
+        if (!l)
             break;
-        if (uf->tail_call && l.n > 1) { /* as gdb: the innermost scope at the call site */
-            l.v[0].inline_ = 0;
-            symbolize_list_truncate(&l, 1);
+        if (uf->tail_call && l->n > 1) { /* as gdb: the innermost scope at the call site */
+            struct sym_frame f0 = l->v[0];
+            f0.inline_ = 0;
+            frame_json(frames, &f0, i, uf);
+            continue;
         }
-        for (size_t k = 0; k < l.n; k++)
-            frame_json(frames, &l.v[k], i, uf);
-        symbolize_list_free(&l);
+        for (size_t k = 0; k < l->n; k++)
+            frame_json(frames, &l->v[k], i, uf);
     }
     cJSON_AddNumberToObject(j, "frames_dropped", (double)st->dropped);
     cJSON_AddBoolToObject(j, "unwind_complete", st->complete);
@@ -400,6 +437,9 @@ static int unwind_all(int fd, struct core *c, struct unwind_session *s, const st
                       const struct py_state *py)
 {
     long crash_after = test_crash_after();
+    struct symcache *cache = calloc(SYMCACHE_SLOTS, sizeof(*cache));
+    if (!cache)
+        return emit_error(fd, "out of memory while unwinding");
     struct second u = {0};
     int rc = 0;
     for (size_t k = 0; k < c->nthreads && !rc; k++) {
@@ -416,13 +456,14 @@ static int unwind_all(int fd, struct core *c, struct unwind_session *s, const st
             rc = emit_error(fd, "out of memory while unwinding");
             break;
         }
-        cJSON *tl = thread_line(s, &st, (int)i == z->crashed, &how);
+        cJSON *tl = thread_line(s, cache, &st, (int)i == z->crashed, &how);
         if (tl)
             python_thread_json(py, st.tid, tl);
         rc = emit(fd, "thread", tl) ? 3 : 0;
         unwind_stack_free(&st);
     }
     ucd_end(u.ucd);
+    symcache_free(cache);
     return rc;
 }
 
@@ -654,6 +695,16 @@ cJSON *native_run(struct bundle *b, const struct native_opts *o, int *failed)
     }
     int ended = rc >= 0 && out ? assemble(r, out, len) : 0;
     free(out);
+    /* a core whose headers or notes are damaged (core.h's warnings) gives a partial result */
+    const cJSON *cw = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(r, "core"),
+                                                       "warnings");
+    if (cJSON_GetArraySize(cw) > 0 && cJSON_IsString(cJSON_GetArrayItem(cw, 0)) &&
+        cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(r, "errors")) == 0) {
+        char msg[512];
+        snprintf(msg, sizeof(msg), "the core is damaged or incomplete: %s",
+                 cJSON_GetArrayItem(cw, 0)->valuestring);
+        cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(r, "errors"), cJSON_CreateString(msg));
+    }
     int ok = rc == 0 && ended && cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(r, "errors")) == 0;
     replace(r, "complete", cJSON_CreateBool(ok));
     if (!ok)

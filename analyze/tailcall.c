@@ -62,9 +62,20 @@ struct modidx {
     size_t n;
 };
 
+/* Results of tailcall_chain by (callee pc, activation, caller pc): threads of one process share
+ * most of their frames (64 threads waiting in the same place), so each pair is searched once. */
+#define MEMO_SLOTS 1024u
+struct memo {
+    uint64_t callee_pc, caller_pc;
+    int activation, used;
+    size_t n;
+    uint64_t out[TAILCALL_MAX_CHAIN];
+};
+
 struct tailcall_cache {
     struct modidx *mods;
     size_t n;
+    struct memo memo[MEMO_SLOTS];
 };
 
 struct tailcall_cache *tailcall_cache_new(void)
@@ -264,11 +275,32 @@ static void search_from(struct search *s, uint64_t entry)
     free(scopes);
 }
 
+static size_t chain(struct tailcall_cache *c, Dwfl *dwfl, uint64_t callee_pc,
+                    int callee_activation, uint64_t caller_pc, uint64_t *out, size_t max);
+
 size_t tailcall_chain(struct tailcall_cache *c, Dwfl *dwfl, uint64_t callee_pc,
                       int callee_activation, uint64_t caller_pc, uint64_t *out, size_t max)
 {
     if (!dwfl || !callee_pc || !caller_pc)
         return 0;
+    struct memo *e = &c->memo[((callee_pc * 0x9E3779B97F4A7C15ull) ^ caller_pc ^
+                               (uint64_t)!!callee_activation) % MEMO_SLOTS];
+    if (!(e->used && e->callee_pc == callee_pc && e->caller_pc == caller_pc &&
+          e->activation == !!callee_activation)) {
+        e->n = chain(c, dwfl, callee_pc, callee_activation, caller_pc, e->out, TAILCALL_MAX_CHAIN);
+        e->callee_pc = callee_pc;
+        e->caller_pc = caller_pc;
+        e->activation = !!callee_activation;
+        e->used = 1;
+    }
+    size_t n = e->n < max ? e->n : max;
+    memcpy(out, e->out, n * sizeof(*out));
+    return n;
+}
+
+static size_t chain(struct tailcall_cache *c, Dwfl *dwfl, uint64_t callee_pc,
+                    int callee_activation, uint64_t caller_pc, uint64_t *out, size_t max)
+{
     uint64_t callee = function_entry(dwfl, callee_activation ? callee_pc : callee_pc - 1);
     Dwfl_Module *m = dwfl_addrmodule(dwfl, caller_pc - 1);
     Dwarf_Die site;
