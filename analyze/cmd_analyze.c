@@ -17,6 +17,7 @@
 #include "commands.h"
 #include "native.h"
 #include "report_native.h"
+#include "stacks.h"
 
 #include <cjson/cJSON.h>
 
@@ -49,6 +50,7 @@ static void usage(FILE *out)
             "  --max-frames N     frames kept per thread, innermost first (default 256)\n"
             "  --timeout SEC      time limit of the core analysis (default 180)\n"
             "  --in-process       analyze the core without the sandboxed child (debugging)\n"
+            "  --no-stacks        ignore the bundle's stacks.json (the crashed host's analysis)\n"
             "  -h, --help         this help\n"
             "\n"
             "The core and the binaries are parsed in a child process with CPU, memory and time\n"
@@ -731,6 +733,7 @@ static void print_text(FILE *out, const cJSON *r, int members_only)
 
 struct analyze_args {
     int json, members_only;
+    int no_stacks; /* --no-stacks: ignore stacks.json */
     const char *path;
     struct native_opts native;
     const char *debug_dirs[MAX_DEBUG_DIRS];
@@ -814,6 +817,8 @@ static int parse_args(struct analyze_args *A, int argc, char **argv)
                 A->members_only = 1;
             } else if (!strcmp(a, "--in-process")) {
                 A->native.in_process = 1;
+            } else if (!strcmp(a, "--no-stacks")) {
+                A->no_stacks = 1;
             } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
                 usage(stdout);
                 return 0;
@@ -853,6 +858,7 @@ static int add_native(struct bundle *b, cJSON *r, struct analyze_args *A)
 {
     if (!bundle_find(b, "core")) {
         report_native_skipped(r, "no core in this bundle (a metadata-only capture)");
+        stacks_annotate(r, NULL);
         return 0;
     }
     const cJSON *tid = get(r, "process.crashed_tid");
@@ -863,8 +869,12 @@ static int add_native(struct bundle *b, cJSON *r, struct analyze_args *A)
     A->native.comm = gstr(r, "process.comm");
     int failed = 0;
     cJSON *nat = native_run(b, &A->native, &failed);
+    cJSON *sinfo = NULL; /* stacks.json: the crashed host's analysis, used where binaries lack */
+    if (nat)
+        nat = stacks_apply(b, nat, A->no_stacks, &failed, &sinfo);
     if (!nat) {
         report_native_skipped(r, "out of memory");
+        cJSON_Delete(sinfo);
         return 1;
     }
     cJSON *threads = NULL;
@@ -877,6 +887,7 @@ static int add_native(struct bundle *b, cJSON *r, struct analyze_args *A)
         free(buf);
     }
     report_native_merge(r, nat, cJSON_IsArray(threads) ? threads : NULL, &text_ops);
+    stacks_annotate(r, sinfo);
     cJSON_Delete(threads);
     return failed;
 }
@@ -904,6 +915,11 @@ int cmd_analyze(int argc, char **argv)
     if (!r) {
         fprintf(stderr, "crashpack analyze: out of memory\n");
         return 2;
+    }
+    if (A.json && gstr(r, "analysis.stacks_json.warning")) { /* text prints it anyway */
+        fprintf(stderr, "crashpack analyze: warning: ");
+        put_safe(stderr, gstr(r, "analysis.stacks_json.warning"));
+        fputc('\n', stderr);
     }
     if (native_failed) {
         const char *e = gstr(r, "analysis.error");

@@ -7,6 +7,7 @@ int cmd_uninstall(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_analyze(int argc, char **argv);
 int cmd_checkpoint(int argc, char **argv);
+int cmd_enrich(int argc, char **argv);
 
 /* Directory holding the crashpack executables (resolved from /proc/self/exe). */
 const char *cp_bindir(void);

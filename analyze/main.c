@@ -19,6 +19,7 @@ static const struct verb verbs[] = {
     {"status", cmd_status, "is the handler installed, and did something take core_pattern back?"},
     {"analyze", cmd_analyze, "explain a bundle: crashed thread, cause, symbolized stacks"},
     {"checkpoint", cmd_checkpoint, "is a checkpoint file intact? (and the newest valid one)"},
+    {"enrich", cmd_enrich, "on the crashed host: the native analysis as stacks.json"},
 };
 
 static void usage(FILE *out)
