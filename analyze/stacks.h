@@ -34,7 +34,7 @@ struct bundle;
 
 #define STACKS_FORMAT "crashpack-stacks/1"
 #define STACKS_MEMBER "stacks.json"
-#define STACKS_MAX (128u << 20)      /* stacks.json bytes analyze reads */
+#define STACKS_MAX (64u << 20)       /* stacks.json bytes analyze reads */
 #define STACKS_MAX_THREADS 100000u
 #define STACKS_MAX_FRAMES 4000000u   /* over all threads */
 #define STACKS_MAX_STRING (64u << 10)

@@ -84,6 +84,9 @@ child(struct cap *c, const char *prog, int out, int err, int bfd, uid_t uid, gid
       unsigned timeout)
 {
     setpgid(0, 0);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
     int hi_out = fcntl(out, F_DUPFD_CLOEXEC, 10), hi_err = fcntl(err, F_DUPFD_CLOEXEC, 10);
     int hi_b = fcntl(bfd, F_DUPFD_CLOEXEC, 10);
     int hi_r = c->rootfd >= 0 ? fcntl(c->rootfd, F_DUPFD_CLOEXEC, 10) : -1;
