@@ -858,7 +858,7 @@ static int add_native(struct bundle *b, cJSON *r, struct analyze_args *A)
 {
     if (!bundle_find(b, "core")) {
         report_native_skipped(r, "no core in this bundle (a metadata-only capture)");
-        stacks_annotate(r, NULL);
+        stacks_annotate(r, NULL, &text_ops);
         return 0;
     }
     const cJSON *tid = get(r, "process.crashed_tid");
@@ -887,7 +887,7 @@ static int add_native(struct bundle *b, cJSON *r, struct analyze_args *A)
         free(buf);
     }
     report_native_merge(r, nat, cJSON_IsArray(threads) ? threads : NULL, &text_ops);
-    stacks_annotate(r, sinfo);
+    stacks_annotate(r, sinfo, &text_ops);
     cJSON_Delete(threads);
     return failed;
 }

@@ -604,6 +604,13 @@ cJSON *stacks_choose(cJSON *local, cJSON *stacks, const cJSON *doc, cJSON **info
                  host ? host : "the crashed host", when ? " at " : "", when ? when : "", c.lacking);
         cJSON_AddStringToObject(in, "note", w);
     }
+    if (c.ndiff) {
+        char w[700];
+        const cJSON *first = cJSON_GetArrayItem(c.differences, 0);
+        snprintf(w, sizeof(w), "stacks.json disagrees with the local analysis: %zu difference(s), "
+                 "first: %s", c.ndiff, cJSON_IsString(first) ? first->valuestring : "?");
+        cJSON_AddStringToObject(in, "disagreement", w);
+    }
     cJSON_Delete(lacking);
     cJSON_Delete(stacks);
     if (out != local)
@@ -649,7 +656,22 @@ cJSON *stacks_apply(struct bundle *b, cJSON *local, int no_stacks, int *failed, 
     return r;
 }
 
-void stacks_annotate(cJSON *report, cJSON *info)
+/* Strings in info quote function names from the core and from stacks.json: any bytes. */
+static void clean_strings(cJSON *j, const struct report_text_ops *ops)
+{
+    for (cJSON *it = j ? j->child : NULL; it; it = it->next) {
+        if (cJSON_IsString(it) && it->valuestring) {
+            char *c = ops->clean(it->valuestring);
+            if (c && strcmp(c, it->valuestring))
+                cJSON_SetValuestring(it, c);
+            free(c);
+        } else if (cJSON_IsObject(it) || cJSON_IsArray(it)) {
+            clean_strings(it, ops);
+        }
+    }
+}
+
+void stacks_annotate(cJSON *report, cJSON *info, const struct report_text_ops *ops)
 {
     cJSON *a = cJSON_GetObjectItemCaseSensitive(report, "analysis");
     if (!cJSON_IsObject(a)) {
@@ -661,14 +683,16 @@ void stacks_annotate(cJSON *report, cJSON *info)
         put(a, "stacks_json", NULL);
         return;
     }
+    if (ops && ops->clean)
+        clean_strings(info, ops);
     put(a, "source", detach(info, "source"));
     cJSON *w = cJSON_GetObjectItemCaseSensitive(a, "warnings");
     if (!cJSON_IsArray(w)) {
         w = cJSON_CreateArray();
         put(a, "warnings", w);
     }
-    static const char *lines[] = {"warning", "note"};
-    for (size_t i = 0; i < 2; i++) {
+    static const char *lines[] = {"warning", "note", "disagreement"};
+    for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
         const cJSON *s = cJSON_GetObjectItemCaseSensitive(info, lines[i]);
         if (cJSON_IsString(s))
             cJSON_AddItemToArray(w, cJSON_CreateString(s->valuestring));
