@@ -220,10 +220,17 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 f = d["native"]["threads"][0]["frames"][0]
 f["function"] = "not_what_the_core_says"
-json.dump(d, open(sys.argv[2], "w"))
+# and bytes that are not UTF-8, with a terminal escape: the report must stay valid UTF-8
+open(sys.argv[2], "wb").write(json.dumps(d).encode().replace(
+    b"not_what_the_core_says", b"not_what_the_core_says\xff\xfe\x1b[31m"))
 PYEOF
 if hostile lie "$T/work/lie.json"; then
     check "E: a disagreeing stacks.json: agrees false, the difference listed" \
         [ "$(jget "$T/work/h-lie.json" 'd["analysis"]["stacks_json"]["agrees"], any("not_what_the_core_says" in x for x in d["analysis"]["stacks_json"]["differences"])')" = "(False, True)" ]
+    check "E: a disagreeing stacks.json: the JSON report is valid UTF-8" \
+        "$PY" -c 'import sys; open(sys.argv[1], encoding="utf-8", errors="strict").read()' "$T/work/h-lie.json"
+    "$CP_BIN/crashpack" analyze "$T/work/h-lie.zst" > "$T/work/h-lie.txt" 2>&1
+    check "E: a disagreeing stacks.json: the text says so, with the escape neutralized" \
+        bash -c "grep -q 'stacks.json disagrees with the local analysis' '$T/work/h-lie.txt' && ! grep -q \$'\\x1b' '$T/work/h-lie.txt'"
 fi
 finish
