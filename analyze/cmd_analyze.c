@@ -22,6 +22,7 @@
 #include "signature_text.h"
 #include "rule.h"
 #include "hang.h"
+#include "stacks.h"
 
 #include <cjson/cJSON.h>
 
@@ -60,6 +61,7 @@ static void usage(FILE *out)
             "  --in-process       analyze the core without the sandboxed child (debugging)\n"
             "  --db PATH          knowledge base whose user rules join the built-in rules\n"
             "                     (default: $CRASHPACK_DB, /var/lib/crashpack/kb.sqlite for root)\n"
+            "  --no-stacks        ignore the bundle's stacks.json (the crashed host's analysis)\n"
             "  -h, --help         this help\n"
             "\n"
             "The core and the binaries are parsed in a child process with CPU, memory and time\n"
@@ -744,6 +746,7 @@ static void print_text(FILE *out, const cJSON *r, int members_only)
 
 struct analyze_args {
     int json, members_only, explain;
+    int no_stacks; /* --no-stacks: ignore stacks.json */
     const char *path;
     const char *db; /* knowledge base whose user rules join the built-ins (NULL: the default) */
     struct native_opts native;
@@ -834,6 +837,8 @@ static int parse_args(struct analyze_args *A, int argc, char **argv)
                 A->explain = 1;
             } else if (!strcmp(a, "--in-process")) {
                 A->native.in_process = 1;
+            } else if (!strcmp(a, "--no-stacks")) {
+                A->no_stacks = 1;
             } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
                 usage(stdout);
                 return 0;
@@ -873,6 +878,7 @@ static int add_native(struct bundle *b, cJSON *r, struct analyze_args *A)
 {
     if (!bundle_find(b, "core")) {
         report_native_skipped(r, "no core in this bundle (a metadata-only capture)");
+        stacks_annotate(r, NULL, &text_ops);
         return 0;
     }
     const cJSON *tid = get(r, "process.crashed_tid");
@@ -883,8 +889,12 @@ static int add_native(struct bundle *b, cJSON *r, struct analyze_args *A)
     A->native.comm = gstr(r, "process.comm");
     int failed = 0;
     cJSON *nat = native_run(b, &A->native, &failed);
+    cJSON *sinfo = NULL; /* stacks.json: the crashed host's analysis, used where binaries lack */
+    if (nat)
+        nat = stacks_apply(b, nat, A->no_stacks, &failed, &sinfo);
     if (!nat) {
         report_native_skipped(r, "out of memory");
+        cJSON_Delete(sinfo);
         return 1;
     }
     cJSON *threads = NULL;
@@ -897,6 +907,7 @@ static int add_native(struct bundle *b, cJSON *r, struct analyze_args *A)
         free(buf);
     }
     report_native_merge(r, nat, cJSON_IsArray(threads) ? threads : NULL, &text_ops);
+    stacks_annotate(r, sinfo, &text_ops);
     cJSON_Delete(threads);
     return failed;
 }
@@ -933,6 +944,11 @@ int cmd_analyze(int argc, char **argv)
     if (!r) {
         fprintf(stderr, "crashpack analyze: out of memory\n");
         return 2;
+    }
+    if (A.json && gstr(r, "analysis.stacks_json.warning")) { /* text prints it anyway */
+        fprintf(stderr, "crashpack analyze: warning: ");
+        put_safe(stderr, gstr(r, "analysis.stacks_json.warning"));
+        fputc('\n', stderr);
     }
     /* last step: the rule base reads every field the analysis filled in */
     char derr[512] = "";

@@ -12,6 +12,7 @@ int cmd_db(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_snap(int argc, char **argv);
 int cmd_watch(int argc, char **argv);
+int cmd_enrich(int argc, char **argv);
 
 /* Directory holding the crashpack executables (resolved from /proc/self/exe). */
 const char *cp_bindir(void);

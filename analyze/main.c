@@ -24,6 +24,7 @@ static const struct verb verbs[] = {
     {"report", cmd_report, "ticket-ready Markdown for a bundle"},
     {"snap", cmd_snap, "capture a live (hung) process into a bundle, and let it run on"},
     {"watch", cmd_watch, "run a job on a pty; snap it when its output and heartbeat stall"},
+    {"enrich", cmd_enrich, "on the crashed host: the native analysis as stacks.json"},
 };
 
 static void usage(FILE *out)

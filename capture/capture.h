@@ -78,6 +78,8 @@ struct cap {
     int snap_info_fd, snap_status_fd;
     char snap_trigger[16];  /* "snap" or "watch" */
     char snap_reason[512];  /* why: "requested", or the stall watch saw */
+    /* enrich.c: O_PATH descriptor of /proc/<pid>/root, opened before the drain, or -1 */
+    int rootfd;
 };
 
 /* The value of NAME in the crashed process's initial environment, or NULL. */
@@ -101,6 +103,9 @@ void ckpt_verdict(struct cap *c);   /* checkpoint.c, finisher: checkpoint-verdic
 void logs_collect(struct cap *c);   /* logs.c: stdout/stderr tails, ML debug files -> logs/, ml/ */
 void smi_start(struct cap *c);      /* smi.c: spawn nvidia-smi before the drain */
 void smi_finish(struct cap *c);     /* smi.c, finisher: collect it -> nvidia-smi.xml */
+/* enrich.c: `crashpack enrich` as the crashed uid -> stacks.json (config key `enrich`) */
+void enrich_open_root(struct cap *c); /* before the drain: the crashed process's root */
+void enrich_finish(struct cap *c);    /* finisher, after the core: the stacks.json member */
 
 /* guard.c: disk guard and burst/repeat limits */
 void guard_vacuum(struct cap *c, uint64_t incoming);

@@ -36,6 +36,10 @@ void cp_config_defaults(struct cp_config *c)
     c->log_tail = 256ULL << 10;
     c->ml_file_max = 8ULL << 20;
     c->checkpoint_timeout_s = 5;
+    snprintf(c->enrich, sizeof(c->enrich), "%s", "auto");
+    c->enrich_timeout_s = 30;
+    c->enrich_max = 16ULL << 20;
+    c->enrich_memory = 32ULL << 30;
 }
 
 int cp_parse_size(const char *s, uint64_t *out)
@@ -192,6 +196,27 @@ static int set_key(struct cp_config *c, const char *k, const char *v)
         return cp_parse_size(v, &c->ml_file_max);
     if (!strcmp(k, "checkpoint_timeout"))
         return parse_uint(v, &c->checkpoint_timeout_s);
+    if (!strcmp(k, "enrich"))
+        return (!strcmp(v, "auto") || !strcmp(v, "off") || v[0] == '/')
+                   ? copy_str(c->enrich, sizeof(c->enrich), v)
+                   : -1;
+    if (!strcmp(k, "enrich_timeout"))
+        return parse_uint(v, &c->enrich_timeout_s) || !c->enrich_timeout_s ? -1 : 0;
+    if (!strcmp(k, "enrich_max")) {
+        /* one zstd frame: readers refuse frames over 64 MiB */
+        uint64_t m;
+        if (cp_parse_size(v, &m) || m < 4096 || m > (48ULL << 20))
+            return -1;
+        c->enrich_max = m;
+        return 0;
+    }
+    if (!strcmp(k, "enrich_memory")) {
+        uint64_t m;
+        if (cp_parse_size(v, &m) || m < (64ULL << 20))
+            return -1;
+        c->enrich_memory = m;
+        return 0;
+    }
     if (!strcmp(k, "redact_patterns"))
         return copy_str(c->redact_patterns, sizeof(c->redact_patterns), v);
     return -2;

@@ -51,6 +51,11 @@ struct cp_config {
     uint64_t log_tail;          /* bytes of stdout/stderr kept */
     uint64_t ml_file_max;       /* cap per ML debug file */
     unsigned checkpoint_timeout_s; /* stat/verify of the checkpoint, in a child */
+    /* enrichment (stacks.json, capture/enrich.c) */
+    char enrich[CP_PATH_MAX];   /* "auto" (crashpack next to crashpack-capture), "off", or a path */
+    unsigned enrich_timeout_s;  /* the analysis is killed after this */
+    uint64_t enrich_max;        /* stacks.json bytes kept; more is a failed step */
+    uint64_t enrich_memory;     /* address-space limit of the analysis (crashpack enrich --memory) */
 };
 
 void cp_config_defaults(struct cp_config *c);

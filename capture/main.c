@@ -6,7 +6,8 @@
  *   fds 0/1/2 made safe -> arguments -> config -> pidfd and /proc/<pid> (identity checked)
  *   -> /dev/kmsg, bundle dir, locked temporary -> mode (config, RLIMIT_CORE, burst/repeat
  *   limits) -> manifest + /proc evidence -> drop privileges -> drain the core -> close the
- *   pipe (the kernel can reap the process) -> detached finisher: capture.json, tar end, index,
+ *   pipe (the kernel can reap the process) -> detached finisher: stacks.json (crashpack enrich
+ *   as the crashed uid), capture.json, tar end, index,
  *   fsync, permissions, rename, kmsg line, post-command, salvage of orphans. */
 #include "capture.h"
 #include "util.h"
@@ -212,6 +213,7 @@ static int finish(struct cap *c)
 {
     smi_finish(c);
     ckpt_verdict(c);
+    enrich_finish(c);
     double t = now_mono();
     capture_json(c, "complete");
     cJSON_AddNumberToObject(c->extra, "finish_started_ms", (t - c->t0) * 1000);
@@ -251,6 +253,7 @@ int main(int argc, char **argv)
     c->t0 = now_mono();
     c->pidfd = c->procfd = c->dirfd = c->kmsgfd = c->outfd = c->smi_fd = -1;
     c->smi_pid = -1;
+    c->rootfd = -1;
     c->steps = cJSON_CreateArray();
     c->core = cJSON_CreateObject();
     c->extra = cJSON_CreateObject();
@@ -300,6 +303,7 @@ int main(int argc, char **argv)
     gpu_collect(c);
     ckpt_collect(c);
     logs_collect(c);
+    enrich_open_root(c);
     /* slow evidence runs while the core drains and lands after it */
     smi_start(c);
     t = now_mono();

@@ -1,0 +1,351 @@
+/* cmd_enrich.c - `crashpack enrich`: the native analysis on the crashed host, with its binaries,
+ * written as stacks.json (stacks.h; docs/enrich.md), so that the bundle can be analyzed on a
+ * machine without them.
+ *
+ * The capture finisher runs it as the crashed uid (`--bundle-fd N`: its temporary bundle, which
+ * has no index yet and is read by walking its frames; `--root-fd M`: an O_PATH descriptor of the
+ * crashed process's /proc/PID/root, through which the core's module paths are looked up, so a
+ * container's files resolve after the container is gone) and stores what it prints on stdout as
+ * the bundle's stacks.json member. The analysis itself runs in native_run()'s sandboxed child,
+ * under --timeout and --memory.
+ *
+ * Exit: 0 complete, 1 written but the analysis is partial, 2 usage error, unreadable bundle or
+ * unwritable output.
+ */
+#include "bundle.h"
+#include "commands.h"
+#include "native.h"
+#include "stacks.h"
+
+#include <cjson/cJSON.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DEFAULT_TIMEOUT_S 30u
+#define MANIFEST_MAX (16u << 20)
+#define MAX_DEBUG_DIRS 64
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: crashpack enrich [options] BUNDLE\n"
+            "       crashpack enrich [options] --bundle-fd N\n"
+            "\n"
+            "Analyzes a bundle's core where the crash happened, with its binaries, and writes\n"
+            "stacks.json (format %s): every thread's symbolized frames, the cause, the\n"
+            "modules with their build-ids. `crashpack analyze` uses it on machines that lack\n"
+            "the binaries. The capture handler runs this for every crash (config key `enrich`).\n"
+            "\n"
+            "  --out FILE|-       where stacks.json goes (default -: standard output)\n"
+            "  --bundle-fd N      read the bundle from descriptor N instead of a path (it may be\n"
+            "                     still in progress: no index yet)\n"
+            "  --root-fd N        descriptor N (O_PATH) is the crashed process's root directory\n"
+            "                     (/proc/PID/root): binaries are looked up through it\n"
+            "  --sysroot DIR      look binaries up under DIR instead\n"
+            "  --debug-dir DIR    separate debuginfo trees (repeatable), as for analyze\n"
+            "  --max-frames N     frames kept per thread (default 256)\n"
+            "  --timeout SEC      time limit of the analysis (default %u)\n"
+            "  --memory SIZE      address-space limit of the analysis, e.g. 8G (default 32G;\n"
+            "                     not applied in sanitizer builds)\n"
+            "  -h, --help         this help\n"
+            "\n"
+            "Exit status: 0 complete, 1 stacks.json written but the analysis is partial,\n"
+            "2 usage error, unreadable bundle or unwritable output.\n",
+            STACKS_FORMAT, DEFAULT_TIMEOUT_S);
+}
+
+struct enrich_args {
+    const char *path, *out, *sysroot;
+    int bundle_fd, root_fd;
+    struct native_opts native;
+    const char *debug_dirs[MAX_DEBUG_DIRS];
+    char root_path[64];
+};
+
+static const char *opt_value(const char *a, const char *name, int argc, char **argv, int *i,
+                             int *bad)
+{
+    size_t l = strlen(name);
+    if (strncmp(a, name, l))
+        return NULL;
+    if (a[l] == '=')
+        return a + l + 1;
+    if (a[l])
+        return NULL;
+    if (*i + 1 >= argc) {
+        *bad = 1;
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+static int parse_ulong(const char *s, unsigned long long max, unsigned long long *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (!*s || *s == '-' || errno || v > max)
+        return -1;
+    unsigned shift = 0;
+    switch (*end) {
+    case 0: break;
+    case 'K': case 'k': shift = 10; end++; break;
+    case 'M': case 'm': shift = 20; end++; break;
+    case 'G': case 'g': shift = 30; end++; break;
+    case 'T': case 't': shift = 40; end++; break;
+    default: return -1;
+    }
+    if (*end || (shift && v > (max >> shift)))
+        return -1;
+    *out = v << shift;
+    return 0;
+}
+
+static int parse_fd(const char *s, int *out)
+{
+    unsigned long long v;
+    if (parse_ulong(s, INT_MAX, &v) || v < 3 || v > INT_MAX)
+        return -1; /* 0-2 are the standard streams, never a bundle or a root */
+    *out = (int)v;
+    return 0;
+}
+
+/* 1 handled, 0 not a value option, -1 bad value */
+static int parse_value_opt(struct enrich_args *A, const char *a, int argc, char **argv, int *i)
+{
+    int bad = 0;
+    const char *v;
+    unsigned long long n;
+    struct modules_opts *mo = &A->native.unwind.mods;
+    if ((v = opt_value(a, "--out", argc, argv, i, &bad))) {
+        if (!*v)
+            return -1;
+        A->out = v;
+    } else if ((v = opt_value(a, "--bundle-fd", argc, argv, i, &bad))) {
+        return parse_fd(v, &A->bundle_fd) ? -1 : 1;
+    } else if ((v = opt_value(a, "--root-fd", argc, argv, i, &bad))) {
+        return parse_fd(v, &A->root_fd) ? -1 : 1;
+    } else if ((v = opt_value(a, "--sysroot", argc, argv, i, &bad))) {
+        A->sysroot = v;
+    } else if ((v = opt_value(a, "--debug-dir", argc, argv, i, &bad))) {
+        if (mo->ndebug_dirs == MAX_DEBUG_DIRS)
+            return -1;
+        A->debug_dirs[mo->ndebug_dirs++] = v;
+    } else if ((v = opt_value(a, "--max-frames", argc, argv, i, &bad))) {
+        if (parse_ulong(v, 1000000, &n) || n == 0)
+            return -1;
+        A->native.unwind.max_frames = (size_t)n;
+    } else if ((v = opt_value(a, "--timeout", argc, argv, i, &bad))) {
+        if (parse_ulong(v, 86400, &n) || n == 0)
+            return -1;
+        A->native.wall_s = A->native.cpu_s = (unsigned)n;
+    } else if ((v = opt_value(a, "--memory", argc, argv, i, &bad))) {
+        if (parse_ulong(v, 1ULL << 50, &n) || n < (64ULL << 20))
+            return -1;
+        A->native.as_bytes = n;
+    } else {
+        return bad ? -1 : 0;
+    }
+    return 1;
+}
+
+static int bad_usage(const char *msg, const char *arg)
+{
+    fprintf(stderr, "crashpack enrich: %s%s%s%s\n", msg, arg ? " `" : "", arg ? arg : "",
+            arg ? "`" : "");
+    usage(stderr);
+    return 2;
+}
+
+/* Returns -1 to go on, else the exit status. */
+static int parse_args(struct enrich_args *A, int argc, char **argv)
+{
+    int opts = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int r;
+        if (opts && a[0] == '-' && a[1]) {
+            if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+                usage(stdout);
+                return 0;
+            } else if (!strcmp(a, "--")) {
+                opts = 0;
+            } else if ((r = parse_value_opt(A, a, argc, argv, &i)) < 0) {
+                return bad_usage("bad or missing value for", a);
+            } else if (r == 0) {
+                return bad_usage("unknown option", a);
+            }
+        } else if (!A->path) {
+            A->path = a;
+        } else {
+            return bad_usage("one bundle at a time", NULL);
+        }
+    }
+    if (!A->path == (A->bundle_fd < 0))
+        return bad_usage("give either a bundle path or --bundle-fd", NULL);
+    if (A->sysroot && A->root_fd >= 0)
+        return bad_usage("--sysroot and --root-fd exclude each other", NULL);
+    A->native.unwind.mods.debug_dirs = A->debug_dirs;
+    return -1;
+}
+
+/* The manifest's crashed tid and comm, for the crashed-thread choice and heuristics. */
+static cJSON *read_manifest(struct bundle *b)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    int rc = bundle_read_all(b, "manifest.json", MANIFEST_MAX, &buf, &len);
+    cJSON *j = rc == BUNDLE_OK ? cJSON_ParseWithLength(buf, len) : NULL;
+    free(buf);
+    return j;
+}
+
+/* Module paths found through the root descriptor read /proc/self/fd/N/...: name them <root>/... */
+static void root_relative(cJSON *native, const char *prefix)
+{
+    static const char *keys[] = {"found_at", "debug_file", "problem"};
+    size_t pl = strlen(prefix);
+    const cJSON *m;
+    cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(native, "modules"))
+    {
+        for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
+            cJSON *v = cJSON_GetObjectItemCaseSensitive(m, keys[k]);
+            if (!cJSON_IsString(v) || !strstr(v->valuestring, prefix))
+                continue;
+            size_t n = strlen(v->valuestring);
+            char *o = malloc(n * 2 + 1), *w = o;
+            if (!o)
+                continue;
+            for (const char *s = v->valuestring; *s;) {
+                const char *hit = strstr(s, prefix);
+                size_t take = hit ? (size_t)(hit - s) : strlen(s);
+                memcpy(w, s, take);
+                w += take;
+                s += take;
+                if (hit) {
+                    memcpy(w, "<root>", 6);
+                    w += 6;
+                    s += pl;
+                }
+            }
+            *w = 0;
+            cJSON_SetValuestring(v, o);
+            free(o);
+        }
+    }
+}
+
+static int write_out(const char *out, const char *s)
+{
+    if (!strcmp(out, "-")) {
+        if (fputs(s, stdout) < 0 || fputc('\n', stdout) < 0 || fflush(stdout))
+            return -1;
+        return 0;
+    }
+    /* a temporary next to the target, renamed over it: never a half-written stacks.json */
+    char tmp[PATH_MAX];
+    if (snprintf(tmp, sizeof(tmp), "%s.tmp%ld", out, (long)getpid()) >= (int)sizeof(tmp)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0)
+        return -1;
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        close(fd);
+        unlink(tmp);
+        return -1;
+    }
+    int bad = fputs(s, f) < 0 || fputc('\n', f) < 0 || fflush(f) || fsync(fileno(f));
+    if (fclose(f) || bad || rename(tmp, out)) {
+        int e = errno;
+        unlink(tmp);
+        errno = e;
+        return -1;
+    }
+    return 0;
+}
+
+static double now_mono(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+int cmd_enrich(int argc, char **argv)
+{
+    struct enrich_args A;
+    memset(&A, 0, sizeof(A));
+    A.bundle_fd = A.root_fd = -1;
+    A.out = "-";
+    A.native.wall_s = A.native.cpu_s = DEFAULT_TIMEOUT_S;
+    int rc = parse_args(&A, argc, argv);
+    if (rc >= 0)
+        return rc;
+    const char *binaries = "host";
+    if (A.root_fd >= 0) {
+        struct stat st;
+        if (fstat(A.root_fd, &st) || !S_ISDIR(st.st_mode)) {
+            fprintf(stderr, "crashpack enrich: --root-fd %d is not an open directory\n", A.root_fd);
+            return 2;
+        }
+        snprintf(A.root_path, sizeof(A.root_path), "/proc/self/fd/%d", A.root_fd);
+        A.native.unwind.mods.sysroot = A.root_path;
+        binaries = "root-fd";
+    } else if (A.sysroot) {
+        A.native.unwind.mods.sysroot = A.sysroot;
+        binaries = "sysroot";
+    }
+
+    double t0 = now_mono();
+    struct bundle *b = NULL;
+    char err[512];
+    if ((A.bundle_fd >= 0 ? bundle_open_fd(A.bundle_fd, &b, err, sizeof(err))
+                          : bundle_open(A.path, &b, err, sizeof(err)))) {
+        fprintf(stderr, "crashpack enrich: %s\n", err);
+        return 2;
+    }
+    if (!bundle_find(b, "core")) {
+        bundle_close(b);
+        fprintf(stderr, "crashpack enrich: the bundle has no core (a metadata-only capture)\n");
+        return 2;
+    }
+    cJSON *man = read_manifest(b);
+    const cJSON *tid = cJSON_GetObjectItemCaseSensitive(man, "tid");
+    const cJSON *comm = cJSON_GetObjectItemCaseSensitive(man, "comm");
+    if (cJSON_IsNumber(tid) && tid->valuedouble > 0 && tid->valuedouble < 2147483648.0)
+        A.native.manifest_tid = (int32_t)tid->valuedouble;
+    A.native.comm = cJSON_IsString(comm) ? comm->valuestring : NULL;
+    int failed = 0;
+    cJSON *nat = native_run(b, &A.native, &failed);
+    struct stacks_meta meta = {binaries, bundle_complete(b), (now_mono() - t0) * 1000};
+    bundle_close(b);
+    if (nat && A.root_fd >= 0)
+        root_relative(nat, A.root_path);
+    cJSON *doc = nat ? stacks_build(nat, &meta) : NULL;
+    cJSON_Delete(man);
+    char *s = doc ? cJSON_PrintUnformatted(doc) : NULL;
+    cJSON_Delete(doc);
+    if (!s) {
+        fprintf(stderr, "crashpack enrich: out of memory\n");
+        return 2;
+    }
+    if (write_out(A.out, s)) {
+        fprintf(stderr, "crashpack enrich: cannot write %s: %s\n",
+                strcmp(A.out, "-") ? A.out : "the output", strerror(errno));
+        free(s);
+        return 2;
+    }
+    free(s);
+    return failed ? 1 : 0;
+}
