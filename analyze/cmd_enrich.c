@@ -15,6 +15,7 @@
 #include "bundle.h"
 #include "commands.h"
 #include "native.h"
+#include "signature.h"
 #include "stacks.h"
 
 #include <cjson/cJSON.h>
@@ -282,6 +283,45 @@ static double now_mono(void)
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* The crash kind, signature and fingerprint as the crashed host computes them (signature.h),
+ * from the native object shaped as the report's process.signal, process.crashed_tid, cause and
+ * threads. Returns {crash_kind, signature, fingerprint, version, error}, or NULL. */
+static cJSON *enrich_signature(const cJSON *nat)
+{
+    cJSON *r = cJSON_CreateObject();
+    cJSON *proc = r ? cJSON_AddObjectToObject(r, "process") : NULL;
+    if (!proc) {
+        cJSON_Delete(r);
+        return NULL;
+    }
+    const cJSON *v;
+    if ((v = cJSON_GetObjectItemCaseSensitive(nat, "signal")))
+        cJSON_AddItemToObject(proc, "signal", cJSON_Duplicate(v, 1));
+    if ((v = cJSON_GetObjectItemCaseSensitive(nat, "crashed_tid")))
+        cJSON_AddItemToObject(proc, "crashed_tid", cJSON_Duplicate(v, 1));
+    if ((v = cJSON_GetObjectItemCaseSensitive(nat, "cause")))
+        cJSON_AddItemToObject(r, "cause", cJSON_Duplicate(v, 1));
+    if ((v = cJSON_GetObjectItemCaseSensitive(nat, "threads")))
+        cJSON_AddItemToObject(r, "threads", cJSON_Duplicate(v, 1));
+    char err[256] = "";
+    signature_apply(r, 0, err, sizeof(err));
+    cJSON *out = cJSON_CreateObject();
+    const char *keys[] = {"crash_kind", "signature", "fingerprint"};
+    for (size_t i = 0; out && i < sizeof(keys) / sizeof(keys[0]); i++) {
+        v = cJSON_GetObjectItemCaseSensitive(r, keys[i]);
+        cJSON_AddItemToObject(out, keys[i], v ? cJSON_Duplicate(v, 1) : cJSON_CreateNull());
+    }
+    const cJSON *info = cJSON_GetObjectItemCaseSensitive(r, "signature_info");
+    if (out) {
+        v = cJSON_GetObjectItemCaseSensitive(info, "version");
+        cJSON_AddItemToObject(out, "version", v ? cJSON_Duplicate(v, 1) : cJSON_CreateNull());
+        v = cJSON_GetObjectItemCaseSensitive(info, "error");
+        cJSON_AddItemToObject(out, "error", v ? cJSON_Duplicate(v, 1) : cJSON_CreateNull());
+    }
+    cJSON_Delete(r);
+    return out;
+}
+
 int cmd_enrich(int argc, char **argv)
 {
     struct enrich_args A;
@@ -332,7 +372,12 @@ int cmd_enrich(int argc, char **argv)
     bundle_close(b);
     if (nat && A.root_fd >= 0)
         root_relative(nat, A.root_path);
+    cJSON *sig = nat ? enrich_signature(nat) : NULL;
     cJSON *doc = nat ? stacks_build(nat, &meta) : NULL;
+    if (doc && sig)
+        cJSON_AddItemToObject(doc, "signature", sig);
+    else
+        cJSON_Delete(sig);
     cJSON_Delete(man);
     char *s = doc ? cJSON_PrintUnformatted(doc) : NULL;
     cJSON_Delete(doc);

@@ -93,10 +93,34 @@ static const struct key frame_keys[] = {
 };
 static const struct shape frame_shape = SHAPE(frame_keys, 1, 1);
 
+/* Python frames (python.h) and which unwinder ran (unwind_ucd.h) */
+static const struct key pyframe_keys[] = {
+    {"function", SN, NULL, 0}, {"qualname", SN, NULL, 0}, {"file", SN, NULL, 0},
+    {"line", NN, NULL, 0},     {"entry", T_BOOL, NULL, 0}, {"native_frame_index", NN, NULL, 0},
+};
+static const struct shape pyframe_shape = SHAPE(pyframe_keys, 0, 1);
+
+static const struct key pythread_keys[] = {
+    {"thread_id", SN, NULL, 0},      {"name", SN, NULL, 0},
+    {"interpreter", NN, NULL, 0},    {"holds_gil", T_BOOL, NULL, 0},
+    {"frames_truncated", T_BOOL, NULL, 0}, {"error", SN, NULL, 0},
+};
+static const struct shape pythread_shape = SHAPE(pythread_keys, 0, 0);
+
+static const struct key fallback_keys[] = {
+    {"reason", SN, NULL, 0}, {"used", T_BOOL, NULL, 0}, {"other", SN, NULL, 0},
+};
+static const struct shape fallback_shape = SHAPE(fallback_keys, 0, 0);
+
 static const struct key thread_keys[] = {
     {"tid", T_NUM, NULL, 1},           {"crashed", T_BOOL, NULL, 0},
     {"frames", T_ARR, &frame_shape, 1}, {"frames_dropped", T_NUM, NULL, 0},
     {"unwind_complete", T_BOOL, NULL, 0}, {"unwind_stop", SN, NULL, 0},
+    {"unwinder", SN, NULL, 0},
+    {"unwinder_fallback", T_OBJ | T_NULL, &fallback_shape, 0},
+    {"python", T_OBJ | T_NULL, &pythread_shape, 0},
+    {"python_frames", T_ARR, &pyframe_shape, 0},
+    {"python_merge", SN, NULL, 0},
 };
 static const struct shape thread_shape = SHAPE(thread_keys, 1, 0);
 
@@ -137,7 +161,22 @@ static const struct key core_keys[] = {
 };
 static const struct shape core_shape = SHAPE(core_keys, 0, 0);
 
+static const struct key gil_keys[] = {
+    {"locked", T_BOOL | T_NULL, NULL, 0}, {"holder_tid", NN, NULL, 0},
+    {"holder_thread_id", SN, NULL, 0},
+};
+static const struct shape gil_shape = SHAPE(gil_keys, 0, 0);
+
+static const struct key python_keys[] = {
+    {"module", SN, NULL, 0},         {"version", SN, NULL, 0},
+    {"runtime", SN, NULL, 0},        {"runtime_source", SN, NULL, 0},
+    {"supported", T_BOOL, NULL, 0},  {"threads", NN, NULL, 0},
+    {"gil", T_OBJ | T_NULL, &gil_shape, 0}, {"error", SN, NULL, 0},
+};
+static const struct shape python_shape = SHAPE(python_keys, 0, 0);
+
 static const struct key native_keys[] = {
+    {"python", T_OBJ | T_NULL, &python_shape, 0},
     {"complete", T_BOOL, NULL, 0},
     {"error", SN, NULL, 0},
     {"unwinder", SN, NULL, 0},

@@ -67,6 +67,13 @@ check "A: stacks.json names the exe's frames (store_value .. main)" \
       = "store_value checked_store process_record run_stage main" ]
 check "A: the exe was found through the root (<root>/...)" \
     grep -q "\"found_at\":\"<root>$FX/cp-unwind-c-O2\"" "$T/work/nobody.stacks.json"
+# the crashed host's signature and fingerprint travel with the bundle and equal analyze's
+"$CP_BIN/crashpack" analyze --json "$b" > "$T/work/nobody.report.json" 2>/dev/null
+check "A: stacks.json carries the signature and fingerprint that analyze computes" \
+    [ "$(jget "$T/work/nobody.stacks.json" 'd["signature"]["fingerprint"] + " " + d["signature"]["signature"]')" \
+      = "$(jget "$T/work/nobody.report.json" 'd["fingerprint"] + " " + d["signature"]')" ]
+check "A: ... a SIGSEGV signature naming store_value" \
+    jget "$T/work/nobody.stacks.json" 'd["signature"]["crash_kind"].startswith("segv") and "store_value" in d["signature"]["signature"] or sys.exit(1)'
 
 # ---- B. a foreign machine (acceptance 3) ----
 NAMES=()

@@ -13,6 +13,8 @@
 set -u -o pipefail
 SRC=${CP_SRC:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 SECONDS_BUDGET=${CP_FUZZ_SECONDS:-60}
+# a fixed seed makes a CI run replayable (CP_FUZZ_SEED=0: a new random seed each run)
+SEED=${CP_FUZZ_SEED:-1}
 
 if [ "${1:-}" = --build ]; then
     B=${CP_FUZZ_BUILD:?CP_FUZZ_BUILD: where to build}
@@ -50,7 +52,7 @@ cp "$corpus"/* "$W/corpus/"
 n0=$(ls "$W/corpus" | wc -l)
 # libFuzzer: new inputs go into the first directory (the copy); -timeout per input, -rss_limit_mb
 # for the whole process, artifacts (crash-*, leak-*, timeout-*, oom-*) under $W/artifacts.
-"$bin" -max_total_time="$SECONDS_BUDGET" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
+"$bin" -seed="$SEED" -max_total_time="$SECONDS_BUDGET" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
     -artifact_prefix="$W/artifacts/" "$W/corpus" > "$W/log" 2>&1
 rc=$?
 n1=$(ls "$W/corpus" | wc -l)
