@@ -936,10 +936,10 @@ int cmd_analyze(int argc, char **argv)
             cJSON_AddStringToObject(r, "evidence_error", everr);
     }
     int native_failed = r && !A.members_only ? add_native(b, r, &A) : 0;
-    if (r && !A.members_only) /* failures are in signature_info.error */
-        signature_apply(r, A.explain, err, sizeof(err));
     if (r && !A.members_only)
         hang_analyze(b, r); /* after the frames: threads[].hang_state, hang.deadlocks */
+    if (r && !A.members_only) /* after hang: a snap's kind is "hang"; failures in signature_info.error */
+        signature_apply(r, A.explain, err, sizeof(err));
     bundle_close(b);
     if (!r) {
         fprintf(stderr, "crashpack analyze: out of memory\n");

@@ -443,6 +443,8 @@ static const char *crash_kind(const cJSON *r, const cJSON *crashed)
     static const char *const throw_fns[] = {"__cxa_throw", "__cxa_rethrow", "std::rethrow_exception",
                                             "_Unwind_RaiseException", "_Unwind_Resume_or_Rethrow",
                                             NULL};
+    if (cJSON_IsTrue(get(r, "hang.snap"))) /* a live process captured by snap/watch (hang.h) */
+        return "hang";
     const cJSON *num = get(r, "process.signal.number");
     if (!cJSON_IsNumber(num))
         return NULL;

@@ -2,7 +2,8 @@
  *
  * signature_apply() reads the report's crashed thread (threads[] with crashed == true), its
  * process.signal and cause{}, and sets:
- *   crash_kind      "segv_null", "segv", "sigbus", "sigfpe", "sigill", "abort", "assertion",
+ *   crash_kind      "hang" (hang.snap: a live process snapped), "segv_null", "segv", "sigbus",
+ *                   "sigfpe", "sigill", "abort", "assertion",
  *                   "heap_corruption", "uncaught_exception", "stack_overflow", "signal" (null when
  *                   the report has no signal)
  *   signature       "SIGSEGV (null) | leaf | mid | main": the kind's label and the crashed thread's

@@ -57,6 +57,7 @@ check "gdb backtraces go through libc (shared libraries found)" grep -q 'epoll_w
 "$CP_BIN/crashpack" analyze --json "$bundle" > "$T/h8.json"
 st() { json "$T/h8.json" "[ (t['hang_state']['state']) for t in d['threads'] if t['name'] == '$1' ][0]"; }
 check "crash_kind is hang" [ "$(json "$T/h8.json" 'd["crash_kind"]')" = hang ]
+check "the signature is a hang signature (kind hang, the main thread's frames)" [ "$(json "$T/h8.json" 'str(d["signature"]).startswith("hang | ")')" = True ]
 check "mutex thread: mutex_wait" [ "$(st hang-mutex)" = mutex_wait ]
 check "mutex thread: the global held_mutex, owned by the main thread" \
     [ "$(json "$T/h8.json" "[(t['hang_state']['mutex_symbol'], t['hang_state']['mutex_owner'] == d['process']['pid']) for t in d['threads'] if t['name'] == 'hang-mutex'][0]")" = "('held_mutex', True)" ]
