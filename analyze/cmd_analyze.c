@@ -55,8 +55,9 @@ static void usage(FILE *out)
             "  --unwinder=KIND    dwfl (default: libdwfl with CFI, frame-pointer fallback; a thread\n"
             "                     libdwfl leaves cut short is unwound by libunwind as well), fp\n"
             "                     (frame-pointer chains only) or libunwind (libunwind-coredump for\n"
-            "                     every thread), for comparison\n"
-            "  --max-frames N     frames kept per thread, innermost first (default 256)\n"
+            "                     every thread), for comparison; implies --no-stacks\n"
+            "  --max-frames N     frames kept per thread, innermost first (default 256);\n"
+            "                     implies --no-stacks\n"
             "  --timeout SEC      time limit of the core analysis (default 180)\n"
             "  --in-process       analyze the core without the sandboxed child (debugging)\n"
             "  --db PATH          knowledge base whose user rules join the built-in rules\n"
@@ -806,10 +807,12 @@ static int parse_value_opt(struct analyze_args *A, const char *a, int argc, char
             A->native.unwind.method = UNWIND_LIBUNWIND;
         else
             return -1;
+        A->no_stacks = 1; /* the user asked for this unwinder's frames, not the crashed host's */
     } else if ((v = opt_value(a, "--max-frames", argc, argv, i, &bad))) {
         if (parse_uint(v, 1000000, &n))
             return -1;
         A->native.unwind.max_frames = n;
+        A->no_stacks = 1;
     } else if ((v = opt_value(a, "--timeout", argc, argv, i, &bad))) {
         if (parse_uint(v, 86400, &n))
             return -1;
