@@ -91,8 +91,10 @@ static const struct pat pats[] = {
     {"DPC: ", "containment", "pcie", 0},
 };
 
-/* Xids after which the GPU is gone or must be reset: nvidia-smi would hang on it. */
-static const int buslost_xids[] = {48, 74, 79, 95, 119, 120, 154};
+/* Xids after which the GPU is gone or its firmware does not answer: nvidia-smi would hang on it.
+ * Not 48 (double-bit ECC): the GPU still answers, and its ECC counters, retired pages and row
+ * remaps are exactly the evidence a DBE diagnosis needs. */
+static const int buslost_xids[] = {74, 79, 95, 119, 120, 154};
 
 static const char *const facilities[] = {
     "kern",   "user",   "mail",   "daemon", "auth",   "syslog",       "lpr",     "news",

@@ -55,7 +55,7 @@ def records(fixdir):
     return gpu, noise
 
 XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)(?: GPU-I:(\d+))?[^)]*\): (\d+)")
-BUSLOST = {48, 74, 79, 95, 119, 120, 154}
+BUSLOST = {74, 79, 95, 119, 120, 154}  # not 48: after a DBE nvidia-smi still answers
 
 def buslost(t):
     m = XID.search(t)
