@@ -42,12 +42,14 @@ check "no false alarm for a silent job that touches its heartbeat" [ "$(nbundles
 
 # ---- 4. prints then hangs: a shell with two Python workers (torchrun-style tree) ----
 # the launcher prints only once both workers run Python, then nothing: exactly one stall
-W --stall 2 -- bash -c "
+# started directly (not through the W function's subshell), so $! is watch itself and the SIGTERM
+# below reaches it; fd 9 (the test lock) closed, so nothing it starts can hold the lock
+"$CP_BIN/crashpack" watch -c "$T/conf" --stall 2 -- bash -c "
 python3 -c 'import time; open(\"$T/w1\", \"w\").close(); time.sleep(600)' &
 python3 -c 'import time; open(\"$T/w2\", \"w\").close(); time.sleep(600)' &
 while [ ! -e '$T/w1' ] || [ ! -e '$T/w2' ]; do sleep 0.1; done
 echo 'epoch 1'
-wait" > "$T/hang.out" 2> "$T/hang.err" &
+wait" > "$T/hang.out" 2> "$T/hang.err" 9>&- &
 wpid=$!
 wait_bundles 3 || fail "no 3 bundles from the stalled job"
 sleep 0.5
@@ -69,6 +71,9 @@ kill -TERM "$wpid"
 wait "$wpid"
 rc=$?
 check "SIGTERM to watch reaches the job; watch exits 128+15" [ "$rc" = 143 ]
+sleep 0.5
+check "... and the whole job with it: no worker is left" bash -c "! pgrep -f '$T/w[12]' > /dev/null"
+pkill -KILL -f "$T/w[12]" 2>/dev/null
 rm -f "$T"/bundles/crash-*.zst
 
 # ---- 5. --kill ----
