@@ -19,7 +19,7 @@ join_line=$(grep -n 'WAIT-JOIN' "$FX" | head -1 | cut -d: -f1)
 
 "$PY" "$FX" > "$T/py.out" 2>&1 &
 pid=$!
-trap 'kill -9 $pid 2>/dev/null; cp_restore' EXIT
+trap 'rc=$?; kill -9 $pid 2>/dev/null; (exit $rc); cp_restore' EXIT
 for ((i = 0; i < 300; i++)); do grep -q '^ready' "$T/py.out" 2>/dev/null && break; sleep 0.1; done
 grep -q '^ready' "$T/py.out" || die "py_queue_hang did not get ready"
 # the announcer thread exits after printing: wait until only main and the consumer are left
