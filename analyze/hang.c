@@ -100,8 +100,8 @@ static const struct pat *match_frames(const cJSON *frames, int *frame)
     const struct pat *first = NULL;
     cJSON_ArrayForEach(f, frames)
     {
-        if (i >= FRAMES_LOOKED_AT)
-            break;
+        if (i >= FRAMES_LOOKED_AT || (first && i > *frame + 3))
+            break; /* the lock frame calls the semaphore wait (sem_clockwait, sem_wait) itself */
         const char *fn = fstr(f, "function");
         const char *mod = fstr(f, "module");
         for (size_t p = 0; p < sizeof(pats) / sizeof(pats[0]); p++) {
