@@ -90,27 +90,56 @@ static int name_match(const char *const *names, const char *fn)
     return 0;
 }
 
-/* The first pattern a frame matches, innermost frame first; *frame gets its index. */
+/* The first pattern a frame matches, innermost frame first; *frame gets its index. A semaphore
+ * wait under PyThread_acquire_lock_timed is a Python lock (CPython's locks are POSIX semaphores):
+ * then the Python lock frame further out is the match. */
 static const struct pat *match_frames(const cJSON *frames, int *frame)
 {
     int i = 0;
     const cJSON *f;
+    const struct pat *first = NULL;
     cJSON_ArrayForEach(f, frames)
     {
-        if (i >= FRAMES_LOOKED_AT)
-            break;
+        if (i >= FRAMES_LOOKED_AT || (first && i > *frame + 3))
+            break; /* the lock frame calls the semaphore wait (sem_clockwait, sem_wait) itself */
         const char *fn = fstr(f, "function");
         const char *mod = fstr(f, "module");
         for (size_t p = 0; p < sizeof(pats) / sizeof(pats[0]); p++) {
             if ((pats[p].names && fn && name_match(pats[p].names, fn)) ||
                 (pats[p].module && mod && !strncmp(mod, pats[p].module, strlen(pats[p].module)))) {
-                *frame = i;
-                return &pats[p];
+                if (!first) {
+                    *frame = i;
+                    first = &pats[p];
+                    if (pats[p].names != sem)
+                        return first;
+                } else if (pats[p].names == pylock) {
+                    *frame = i;
+                    return &pats[p];
+                }
+                break;
             }
         }
         i++;
     }
-    return NULL;
+    return first;
+}
+
+/* Python frames: the Python lock is Thread.join's (threading.py join, within the innermost
+ * few frames: join -> _wait_for_tstate_lock -> lock.acquire). */
+static int python_join(const cJSON *t)
+{
+    int i = 0;
+    const cJSON *f;
+    cJSON_ArrayForEach(f, cJSON_GetObjectItemCaseSensitive(t, "python_frames"))
+    {
+        if (i++ >= 3)
+            break;
+        const char *fn = fstr(f, "function"), *file = fstr(f, "file");
+        size_t l = file ? strlen(file) : 0;
+        if (fn && !strcmp(fn, "join") && l >= 12 && !strcmp(file + l - 12, "threading.py"))
+            return 1;
+    }
+    return 0;
 }
 
 /* Python frames (another part fills threads[].python_frames): queue.get / DataLoader. */
@@ -251,6 +280,10 @@ static cJSON *classify(const cJSON *t, const cJSON *st, const cJSON *fds)
         if (!strcmp(state, "python_lock_wait") && python_queue(t)) {
             state = "python_queue_wait";
             snprintf(detail, sizeof(detail), "Python queue/DataLoader wait (%s)",
+                     fstr(f, "function") ? fstr(f, "function") : "?");
+        } else if (!strcmp(state, "python_lock_wait") && python_join(t)) {
+            state = "join_wait";
+            snprintf(detail, sizeof(detail), "joining a Python thread (threading.Thread.join, %s)",
                      fstr(f, "function") ? fstr(f, "function") : "?");
         }
     } else if (sstate) {

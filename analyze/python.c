@@ -30,7 +30,8 @@ struct code_info {
 };
 
 struct walk {
-    struct unwind_session *s;
+    python_read_fn read; /* every read of the process's memory */
+    void *ctx;
     const struct py_layout *L;
     struct code_info code; /* the last code object read */
     uint64_t str_type;     /* the str type's address, once one object has been seen to be a str */
@@ -43,7 +44,12 @@ static int rd(struct walk *w, uint64_t addr, void *buf, size_t len)
 {
     if (!addr || addr + len < addr)
         return -1;
-    return unwind_read(w->s, addr, buf, len) ? -1 : 0;
+    return w->read(w->ctx, addr, buf, len) ? -1 : 0;
+}
+
+static int session_read(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+    return unwind_read(ctx, addr, buf, len) ? -1 : 0;
 }
 
 static int rd_ptr(struct walk *w, uint64_t addr, uint64_t *out)
@@ -621,15 +627,24 @@ int python_scan(struct unwind_session *s, struct py_state *st)
                   st->module);
         return 0;
     }
-    struct walk w = {.s = s, .frames_left = PY_MAX_TOTAL_FRAMES};
+    uint64_t vaddr;
+    if (find_symbol(dm, "Py_Version", &vaddr))
+        vaddr = 0;
+    return python_walk(session_read, s, where->name, vaddr, st);
+}
+
+int python_walk(python_read_fn read, void *ctx, const char *module, uint64_t py_version,
+                struct py_state *st)
+{
+    struct walk w = {.read = read, .ctx = ctx, .frames_left = PY_MAX_TOTAL_FRAMES};
     int major = 0, minor = 0;
-    uint64_t vaddr, hex = 0;
+    uint64_t hex = 0;
     char cookie[8];
-    if (!find_symbol(dm, "Py_Version", &vaddr) && !rd_ptr(&w, vaddr, &hex) && hex >> 24 == 3) {
+    if (py_version && !rd_ptr(&w, py_version, &hex) && hex >> 24 == 3) {
         major = 3;
         minor = (int)(hex >> 16 & 0xff);
         snprintf(st->version, sizeof(st->version), "%d.%d.%d", major, minor, (int)(hex >> 8 & 0xff));
-    } else if (!version_from_name(where->name, &major, &minor)) {
+    } else if (!version_from_name(module, &major, &minor)) {
         snprintf(st->version, sizeof(st->version), "%d.%d", major, minor);
     }
     if (!rd(&w, st->runtime, cookie, sizeof(cookie)) && !memcmp(cookie, "xdebugpy", 8) &&

@@ -84,9 +84,19 @@ struct py_state {
     char error[256];      /* why nothing (or not everything) could be read; "" when fine */
 };
 
+/* Reads len bytes of the process's memory at addr; 0, or -1 when not there. */
+typedef int (*python_read_fn)(void *ctx, uint64_t addr, void *buf, size_t len);
+
 /* Fills st (always initialised; st->present says whether there was a Python at all). Returns 0, or
  * -1 when out of memory. */
 int python_scan(struct unwind_session *s, struct py_state *st);
+/* The walk itself, over any memory (python_scan's second half; `crashpack snap` runs it on the live
+ * process to find the pages a slim core must keep for it): st->present, module, runtime and
+ * runtime_source are set by the caller (st initialised as python_scan does: zeroed, gil_locked
+ * -1); module is the interpreter module's path (its name gives the version when py_version, the
+ * address of Py_Version, is 0). Returns 0, or -1 when out of memory. */
+int python_walk(python_read_fn read, void *ctx, const char *module, uint64_t py_version,
+                struct py_state *st);
 void python_free(struct py_state *st);
 
 /* The "python" object for the analysis (version, runtime, GIL, status) or NULL when no Python. */

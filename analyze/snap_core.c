@@ -1,6 +1,7 @@
 /* snap_core.c - ptrace stop, kernel-side thread state, ELF core writer (see snap_core.h). */
 #include "snap_core.h"
 #include "errmsg.h"
+#include "snap_python.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -375,6 +376,20 @@ static void make_plan(const struct map *m, size_t nm, const struct thr *th, size
     }
     /* pieces of different mappings never overlap; merge within one */
     plan_merge(P);
+}
+
+struct py_pages {
+    struct plan *P;
+    const struct map *m;
+    size_t nm;
+};
+
+static void py_page(void *ctx, uint64_t page)
+{
+    struct py_pages *pp = ctx;
+    const struct map *x = map_of(pp->m, pp->nm, page);
+    if (x && !never_read(x))
+        plan_add(pp->P, page, page + PAGE, pflags(x));
 }
 
 /* ---- notes ---- */
@@ -852,6 +867,14 @@ int snap_stop_and_write(pid_t pid, const struct snap_opts *o, int core_fd, int i
                 th[i].owner_host = th[j].tid;
     struct plan P = {0};
     make_plan(m, nm, th, nt, o, &P);
+    if (!o->full && memfd >= 0) { /* the Python walker's pages (snap_python.h) */
+        struct py_pages pp = {&P, m, nm};
+        for (size_t i = 0; i < nm; i++)
+            if (m[i].pgoff == 0 && is_file_map(&m[i]) && snap_python_module(m[i].path) &&
+                (i == 0 || strcmp(m[i - 1].path, m[i].path)))
+                snap_python_pages(pid, memfd, m[i].path, m[i].lo, py_page, &pp);
+        plan_merge(&P);
+    }
     struct buf notes = {0};
     build_notes(&notes, pid, th, nt, m, nm);
     uint64_t unreadable = 0, kept = 0;

@@ -7,7 +7,8 @@
  * The core is what gdb expects from the kernel: NT_PRSTATUS (+ FP and XSAVE state) per thread,
  * NT_PRPSINFO, NT_AUXV, NT_FILE, and PT_LOAD segments; slim keeps each thread's stack, the first
  * page of each mapped file, written file mappings (r_debug, link maps), small anonymous mappings
- * and the pages holding the futex words threads wait on; full keeps everything readable.
+ * the pages holding the futex words threads wait on, and in a Python process the pages the Python
+ * walker reads (snap_python.h); full keeps everything readable.
  * x86-64 only.
  *
  * snap_stop_and_write must run in a process of its own that exits right after: the kernel

@@ -1,0 +1,25 @@
+/* snap_python.h - the memory a slim snap core must keep for the Python frames.
+ *
+ * A slim core keeps stacks and small mappings, but CPython's thread states, frames (data stack
+ * chunks), code objects and strings live in the malloc heap and obmalloc arenas, which it does
+ * not keep. snap_python_pages() runs the analysis's own Python walker (python.c's python_walk) on
+ * the stopped process through /proc/<pid>/mem and reports every page the walk read; the core
+ * then keeps those pages, so `crashpack analyze` later reads the same Python frames from the
+ * core alone. Never prints or exits. */
+#ifndef CRASHPACK_SNAP_PYTHON_H
+#define CRASHPACK_SNAP_PYTHON_H
+#include <stdint.h>
+#include <sys/types.h>
+
+typedef void (*snap_page_fn)(void *ctx, uint64_t page); /* a page-aligned address */
+
+/* module: the path (as /proc/<pid>/maps names it) of a mapping with file offset 0 whose base name
+ * is python* or libpython*, mapped at base. memfd: /proc/<pid>/mem. Returns the number of pages
+ * reported (0: not a Python runtime, or nothing readable), or -1 when the module's file cannot be
+ * read. */
+int snap_python_pages(pid_t pid, int memfd, const char *module, uint64_t base, snap_page_fn page,
+                      void *ctx);
+
+/* Whether path's base name looks like a CPython interpreter or libpython. */
+int snap_python_module(const char *path);
+#endif
