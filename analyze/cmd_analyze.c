@@ -13,6 +13,7 @@
  * Exit: 0 complete bundle, 1 partial bundle (what could be read is still printed), 2 usage error
  * or unreadable bundle.
  */
+#include "jpath.h"
 #include "bundle.h"
 #include "commands.h"
 #include "evidence.h"
@@ -486,31 +487,15 @@ static const char *human(double n, char *buf, size_t len)
     return buf;
 }
 
-static const cJSON *get(const cJSON *o, const char *path)
-{
-    char key[64];
-    while (o && *path) {
-        const char *dot = strchr(path, '.');
-        size_t n = dot ? (size_t)(dot - path) : strlen(path);
-        if (n >= sizeof(key))
-            return NULL;
-        memcpy(key, path, n);
-        key[n] = 0;
-        o = cJSON_GetObjectItemCaseSensitive(o, key);
-        path += n + (dot ? 1 : 0);
-    }
-    return o;
-}
-
 static const char *gstr(const cJSON *r, const char *path)
 {
-    const cJSON *v = get(r, path);
+    const cJSON *v = cp_jpath(r, path);
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
 static int gnum(const cJSON *r, const char *path, double *out)
 {
-    const cJSON *v = get(r, path);
+    const cJSON *v = cp_jpath(r, path);
     if (!cJSON_IsNumber(v))
         return 0;
     *out = v->valuedouble;
@@ -547,7 +532,7 @@ static void print_members(FILE *out, const cJSON *r)
         size_t l = name ? strlen(name) : 1;
         fprintf(out, "%*s %12s %12s %7.0f", (int)(l < w ? w - l : 0), "", human(size, a, sizeof(a)),
                 human(comp, c, sizeof(c)), frames);
-        if (cJSON_IsTrue(get(m, "truncated")))
+        if (cJSON_IsTrue(cp_jpath(m, "truncated")))
             fprintf(out, "  TRUNCATED: %s available", human(avail, v, sizeof(v)));
         fputc('\n', out);
     }
@@ -562,7 +547,7 @@ static void print_text(FILE *out, const cJSON *r, int members_only)
     char a[32], c2[32], c3[32];
     double v = 0, v2 = 0;
     const char *s;
-    int complete = cJSON_IsTrue(get(r, "bundle.complete"));
+    int complete = cJSON_IsTrue(cp_jpath(r, "bundle.complete"));
 
     label(out, "bundle");
     put_safe(out, gstr(r, "bundle.path") ? gstr(r, "bundle.path") : "?");
@@ -599,7 +584,7 @@ static void print_text(FILE *out, const cJSON *r, int members_only)
         put_safe(out, s);
         fputc('\n', out);
     }
-    const cJSON *args = get(r, "process.cmdline"), *arg;
+    const cJSON *args = cp_jpath(r, "process.cmdline"), *arg;
     if (cJSON_GetArraySize(args) > 0) {
         label(out, "cmdline");
         int first = 1;
@@ -622,7 +607,7 @@ static void print_text(FILE *out, const cJSON *r, int members_only)
         fprintf(out, "uid %.0f", v);
         if (gnum(r, "process.gid", &v2))
             fprintf(out, ", gid %.0f", v2);
-        if (cJSON_IsTrue(get(r, "process.secure")))
+        if (cJSON_IsTrue(cp_jpath(r, "process.secure")))
             fputs(" (secure: setuid/capabilities or not dumpable)", out);
         fputc('\n', out);
     }
@@ -679,7 +664,7 @@ static void print_text(FILE *out, const cJSON *r, int members_only)
         }
         fputc('\n', out);
     }
-    const cJSON *core = get(r, "capture.core");
+    const cJSON *core = cp_jpath(r, "capture.core");
     if (core && cJSON_GetArraySize(core) > 0) {
         label(out, "core");
         int any = 0;
@@ -700,18 +685,18 @@ static void print_text(FILE *out, const cJSON *r, int members_only)
                 fprintf(out, " (%.1fx)", v2);
             any = 1;
         }
-        if (cJSON_IsTrue(get(core, "truncated"))) {
+        if (cJSON_IsTrue(cp_jpath(core, "truncated"))) {
             fprintf(out, "%sTRUNCATED", any ? "; " : "");
             if ((s = gstr(core, "truncation_reason"))) {
                 fputs(": ", out);
                 put_safe(out, s);
             }
             any = 1;
-        } else if (cJSON_IsFalse(get(core, "truncated"))) {
+        } else if (cJSON_IsFalse(cp_jpath(core, "truncated"))) {
             fprintf(out, "%snot truncated", any ? "; " : "");
             any = 1;
         }
-        if (cJSON_IsTrue(get(core, "member_truncated")) && gnum(core, "member_available", &v)) {
+        if (cJSON_IsTrue(cp_jpath(core, "member_truncated")) && gnum(core, "member_available", &v)) {
             fprintf(out, "%scut short in this file: %s available", any ? "; " : "",
                     human(v, a, sizeof(a)));
             any = 1;
@@ -722,7 +707,7 @@ static void print_text(FILE *out, const cJSON *r, int members_only)
         }
         fputc('\n', out);
     }
-    const cJSON *steps = get(r, "capture.failed_steps"), *st;
+    const cJSON *steps = cp_jpath(r, "capture.failed_steps"), *st;
     int first = 1;
     cJSON_ArrayForEach(st, steps)
     {
@@ -884,7 +869,7 @@ static int add_native(struct bundle *b, cJSON *r, struct analyze_args *A)
         stacks_annotate(r, NULL, &text_ops);
         return 0;
     }
-    const cJSON *tid = get(r, "process.crashed_tid");
+    const cJSON *tid = cp_jpath(r, "process.crashed_tid");
     A->native.manifest_tid = cJSON_IsNumber(tid) && tid->valuedouble > 0 &&
                                      tid->valuedouble < 2147483648.0
                                  ? (int32_t)tid->valuedouble

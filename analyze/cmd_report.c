@@ -5,6 +5,7 @@
  *
  * Every string comes from an untrusted bundle: it is printed inside code spans/blocks with
  * backticks and control characters neutralised, or as table cells with '|' escaped. */
+#include "jpath.h"
 #include "analyze_run.h"
 #include "commands.h"
 #include "kb.h"
@@ -39,31 +40,15 @@ static void usage(FILE *out)
             "  --from-json F    render a saved report (crashpack analyze --json) instead of a bundle\n");
 }
 
-static const cJSON *get(const cJSON *o, const char *path)
-{
-    char key[64];
-    while (o && *path) {
-        const char *dot = strchr(path, '.');
-        size_t n = dot ? (size_t)(dot - path) : strlen(path);
-        if (n >= sizeof(key))
-            return NULL;
-        memcpy(key, path, n);
-        key[n] = 0;
-        o = cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
-        path += n + (dot ? 1 : 0);
-    }
-    return o;
-}
-
 static const char *gs(const cJSON *o, const char *path)
 {
-    const cJSON *v = get(o, path);
+    const cJSON *v = cp_jpath(o, path);
     return cJSON_IsString(v) && v->valuestring[0] ? v->valuestring : NULL;
 }
 
 static int gn(const cJSON *o, const char *path, double *out)
 {
-    const cJSON *v = get(o, path);
+    const cJSON *v = cp_jpath(o, path);
     if (!cJSON_IsNumber(v))
         return 0;
     *out = v->valuedouble;
@@ -113,8 +98,8 @@ static const cJSON *crashed_thread(const cJSON *r)
     double ctid = -1;
     gn(r, "process.crashed_tid", &ctid);
     const cJSON *t;
-    cJSON_ArrayForEach(t, get(r, "threads")) if (cJSON_IsTrue(get(t, "crashed"))) return t;
-    cJSON_ArrayForEach(t, get(r, "threads"))
+    cJSON_ArrayForEach(t, cp_jpath(r, "threads")) if (cJSON_IsTrue(cp_jpath(t, "crashed"))) return t;
+    cJSON_ArrayForEach(t, cp_jpath(r, "threads"))
     {
         double tid;
         if (gn(t, "tid", &tid) && tid == ctid)
@@ -125,7 +110,7 @@ static const cJSON *crashed_thread(const cJSON *r)
 
 static void section_summary(FILE *o, const cJSON *r)
 {
-    const cJSON *top = cJSON_GetArrayItem(get(r, "diagnoses"), 0);
+    const cJSON *top = cJSON_GetArrayItem(cp_jpath(r, "diagnoses"), 0);
     const char *exe = gs(r, "process.exe");
     const char *base = exe && strrchr(exe, '/') ? strrchr(exe, '/') + 1 : exe;
     fputs("# Crash report: ", o);
@@ -184,7 +169,7 @@ static void section_summary(FILE *o, const cJSON *r)
         fputs(".** ", o);
         md(o, gs(top, "diagnosis"), 'p');
         fputs("\n", o);
-        const cJSON *a = cJSON_GetArrayItem(get(top, "actions"), 0);
+        const cJSON *a = cJSON_GetArrayItem(cp_jpath(top, "actions"), 0);
         if (cJSON_IsString(a)) {
             fputs("\n**First action:** ", o);
             md(o, a->valuestring, 'p');
@@ -199,7 +184,7 @@ static void section_summary(FILE *o, const cJSON *r)
 
 static void section_diagnoses(FILE *o, const cJSON *r)
 {
-    const cJSON *ds = get(r, "diagnoses"), *d, *e;
+    const cJSON *ds = cp_jpath(r, "diagnoses"), *d, *e;
     fputs("\n## Diagnoses\n\n", o);
     if (cJSON_GetArraySize(ds) == 0) {
         fputs("None: no rule of the rule base matched (", o);
@@ -232,9 +217,9 @@ static void section_diagnoses(FILE *o, const cJSON *r)
             md(o, gs(d, "diagnosis"), 'p');
             fputs("\n\n", o);
         }
-        if (cJSON_GetArraySize(get(d, "evidence"))) {
+        if (cJSON_GetArraySize(cp_jpath(d, "evidence"))) {
             fputs("Evidence:\n\n", o);
-            cJSON_ArrayForEach(e, get(d, "evidence"))
+            cJSON_ArrayForEach(e, cp_jpath(d, "evidence"))
             {
                 fputs("- ", o);
                 code(o, cJSON_GetStringValue(e));
@@ -242,9 +227,9 @@ static void section_diagnoses(FILE *o, const cJSON *r)
             }
             fputc('\n', o);
         }
-        if (cJSON_GetArraySize(get(d, "actions"))) {
+        if (cJSON_GetArraySize(cp_jpath(d, "actions"))) {
             fputs("Actions:\n\n", o);
-            cJSON_ArrayForEach(e, get(d, "actions"))
+            cJSON_ArrayForEach(e, cp_jpath(d, "actions"))
             {
                 fputs("- ", o);
                 md(o, cJSON_GetStringValue(e), 'p');
@@ -286,7 +271,7 @@ static void section_thread(FILE *o, const cJSON *r)
         fputs(", abort message ", o);
         code(o, gs(r, "cause.abort_message"));
     }
-    if (get(r, "cause.exception") && gs(r, "cause.exception.type")) {
+    if (cp_jpath(r, "cause.exception") && gs(r, "cause.exception.type")) {
         fputs(", uncaught ", o);
         code(o, gs(r, "cause.exception.type"));
         if (gs(r, "cause.exception.what")) {
@@ -296,10 +281,10 @@ static void section_thread(FILE *o, const cJSON *r)
     }
     fputs(":\n\n```\n", o);
     int i = 0;
-    cJSON_ArrayForEach(f, get(t, "frames"))
+    cJSON_ArrayForEach(f, cp_jpath(t, "frames"))
     {
         if (i >= 24) {
-            fprintf(o, "... %d more frames\n", cJSON_GetArraySize(get(t, "frames")) - i);
+            fprintf(o, "... %d more frames\n", cJSON_GetArraySize(cp_jpath(t, "frames")) - i);
             break;
         }
         char line[1024];
@@ -319,7 +304,7 @@ static void section_thread(FILE *o, const cJSON *r)
     if (i == 0)
         fputs("(no frames)\n", o);
     fputs("```\n", o);
-    const cJSON *py = get(t, "python_frames");
+    const cJSON *py = cp_jpath(t, "python_frames");
     if (cJSON_GetArraySize(py) > 0) {
         fputs("\nPython frames (innermost first):\n\n```\n", o);
         i = 0;
@@ -342,7 +327,7 @@ static void section_thread(FILE *o, const cJSON *r)
 static void section_gpu(FILE *o, const cJSON *r)
 {
     fputs("\n## GPU state\n\n", o);
-    const cJSON *x = get(r, "gpu.xid"), *e;
+    const cJSON *x = cp_jpath(r, "gpu.xid"), *e;
     if (cJSON_GetArraySize(x) > 0) {
         fputs("| time | Xid | PCI | this process's GPU | meaning | blame | action |\n"
               "|---|---|---|---|---|---|---|\n", o);
@@ -357,7 +342,7 @@ static void section_gpu(FILE *o, const cJSON *r)
             md(o, gs(e, "time_utc"), 't');
             fprintf(o, " | %.0f | ", c);
             md(o, gs(e, "pci"), 't');
-            fprintf(o, " | %s | ", cJSON_IsTrue(get(e, "own_gpu")) ? "yes" : cJSON_IsFalse(get(e, "own_gpu")) ? "no" : "?");
+            fprintf(o, " | %s | ", cJSON_IsTrue(cp_jpath(e, "own_gpu")) ? "yes" : cJSON_IsFalse(cp_jpath(e, "own_gpu")) ? "no" : "?");
             md(o, gs(e, "meaning"), 't');
             fputs(" | ", o);
             md(o, gs(e, "blame"), 't');
@@ -378,7 +363,7 @@ static void section_gpu(FILE *o, const cJSON *r)
     } else {
         fputs("No Xid in the kernel log captured with the crash.\n\n", o);
     }
-    const cJSON *smi = get(r, "gpu.nvidia_smi");
+    const cJSON *smi = cp_jpath(r, "gpu.nvidia_smi");
     if (cJSON_IsObject(smi)) {
         fputs("nvidia-smi at capture (driver ", o);
         md(o, gs(smi, "driver_version"), 'p');
@@ -386,7 +371,7 @@ static void section_gpu(FILE *o, const cJSON *r)
         md(o, gs(smi, "cuda_version"), 'p');
         fputs("):\n\n| GPU | PCI | own | memory used | ECC DBE (volatile/aggregate) | remap pending/failure | temp | power | throttle |\n"
               "|---|---|---|---|---|---|---|---|---|\n", o);
-        cJSON_ArrayForEach(e, get(smi, "gpus"))
+        cJSON_ArrayForEach(e, cp_jpath(smi, "gpus"))
         {
             double idx = -1, mu = -1, mt = -1, pct = -1, vd = -1, ad = -1, tc = -1, pw = -1;
             gn(e, "index", &idx);
@@ -399,7 +384,7 @@ static void section_gpu(FILE *o, const cJSON *r)
             gn(e, "power_w", &pw);
             fprintf(o, "| %.0f | ", idx);
             md(o, gs(e, "pci"), 't');
-            fprintf(o, " | %s | ", cJSON_IsTrue(get(e, "own")) ? "yes" : "");
+            fprintf(o, " | %s | ", cJSON_IsTrue(cp_jpath(e, "own")) ? "yes" : "");
             if (mu >= 0 && mt > 0)
                 fprintf(o, "%.0f / %.0f MiB (%.0f%%)", mu, mt, pct >= 0 ? pct : mu * 100 / mt);
             else
@@ -415,8 +400,8 @@ static void section_gpu(FILE *o, const cJSON *r)
             else
                 fputc('?', o);
             fputs(" | ", o);
-            fprintf(o, "%s%s | ", cJSON_IsTrue(get(e, "remapped_rows.pending")) ? "PENDING" : "no",
-                    cJSON_IsTrue(get(e, "remapped_rows.failure")) ? ", FAILURE" : "");
+            fprintf(o, "%s%s | ", cJSON_IsTrue(cp_jpath(e, "remapped_rows.pending")) ? "PENDING" : "no",
+                    cJSON_IsTrue(cp_jpath(e, "remapped_rows.failure")) ? ", FAILURE" : "");
             if (tc >= 0)
                 fprintf(o, "%.0f C", tc);
             fputs(" | ", o);
@@ -425,7 +410,7 @@ static void section_gpu(FILE *o, const cJSON *r)
             fputs(" | ", o);
             const cJSON *th;
             int first = 1;
-            cJSON_ArrayForEach(th, get(e, "throttle_reasons"))
+            cJSON_ArrayForEach(th, cp_jpath(e, "throttle_reasons"))
             {
                 if (!first)
                     fputs(", ", o);
@@ -444,9 +429,9 @@ static void section_gpu(FILE *o, const cJSON *r)
 static void section_checkpoint(FILE *o, const cJSON *r)
 {
     fputs("\n## Checkpoint\n\n", o);
-    const cJSON *ck = get(r, "checkpoint");
+    const cJSON *ck = cp_jpath(r, "checkpoint");
     const char *path = gs(ck, "path"), *newest = gs(ck, "newest_valid"), *reason = gs(ck, "reason");
-    const cJSON *valid = get(ck, "valid");
+    const cJSON *valid = cp_jpath(ck, "valid");
     if (!path) {
         fputs("No checkpoint was recorded for this process", o);
         if (reason) {
@@ -612,7 +597,7 @@ int cmd_report(int argc, char **argv)
             fprintf(stderr, "crashpack report: %s: not a JSON report\n", from);
             return 2;
         }
-        if (!get(r, "diagnosis_info") && diagnose(r, db, err, sizeof(err)) < 0)
+        if (!cp_jpath(r, "diagnosis_info") && diagnose(r, db, err, sizeof(err)) < 0)
             fprintf(stderr, "crashpack report: diagnosis: %s\n", err);
     } else {
         r = analyze_run_json(bundle, db, &partial, err, sizeof(err));

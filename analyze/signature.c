@@ -10,6 +10,7 @@
  * SIGNATURE_FRAMES of them. A frame equal to the previous one used (recursion) is left out, so
  * the recursion depth at the crash does not matter.
  */
+#include "jpath.h"
 #include "signature.h"
 #include "datadir.h"
 #include "errmsg.h"
@@ -369,25 +370,9 @@ void signature_norm_module(const char *in, char *out, size_t outlen)
 
 /* ---- crash kind ---- */
 
-static const cJSON *get(const cJSON *o, const char *path)
-{
-    char key[64];
-    while (o && *path) {
-        const char *dot = strchr(path, '.');
-        size_t n = dot ? (size_t)(dot - path) : strlen(path);
-        if (n >= sizeof(key))
-            return NULL;
-        memcpy(key, path, n);
-        key[n] = 0;
-        o = cJSON_GetObjectItemCaseSensitive(o, key);
-        path += n + (dot ? 1 : 0);
-    }
-    return o;
-}
-
 static const char *gstr(const cJSON *o, const char *path)
 {
-    const cJSON *v = get(o, path);
+    const cJSON *v = cp_jpath(o, path);
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
@@ -424,7 +409,7 @@ static int has_frame(const cJSON *t, const char *const *names)
     cJSON_ArrayForEach(f, cJSON_GetObjectItemCaseSensitive(t, "frames"))
     {
         const char *fn = gstr(f, "function");
-        if (!fn || cJSON_IsTrue(get(f, "inline")))
+        if (!fn || cJSON_IsTrue(cp_jpath(f, "inline")))
             continue;
         char n[NAME_MAX_LEN];
         signature_norm_function(fn, n, sizeof(n));
@@ -443,17 +428,17 @@ static const char *crash_kind(const cJSON *r, const cJSON *crashed)
     static const char *const throw_fns[] = {"__cxa_throw", "__cxa_rethrow", "std::rethrow_exception",
                                             "_Unwind_RaiseException", "_Unwind_Resume_or_Rethrow",
                                             NULL};
-    if (cJSON_IsTrue(get(r, "hang.snap"))) /* a live process captured by snap/watch (hang.h) */
+    if (cJSON_IsTrue(cp_jpath(r, "hang.snap"))) /* a live process captured by snap/watch (hang.h) */
         return "hang";
-    const cJSON *num = get(r, "process.signal.number");
+    const cJSON *num = cp_jpath(r, "process.signal.number");
     if (!cJSON_IsNumber(num))
         return NULL;
     int sig = (int)num->valuedouble;
-    const cJSON *code = get(r, "process.signal.code");
+    const cJSON *code = cp_jpath(r, "process.signal.code");
     /* si_code <= 0: sent by a process (kill, tgkill, sigqueue), not raised by a fault */
     int sent = cJSON_IsNumber(code) && code->valuedouble <= 0;
     const char *cn = gstr(r, "process.signal.code_name");
-    if ((sig == 11 || sig == 7) && cJSON_IsTrue(get(r, "cause.stack_overflow")))
+    if ((sig == 11 || sig == 7) && cJSON_IsTrue(cp_jpath(r, "cause.stack_overflow")))
         return "stack_overflow";
     switch (sig) {
     case 11: {
@@ -476,10 +461,10 @@ static const char *crash_kind(const cJSON *r, const cJSON *crashed)
     case 4:
         return sent ? "signal" : "sigill";
     case 6: {
-        if (cJSON_IsFalse(get(r, "process.signal.self_sent")))
+        if (cJSON_IsFalse(cp_jpath(r, "process.signal.self_sent")))
             return "signal"; /* kill -ABRT from elsewhere */
         const char *msg = gstr(r, "cause.abort_message");
-        if (cJSON_IsObject(get(r, "cause.exception")) || has_frame(crashed, throw_fns))
+        if (cJSON_IsObject(cp_jpath(r, "cause.exception")) || has_frame(crashed, throw_fns))
             return "uncaught_exception";
         if (assertion_message(msg) || has_frame(crashed, assert_fns))
             return "assertion";
@@ -522,7 +507,7 @@ static const cJSON *crashed_thread(const cJSON *r)
         if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(t, "crashed")))
             return t;
     }
-    const cJSON *tid = get(r, "process.crashed_tid");
+    const cJSON *tid = cp_jpath(r, "process.crashed_tid");
     cJSON_ArrayForEach(t, threads)
     {
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(t, "tid");
@@ -686,12 +671,12 @@ int signature_compute(cJSON *report, const struct siglists *L, const char *lists
             add_explain(ex, idx, fn, full, mod, "unused", end_rule);
             continue;
         }
-        if (cJSON_IsTrue(get(f, "inline"))) {
+        if (cJSON_IsTrue(cp_jpath(f, "inline"))) {
             add_explain(ex, idx, fn, full, mod, "inline",
                         "inline frames are not used: they exist only with debug info");
             continue;
         }
-        if (cJSON_IsTrue(get(f, "tail_call"))) {
+        if (cJSON_IsTrue(cp_jpath(f, "tail_call"))) {
             add_explain(ex, idx, fn, full, mod, "tail_call",
                         "frames put back from DWARF call sites are not used: they exist only "
                         "with debug info");

@@ -1,4 +1,5 @@
 /* ingest.c - storing analyzed crashes and user rules in the knowledge base (see kb.h). */
+#include "jpath.h"
 #include "kb.h"
 #include "errmsg.h"
 
@@ -7,25 +8,9 @@
 #include <string.h>
 #include <time.h>
 
-static const cJSON *get(const cJSON *o, const char *path)
-{
-    char key[64];
-    while (o && *path) {
-        const char *dot = strchr(path, '.');
-        size_t n = dot ? (size_t)(dot - path) : strlen(path);
-        if (n >= sizeof(key))
-            return NULL;
-        memcpy(key, path, n);
-        key[n] = 0;
-        o = cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
-        path += n + (dot ? 1 : 0);
-    }
-    return o;
-}
-
 static const char *gstr(const cJSON *o, const char *path)
 {
-    const cJSON *v = get(o, path);
+    const cJSON *v = cp_jpath(o, path);
     return cJSON_IsString(v) && v->valuestring[0] ? v->valuestring : NULL;
 }
 
@@ -43,7 +28,7 @@ static int env_int(const cJSON *env, const char *a, const char *b)
 
 void kb_job_of(const cJSON *report, char *job, size_t joblen, int *rank, int *local_rank)
 {
-    const cJSON *env = get(report, "process.env");
+    const cJSON *env = cp_jpath(report, "process.env");
     const char *s;
     job[0] = 0;
     if ((s = gstr(env, "SLURM_JOB_ID")))
@@ -84,12 +69,12 @@ static char *kb_facts(const cJSON *r)
         cJSON_AddStringToObject(f, "signal", s);
     cJSON *fr = cJSON_AddArrayToObject(f, "frames"), *py = cJSON_AddArrayToObject(f, "python_frames");
     const cJSON *t;
-    cJSON_ArrayForEach(t, get(r, "threads"))
+    cJSON_ArrayForEach(t, cp_jpath(r, "threads"))
     {
-        if (!cJSON_IsTrue(get(t, "crashed")))
+        if (!cJSON_IsTrue(cp_jpath(t, "crashed")))
             continue;
         int n = 0;
-        cJSON_ArrayForEach(e, get(t, "frames"))
+        cJSON_ArrayForEach(e, cp_jpath(t, "frames"))
         {
             if (n++ >= 8)
                 break;
@@ -99,7 +84,7 @@ static char *kb_facts(const cJSON *r)
             cJSON_AddItemToArray(fr, o);
         }
         n = 0;
-        cJSON_ArrayForEach(e, get(t, "python_frames"))
+        cJSON_ArrayForEach(e, cp_jpath(t, "python_frames"))
         {
             if (n++ >= 8)
                 break;
@@ -111,14 +96,14 @@ static char *kb_facts(const cJSON *r)
         break;
     }
     cJSON *x = cJSON_AddArrayToObject(f, "xid");
-    cJSON_ArrayForEach(e, get(r, "gpu.xid"))
+    cJSON_ArrayForEach(e, cp_jpath(r, "gpu.xid"))
     {
-        const cJSON *c = get(e, "code");
+        const cJSON *c = cp_jpath(e, "code");
         if (cJSON_IsNumber(c) && cJSON_GetArraySize(x) < 8)
             cJSON_AddItemToArray(x, cJSON_CreateNumber(c->valuedouble));
     }
     cJSON *le = cJSON_AddArrayToObject(f, "log_errors");
-    cJSON_ArrayForEach(e, get(r, "log.errors"))
+    cJSON_ArrayForEach(e, cp_jpath(r, "log.errors"))
     {
         if (cJSON_GetArraySize(le) >= 5)
             break;
@@ -147,8 +132,8 @@ int kb_add_report(sqlite3 *db, const cJSON *r, const char *bundle_path, int64_t 
                   char *err, size_t errlen)
 {
     char key[512], job[256];
-    const cJSON *pid = get(r, "process.pid"), *tid = get(r, "process.crashed_tid"),
-                *t = get(r, "host.time");
+    const cJSON *pid = cp_jpath(r, "process.pid"), *tid = cp_jpath(r, "process.crashed_tid"),
+                *t = cp_jpath(r, "host.time");
     if (!cJSON_IsNumber(pid) && !cJSON_IsNumber(t)) {
         /* no identity in the report: the bundle file itself is the identity */
         snprintf(key, sizeof(key), "path:%s", bundle_path ? bundle_path : "?");
@@ -160,7 +145,7 @@ int kb_add_report(sqlite3 *db, const cJSON *r, const char *bundle_path, int64_t 
     }
     int rank, lrank;
     kb_job_of(r, job, sizeof(job), &rank, &lrank);
-    const cJSON *ds = get(r, "diagnoses");
+    const cJSON *ds = cp_jpath(r, "diagnoses");
     const cJSON *top = cJSON_IsArray(ds) ? cJSON_GetArrayItem(ds, 0) : NULL;
     char *djson = cJSON_IsArray(ds) ? cJSON_PrintUnformatted(ds) : NULL;
     char *facts = kb_facts(r);

@@ -4,6 +4,7 @@
  * evidence of a subtree is kept only when that subtree is true. Regexes are POSIX extended,
  * case-insensitive; globs are fnmatch(3). Missing report fields are simply "no evidence".
  */
+#include "jpath.h"
 #include "rule.h"
 
 #include <fnmatch.h>
@@ -26,31 +27,15 @@ struct ctx {
 
 /* ---- report access ---- */
 
-static const cJSON *get(const cJSON *o, const char *path)
-{
-    char key[64];
-    while (o && *path) {
-        const char *dot = strchr(path, '.');
-        size_t n = dot ? (size_t)(dot - path) : strlen(path);
-        if (n >= sizeof(key))
-            return NULL;
-        memcpy(key, path, n);
-        key[n] = 0;
-        o = cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
-        path += n + (dot ? 1 : 0);
-    }
-    return o;
-}
-
 static const char *gstr(const cJSON *o, const char *path)
 {
-    const cJSON *v = get(o, path);
+    const cJSON *v = cp_jpath(o, path);
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
 static int gnum(const cJSON *o, const char *path, double *out)
 {
-    const cJSON *v = get(o, path);
+    const cJSON *v = cp_jpath(o, path);
     if (!cJSON_IsNumber(v))
         return 0;
     *out = v->valuedouble;
@@ -256,7 +241,7 @@ static int leaf_frames(struct ctx *c, const cJSON *v, cJSON *ev, int python)
     {
         double tid = -1;
         gnum(t, "tid", &tid);
-        int crashed = cJSON_IsTrue(get(t, "crashed")) || (ctid > 0 && tid == ctid);
+        int crashed = cJSON_IsTrue(cp_jpath(t, "crashed")) || (ctid > 0 && tid == ctid);
         if (!any_thread && !crashed)
             continue;
         const char *tname = gstr(t, "name");
@@ -264,7 +249,7 @@ static int leaf_frames(struct ctx *c, const cJSON *v, cJSON *ev, int python)
             continue;
         const cJSON *f;
         int i = 0;
-        cJSON_ArrayForEach(f, get(t, python ? "python_frames" : "frames"))
+        cJSON_ArrayForEach(f, cp_jpath(t, python ? "python_frames" : "frames"))
         {
             if (top > 0 && i >= top)
                 break;
@@ -293,20 +278,20 @@ static double crash_time(const cJSON *r)
 /* xid: {codes, own_gpu, blame, window_s, only} */
 static int leaf_xid(struct ctx *c, const cJSON *v, cJSON *ev)
 {
-    const cJSON *codes = get(v, "codes"), *blame = get(v, "blame"), *own = get(v, "own_gpu");
+    const cJSON *codes = cp_jpath(v, "codes"), *blame = cp_jpath(v, "blame"), *own = cp_jpath(v, "own_gpu");
     double window = 0, ct = crash_time(c->r);
     gnum(v, "window_s", &window);
-    int only = cJSON_IsTrue(get(v, "only"));
+    int only = cJSON_IsTrue(cp_jpath(v, "only"));
     int hits = 0, others = 0;
     const cJSON *x;
-    cJSON_ArrayForEach(x, get(c->r, "gpu.xid"))
+    cJSON_ArrayForEach(x, cp_jpath(c->r, "gpu.xid"))
     {
         double code = -1, t = -1;
         gnum(x, "code", &code);
         if (window > 0 && ct > 0 && gnum(x, "time", &t) && (t < ct - window || t > ct + 60))
             continue;
         int ok = (!codes || in_num_list(codes, code)) && (!blame || in_list(blame, gstr(x, "blame")));
-        if (ok && cJSON_IsBool(own) && cJSON_IsTrue(own) != cJSON_IsTrue(get(x, "own_gpu")))
+        if (ok && cJSON_IsBool(own) && cJSON_IsTrue(own) != cJSON_IsTrue(cp_jpath(x, "own_gpu")))
             ok = 0;
         if (!ok) {
             others++;
@@ -315,7 +300,7 @@ static int leaf_xid(struct ctx *c, const cJSON *v, cJSON *ev)
         if (hits++ < EVIDENCE_PER_LEAF) {
             const char *text = gstr(x, "text"), *when = gstr(x, "time_utc");
             ev_add(ev, "Xid %.0f on %s%s%s%s: %s", code, nz(gstr(x, "pci")),
-                   cJSON_IsTrue(get(x, "own_gpu")) ? " (this process's GPU)" : "",
+                   cJSON_IsTrue(cp_jpath(x, "own_gpu")) ? " (this process's GPU)" : "",
                    when ? " at " : "", when ? when : "", text ? text : nz(gstr(x, "meaning")));
         }
     }
@@ -328,7 +313,7 @@ static int leaf_kernel_log(struct ctx *c, const cJSON *v, cJSON *ev)
         return 0;
     int hits = 0;
     const cJSON *l;
-    cJSON_ArrayForEach(l, get(c->r, "kernel_log.lines"))
+    cJSON_ArrayForEach(l, cp_jpath(c->r, "kernel_log.lines"))
     {
         const char *text = gstr(l, "text");
         if (rx_match(v->valuestring, text) && hits++ < EVIDENCE_PER_LEAF)
@@ -340,11 +325,11 @@ static int leaf_kernel_log(struct ctx *c, const cJSON *v, cJSON *ev)
 /* log_error: {category, regex} */
 static int leaf_log_error(struct ctx *c, const cJSON *v, cJSON *ev)
 {
-    const cJSON *cat = get(v, "category");
+    const cJSON *cat = cp_jpath(v, "category");
     const char *re = gstr(v, "regex");
     int hits = 0;
     const cJSON *e;
-    cJSON_ArrayForEach(e, get(c->r, "log.errors"))
+    cJSON_ArrayForEach(e, cp_jpath(c->r, "log.errors"))
     {
         const char *text = gstr(e, "text");
         if (cat && !in_list(cat, gstr(e, "category")))
@@ -381,17 +366,17 @@ static int cmp_op(const char *op, double a, double b)
 static int leaf_smi(struct ctx *c, const cJSON *v, cJSON *ev)
 {
     const char *field = gstr(v, "field"), *op = gstr(v, "op");
-    const cJSON *want = get(v, "value");
-    int own = cJSON_IsTrue(get(v, "own"));
+    const cJSON *want = cp_jpath(v, "value");
+    int own = cJSON_IsTrue(cp_jpath(v, "own"));
     if (!field || !want)
         return 0;
     int hits = 0;
     const cJSON *g;
-    cJSON_ArrayForEach(g, get(c->r, "gpu.nvidia_smi.gpus"))
+    cJSON_ArrayForEach(g, cp_jpath(c->r, "gpu.nvidia_smi.gpus"))
     {
-        if (own && !cJSON_IsTrue(get(g, "own")))
+        if (own && !cJSON_IsTrue(cp_jpath(g, "own")))
             continue;
-        const cJSON *have = get(g, field);
+        const cJSON *have = cp_jpath(g, field);
         char shown[128] = "";
         int m = 0;
         if (cJSON_IsNumber(want) && cJSON_IsNumber(have)) {
@@ -424,17 +409,17 @@ static int leaf_smi(struct ctx *c, const cJSON *v, cJSON *ev)
 /* checkpoint: {valid: true|false|null, newest_valid: true (a valid older one exists)} */
 static int leaf_checkpoint(struct ctx *c, const cJSON *v, cJSON *ev)
 {
-    const cJSON *ck = get(c->r, "checkpoint");
+    const cJSON *ck = cp_jpath(c->r, "checkpoint");
     const char *path = gstr(ck, "path");
     if (!path)
         return 0;
-    const cJSON *want = get(v, "valid"), *have = get(ck, "valid");
+    const cJSON *want = cp_jpath(v, "valid"), *have = cp_jpath(ck, "valid");
     if (want) {
         if (cJSON_IsNull(want) ? !cJSON_IsNull(have) && have
                                : !cJSON_IsBool(have) || cJSON_IsTrue(want) != cJSON_IsTrue(have))
             return 0;
     }
-    const cJSON *nv = get(v, "newest_valid");
+    const cJSON *nv = cp_jpath(v, "newest_valid");
     if (cJSON_IsBool(nv) && cJSON_IsTrue(nv) != (gstr(ck, "newest_valid") != NULL))
         return 0;
     const char *reason = gstr(ck, "reason"), *newest = gstr(ck, "newest_valid");
@@ -453,7 +438,7 @@ static int leaf_env(struct ctx *c, const cJSON *v, cJSON *ev)
     const char *npat = gstr(v, "name"), *vre = gstr(v, "value");
     int hits = 0;
     const cJSON *e;
-    cJSON_ArrayForEach(e, get(c->r, "process.env"))
+    cJSON_ArrayForEach(e, cp_jpath(c->r, "process.env"))
     {
         if (!e->string || !cJSON_IsString(e))
             continue;
