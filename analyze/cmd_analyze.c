@@ -13,6 +13,7 @@
  * Exit: 0 complete bundle, 1 partial bundle (what could be read is still printed), 2 usage error
  * or unreadable bundle.
  */
+#include "utf8.h"
 #include "jpath.h"
 #include "bundle.h"
 #include "commands.h"
@@ -75,63 +76,12 @@ static void usage(FILE *out)
 
 /* ---- untrusted strings ---- */
 
-/* Length of the valid UTF-8 sequence at s (1..4), or 0 when it is not one. */
-static size_t utf8_seq(const unsigned char *s)
-{
-    unsigned c = s[0];
-    size_t n;
-    unsigned min;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xC2 && c <= 0xDF)
-        n = 2, min = 0x80;
-    else if (c >= 0xE0 && c <= 0xEF)
-        n = 3, min = 0x800;
-    else if (c >= 0xF0 && c <= 0xF4)
-        n = 4, min = 0x10000;
-    else
-        return 0;
-    unsigned cp = c & (0x7F >> n);
-    for (size_t i = 1; i < n; i++) {
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-        cp = cp << 6 | (s[i] & 0x3F);
-    }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-        return 0;
-    return n;
-}
-
-/* A copy of s with invalid UTF-8 replaced by U+FFFD (caller frees). */
-static char *utf8_clean(const char *s)
-{
-    size_t len = strlen(s);
-    char *o = malloc(len * 3 + 1);
-    if (!o)
-        return NULL;
-    size_t j = 0;
-    for (size_t i = 0; i < len;) {
-        size_t n = utf8_seq((const unsigned char *)s + i);
-        if (n == 0) {
-            memcpy(o + j, "\xEF\xBF\xBD", 3);
-            j += 3;
-            i++;
-        } else {
-            memcpy(o + j, s + i, n);
-            j += n;
-            i += n;
-        }
-    }
-    o[j] = 0;
-    return o;
-}
-
 /* Prints s for a terminal: controls (C0, DEL, C1) and invalid UTF-8 as escapes. */
 static void put_safe(FILE *out, const char *s)
 {
     const unsigned char *p = (const unsigned char *)s;
     while (*p) {
-        size_t n = utf8_seq(p);
+        size_t n = cp_utf8_seq(p, (size_t)-1);
         if (n == 0) {
             fprintf(out, "\\x%02x", *p);
             p++;
@@ -153,7 +103,7 @@ static void put_safe(FILE *out, const char *s)
     }
 }
 
-static const struct report_text_ops text_ops = {.clean = utf8_clean, .put = put_safe};
+static const struct report_text_ops text_ops = {.clean = cp_utf8_clean, .put = put_safe};
 
 /* ---- building the report ---- */
 
@@ -163,7 +113,7 @@ static void add_str(cJSON *o, const char *key, const char *s)
         cJSON_AddNullToObject(o, key);
         return;
     }
-    char *c = utf8_clean(s);
+    char *c = cp_utf8_clean(s);
     cJSON_AddStringToObject(o, key, c ? c : "");
     free(c);
 }
@@ -252,7 +202,7 @@ static cJSON *process_part(const cJSON *man)
     cJSON_ArrayForEach(a, cl)
     {
         if (cJSON_IsString(a)) {
-            char *c = utf8_clean(a->valuestring);
+            char *c = cp_utf8_clean(a->valuestring);
             cJSON_AddItemToArray(args, cJSON_CreateString(c ? c : ""));
             free(c);
         }

@@ -8,6 +8,7 @@
  * escapes.
  *
  * Exit: 0 valid, 1 truncated / unreadable / unverifiable, 2 usage error. */
+#include "utf8.h"
 #include "checkpoint.h"
 #include "commands.h"
 
@@ -52,46 +53,9 @@ static void usage(FILE *out)
             DEFAULT_SCAN_BUDGET_MS);
 }
 
-/* A copy of s with invalid UTF-8 replaced by U+FFFD (caller frees): file names are bytes. */
-static char *utf8_clean(const char *s)
-{
-    size_t len = strlen(s), j = 0;
-    char *o = malloc(len * 3 + 1);
-    if (!o)
-        return NULL;
-    const unsigned char *p = (const unsigned char *)s;
-    for (size_t i = 0; i < len;) {
-        unsigned c = p[i];
-        size_t n = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3
-                              : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
-        unsigned cp = n > 1 ? c & (0x7F >> n) : c;
-        for (size_t k = 1; k < n; k++) {
-            if (i + k >= len || (p[i + k] & 0xC0) != 0x80) {
-                n = 0;
-                break;
-            }
-            cp = cp << 6 | (p[i + k] & 0x3F);
-        }
-        if (n > 1 && (cp < (n == 2 ? 0x80u : n == 3 ? 0x800u : 0x10000u) || cp > 0x10FFFF ||
-                      (cp >= 0xD800 && cp <= 0xDFFF)))
-            n = 0;
-        if (!n) {
-            memcpy(o + j, "\xEF\xBF\xBD", 3);
-            j += 3;
-            i++;
-        } else {
-            memcpy(o + j, p + i, n);
-            j += n;
-            i += n;
-        }
-    }
-    o[j] = 0;
-    return o;
-}
-
 static void add_str(cJSON *o, const char *k, const char *v)
 {
-    char *c = utf8_clean(v);
+    char *c = cp_utf8_clean(v);
     cJSON_AddStringToObject(o, k, c ? c : "");
     free(c);
 }

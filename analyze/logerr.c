@@ -1,4 +1,5 @@
 /* logerr.c - error lines of a log tail through data-driven POSIX regexes (see logerr.h). */
+#include "utf8.h"
 #include "logerr.h"
 
 #include "datadir.h"
@@ -203,41 +204,13 @@ struct logerr_set *logerr_load(char *err, size_t errlen)
 
 /* ---- matching ---- */
 
-static size_t utf8_seq(const unsigned char *s, size_t left)
-{
-    unsigned c = s[0];
-    size_t n;
-    unsigned min;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xC2 && c <= 0xDF)
-        n = 2, min = 0x80;
-    else if (c >= 0xE0 && c <= 0xEF)
-        n = 3, min = 0x800;
-    else if (c >= 0xF0 && c <= 0xF4)
-        n = 4, min = 0x10000;
-    else
-        return 0;
-    if (n > left)
-        return 0;
-    unsigned cp = c & (0x7F >> n);
-    for (size_t i = 1; i < n; i++) {
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-        cp = cp << 6 | (s[i] & 0x3F);
-    }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-        return 0;
-    return n;
-}
-
 void logerr_clean_utf8(char *dst, size_t dsz, const char *s, size_t len, int keep_nl)
 {
     size_t j = 0;
     if (!dsz)
         return;
     for (size_t i = 0; i < len;) {
-        size_t n = utf8_seq((const unsigned char *)s + i, len - i);
+        size_t n = cp_utf8_seq((const unsigned char *)s + i, len - i);
         if (j + (n ? n : 3) + 1 > dsz) /* no room for this character and the NUL */
             break;
         if (n == 0) {
