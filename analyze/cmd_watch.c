@@ -4,6 +4,7 @@
  * stdio) block-buffer their output, so a job that is progressing can look silent for minutes.
  * The job keeps running after a snap unless --kill; watch exits with the job's exit status
  * (128 + signal when a signal ended it). */
+#include "util.h" /* write_all */
 #include "commands.h"
 #include "snap.h"
 
@@ -55,20 +56,6 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static int write_all(int fd, const char *p, size_t n)
-{
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
 }
 
 /* The processes to snap: the job and its Python descendants. */

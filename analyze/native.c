@@ -13,6 +13,7 @@
  *   end      {}
  * In the parent, assemble() folds the lines into the object native.h describes.
  */
+#include "util.h" /* write_all */
 #include "native.h"
 
 #include "bundle.h"
@@ -60,20 +61,6 @@ static void add_str(cJSON *o, const char *key, const char *s)
         cJSON_AddStringToObject(o, key, s);
     else
         cJSON_AddNullToObject(o, key);
-}
-
-static int write_all(int fd, const char *p, size_t n)
-{
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
 }
 
 /* Sends one line (and frees j). */

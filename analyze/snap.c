@@ -2,6 +2,7 @@
  * --snap turns them into the bundle. Slim cores are built in memory (memfd) and handed over
  * after the process runs again, so the stop lasts only as long as reading the stacks; a full
  * core streams through a pipe while the process is stopped. */
+#include "util.h" /* write_all */
 #include "snap.h"
 #include "commands.h"
 #include "config.h"
@@ -180,20 +181,6 @@ static int read_fd_all(int fd, char **out, size_t *len)
     b[n] = 0;
     *out = b;
     *len = n;
-    return 0;
-}
-
-static int write_all(int fd, const char *p, size_t n)
-{
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        n -= (size_t)w;
-    }
     return 0;
 }
 

@@ -1,4 +1,5 @@
 /* snap_core.c - ptrace stop, kernel-side thread state, ELF core writer (see snap_core.h). */
+#include "util.h" /* write_all */
 #include "snap_core.h"
 #include "errmsg.h"
 #include "snap_python.h"
@@ -580,21 +581,6 @@ static void build_notes(struct buf *b, pid_t pid, struct thr *th, size_t nt,
 }
 
 /* ---- output ---- */
-
-static int write_all(int fd, const void *p, size_t n)
-{
-    const uint8_t *q = p;
-    while (n) {
-        ssize_t w = write(fd, q, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        q += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
 
 static int write_zero(int fd, uint64_t n)
 {

@@ -5,6 +5,7 @@
  * file was registered as a backing file, and per thread the NULL-call recovery planned when the
  * stand-in's registers were written (the note then holds the caller's pc and sp).
  */
+#include "util.h" /* write_all */
 #include "unwind_ucd.h"
 
 #include "core.h"
@@ -266,20 +267,6 @@ static int build_core(struct ucd_session *s, struct buf *b, char *err, size_t er
 oom:
     cp_errmsg(err, errlen, "%s", "out of memory writing the stand-in core for libunwind");
     return -1;
-}
-
-static int write_all(int fd, const unsigned char *p, size_t n)
-{
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
 }
 
 /* Opens the stand-in with _UCD_create: through a memfd, else a file in a private temporary
