@@ -620,7 +620,7 @@ int evidence_add(cJSON *r, struct bundle *b, char *err, size_t errlen)
 
 static void label(FILE *out, const char *l)
 {
-    fprintf(out, "%-10s", l);
+    fprintf(out, "%-9s ", l); /* a space even after a 10-character label */
 }
 
 static void put_s(FILE *out, const struct report_text_ops *ops, const char *s)
