@@ -20,7 +20,13 @@ for i in range(3000): sys.stderr.write("line %06d %s\n" % (i, "x" * 90))' > "$T/
 ( cat "$T/stderr.src" >&2; exec "$CP_BIN/cp-segv-threads" ) 2> "$T/job.err" | cat > /dev/null &
 wait
 pid=$(awk '/^cp-segv-threads: pid/{print $3; exit}' "$T/job.err" | tr -d ,)
-[ -n "$pid" ] || pid=$(ls "$T"/bundles/ | sed -n 's/crash-[0-9]*-\([0-9]*\)-cp-segv-threads.zst/\1/p' | head -1)
+# stdout is the pipe, so the pid line may not be in job.err: take it from the bundle's name, once the
+# finisher (which runs the enrichment first) has published it
+for _ in $(seq 1 600); do
+    [ -n "$pid" ] && break
+    pid=$(ls "$T"/bundles/ | sed -n 's/crash-[0-9]*-\([0-9]*\)-cp-segv-threads.zst/\1/p' | head -1)
+    [ -n "$pid" ] || sleep 0.1
+done
 b=$(cp_bundle_for "$pid") || die "no bundle for pid $pid"
 tar --zstd -xOf "$b" logs/stderr.tail > "$T/got.tail" || fail "no logs/stderr.tail member"
 tail -c 262144 "$T/job.err" > "$T/want.tail"
