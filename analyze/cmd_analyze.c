@@ -13,6 +13,7 @@
  * Exit: 0 complete bundle, 1 partial bundle (what could be read is still printed), 2 usage error
  * or unreadable bundle.
  */
+#include "cmdopt.h"
 #include "utf8.h"
 #include "jpath.h"
 #include "bundle.h"
@@ -689,25 +690,6 @@ struct analyze_args {
     const char *debug_dirs[MAX_DEBUG_DIRS];
 };
 
-/* The value of option `name` given as "--name=V" or "--name V". NULL when a is not that option;
- * *bad is set when the value is missing. */
-static const char *opt_value(const char *a, const char *name, int argc, char **argv, int *i,
-                             int *bad)
-{
-    size_t l = strlen(name);
-    if (strncmp(a, name, l))
-        return NULL;
-    if (a[l] == '=')
-        return a + l + 1;
-    if (a[l])
-        return NULL;
-    if (*i + 1 >= argc) {
-        *bad = 1;
-        return NULL;
-    }
-    return argv[++*i];
-}
-
 static int parse_uint(const char *s, unsigned long max, unsigned long *out)
 {
     char *end;
@@ -725,15 +707,15 @@ static int parse_value_opt(struct analyze_args *A, const char *a, int argc, char
     const char *v;
     unsigned long n;
     struct modules_opts *mo = &A->native.unwind.mods;
-    if ((v = opt_value(a, "--db", argc, argv, i, &bad))) {
+    if ((v = cp_opt_value(a, "--db", argc, argv, i, &bad))) {
         A->db = v;
-    } else if ((v = opt_value(a, "--sysroot", argc, argv, i, &bad))) {
+    } else if ((v = cp_opt_value(a, "--sysroot", argc, argv, i, &bad))) {
         mo->sysroot = v;
-    } else if ((v = opt_value(a, "--debug-dir", argc, argv, i, &bad))) {
+    } else if ((v = cp_opt_value(a, "--debug-dir", argc, argv, i, &bad))) {
         if (mo->ndebug_dirs == MAX_DEBUG_DIRS)
             return -1;
         A->debug_dirs[mo->ndebug_dirs++] = v;
-    } else if ((v = opt_value(a, "--unwinder", argc, argv, i, &bad))) {
+    } else if ((v = cp_opt_value(a, "--unwinder", argc, argv, i, &bad))) {
         if (!strcmp(v, "dwfl"))
             A->native.unwind.method = UNWIND_DWFL;
         else if (!strcmp(v, "fp"))
@@ -743,12 +725,12 @@ static int parse_value_opt(struct analyze_args *A, const char *a, int argc, char
         else
             return -1;
         A->no_stacks = 1; /* the user asked for this unwinder's frames, not the crashed host's */
-    } else if ((v = opt_value(a, "--max-frames", argc, argv, i, &bad))) {
+    } else if ((v = cp_opt_value(a, "--max-frames", argc, argv, i, &bad))) {
         if (parse_uint(v, 1000000, &n))
             return -1;
         A->native.unwind.max_frames = n;
         A->no_stacks = 1;
-    } else if ((v = opt_value(a, "--timeout", argc, argv, i, &bad))) {
+    } else if ((v = cp_opt_value(a, "--timeout", argc, argv, i, &bad))) {
         if (parse_uint(v, 86400, &n))
             return -1;
         A->native.wall_s = (unsigned)n;

@@ -12,6 +12,7 @@
  * Exit: 0 complete, 1 written but the analysis is partial, 2 usage error, unreadable bundle or
  * unwritable output.
  */
+#include "cmdopt.h"
 #include "bundle.h"
 #include "commands.h"
 #include "native.h"
@@ -71,23 +72,6 @@ struct enrich_args {
     char root_path[64];
 };
 
-static const char *opt_value(const char *a, const char *name, int argc, char **argv, int *i,
-                             int *bad)
-{
-    size_t l = strlen(name);
-    if (strncmp(a, name, l))
-        return NULL;
-    if (a[l] == '=')
-        return a + l + 1;
-    if (a[l])
-        return NULL;
-    if (*i + 1 >= argc) {
-        *bad = 1;
-        return NULL;
-    }
-    return argv[++*i];
-}
-
 static int parse_ulong(const char *s, unsigned long long max, unsigned long long *out)
 {
     char *end;
@@ -126,29 +110,29 @@ static int parse_value_opt(struct enrich_args *A, const char *a, int argc, char 
     const char *v;
     unsigned long long n;
     struct modules_opts *mo = &A->native.unwind.mods;
-    if ((v = opt_value(a, "--out", argc, argv, i, &bad))) {
+    if ((v = cp_opt_value(a, "--out", argc, argv, i, &bad))) {
         if (!*v)
             return -1;
         A->out = v;
-    } else if ((v = opt_value(a, "--bundle-fd", argc, argv, i, &bad))) {
+    } else if ((v = cp_opt_value(a, "--bundle-fd", argc, argv, i, &bad))) {
         return parse_fd(v, &A->bundle_fd) ? -1 : 1;
-    } else if ((v = opt_value(a, "--root-fd", argc, argv, i, &bad))) {
+    } else if ((v = cp_opt_value(a, "--root-fd", argc, argv, i, &bad))) {
         return parse_fd(v, &A->root_fd) ? -1 : 1;
-    } else if ((v = opt_value(a, "--sysroot", argc, argv, i, &bad))) {
+    } else if ((v = cp_opt_value(a, "--sysroot", argc, argv, i, &bad))) {
         A->sysroot = v;
-    } else if ((v = opt_value(a, "--debug-dir", argc, argv, i, &bad))) {
+    } else if ((v = cp_opt_value(a, "--debug-dir", argc, argv, i, &bad))) {
         if (mo->ndebug_dirs == MAX_DEBUG_DIRS)
             return -1;
         A->debug_dirs[mo->ndebug_dirs++] = v;
-    } else if ((v = opt_value(a, "--max-frames", argc, argv, i, &bad))) {
+    } else if ((v = cp_opt_value(a, "--max-frames", argc, argv, i, &bad))) {
         if (parse_ulong(v, 1000000, &n) || n == 0)
             return -1;
         A->native.unwind.max_frames = (size_t)n;
-    } else if ((v = opt_value(a, "--timeout", argc, argv, i, &bad))) {
+    } else if ((v = cp_opt_value(a, "--timeout", argc, argv, i, &bad))) {
         if (parse_ulong(v, 86400, &n) || n == 0)
             return -1;
         A->native.wall_s = A->native.cpu_s = (unsigned)n;
-    } else if ((v = opt_value(a, "--memory", argc, argv, i, &bad))) {
+    } else if ((v = cp_opt_value(a, "--memory", argc, argv, i, &bad))) {
         if (parse_ulong(v, 1ULL << 50, &n) || n < (64ULL << 20))
             return -1;
         A->native.as_bytes = n;

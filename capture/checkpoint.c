@@ -1025,24 +1025,6 @@ static char *receive(int sock, double deadline, int fds[2], int *nfds, int *time
     return buf;
 }
 
-/* Never waits for a child stuck in uninterruptible sleep: a few quick looks, then it is left
- * to init. Returns the wait status, or -1. */
-static int reap(pid_t p, int kill_it)
-{
-    if (kill_it)
-        kill(p, SIGKILL);
-    int st;
-    for (int i = 0; i < 50; i++) {
-        pid_t r = waitpid(p, &st, WNOHANG);
-        if (r == p)
-            return st;
-        if (r < 0)
-            return -1;
-        usleep(2000);
-    }
-    return -1;
-}
-
 void ckpt_collect(struct cap *c)
 {
     double t = now_mono();
@@ -1068,7 +1050,7 @@ void ckpt_collect(struct cap *c)
     int fds[2], nfds, timed_out;
     char *buf = receive(sv[0], t + timeout_s(c), fds, &nfds, &timed_out);
     close(sv[0]);
-    int st = reap(p, timed_out);
+    int st = reap_child(p, timed_out);
     /* "#stage" lines, then the JSON result */
     char where[600] = "";
     char *res = buf;
@@ -1269,7 +1251,7 @@ void ckpt_verdict(struct cap *c)
         len += (size_t)r;
     }
     close(pfd[0]);
-    int ws = reap(p, timed_out || capped);
+    int ws = reap_child(p, timed_out || capped);
     if (buf)
         buf[len] = 0;
     cJSON *j = buf && !timed_out && !capped ? cJSON_Parse(buf) : NULL;

@@ -144,22 +144,6 @@ static void kill_group(pid_t pgid, uid_t uid, gid_t gid)
             ;
 }
 
-/* Never waits for a child stuck in uninterruptible sleep: a few quick looks, then it is left
- * to init. Returns the wait status, or -1. */
-static int reap(pid_t p)
-{
-    int st;
-    for (int i = 0; i < 100; i++) {
-        pid_t r = waitpid(p, &st, WNOHANG);
-        if (r == p)
-            return st;
-        if (r < 0)
-            return -1;
-        usleep(2000);
-    }
-    return -1;
-}
-
 static int has_core(const struct cap *c)
 {
     for (size_t i = 0; i < c->bw.nmembers; i++)
@@ -346,10 +330,10 @@ void enrich_finish(struct cap *c)
     collect(c, &r, pout[0], perr[0], t + timeout + GRACE_S);
     if (r.timed_out || r.capped)
         kill_group(p, uid, gid);
-    int ws = reap(p);
+    int ws = reap_child(p, 0);
     if (ws < 0 && !r.timed_out && !r.capped) { /* still running with its output closed */
         kill_group(p, uid, gid);
-        ws = reap(p);
+        ws = reap_child(p, 0);
     }
     char errline[300] = "";
     last_line(r.err, r.errlen, errline, sizeof(errline));

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 int write_all(int fd, const void *buf, size_t len)
@@ -137,4 +139,20 @@ void kmsg_log(int fd, const char *fmt, ...)
         len = sizeof(line) - 1;
     ssize_t r = write(fd, line, len);
     (void)r;
+}
+
+int reap_child(pid_t p, int kill_it)
+{
+    if (kill_it)
+        kill(p, SIGKILL);
+    int st;
+    for (int i = 0; i < 100; i++) {
+        pid_t r = waitpid(p, &st, WNOHANG);
+        if (r == p)
+            return st;
+        if (r < 0)
+            return -1;
+        usleep(2000);
+    }
+    return -1;
 }

@@ -12,6 +12,9 @@ int pwrite_all(int fd, const void *buf, size_t len, off_t off);
  * caller frees) and sets *len and *truncated; NULL with errno on failure. */
 char *read_file_at(int dirfd, const char *name, size_t max, size_t *len, int *truncated);
 double now_mono(void);
+/* Reaps child p (SIGKILLed first when kill_it), but never waits for one stuck in uninterruptible
+ * sleep: a few quick looks over ~0.2 s, then it is left to init. Returns the wait status, or -1. */
+int reap_child(pid_t p, int kill_it);
 /* Escapes a string for use in a file name: keeps [A-Za-z0-9._+-], maps the rest to '_'. */
 void name_escape(char *dst, size_t n, const char *src);
 /* Appends a printf line to /dev/kmsg via the already-open fd (no-op when fd < 0). */
