@@ -5,12 +5,15 @@
  *   load_index()  the index skippable frame at the end of the file, validated in full;
  *   walk()        frame by frame from offset 0, using member markers and zstd frame headers.
  * Reads check each frame's header against the table and decompress into a buffer of exactly the
- * table's size (capped), so a lying frame is an error, never an allocation it asked for.
+ * table's size (capped), so a lying frame is an error, never an allocation it asked for. A few
+ * frames stay decoded (LRU slots, FRAME_SLOTS_BYTES in all), each only as far as reads needed.
  */
 #include "bundle.h"
 #include "errmsg.h"
 
 #include <cjson/cJSON.h>
+/* for the buffer-less streaming decoder (ZSTD_decompressBegin/Continue), exported by libzstd */
+#define ZSTD_STATIC_LINKING_ONLY
 #include <zstd.h>
 #include <zstd_errors.h>
 
@@ -31,6 +34,22 @@
 #define WALK_WINDOW (64u << 10)
 #define EXTRACT_CHUNK (1u << 20)
 
+/* Decoded frames are kept in a few slots (LRU), each decoded only as far as a read has needed:
+ * a page near a frame's start costs one block, not the whole frame. See frame_fill(). */
+#define FRAME_SLOTS 8u
+#define FRAME_SLOTS_BYTES (40u << 20) /* decompressed bytes all slots may hold together */
+#define FEED_READ (256u << 10)        /* compressed bytes read ahead per pread */
+
+struct frame_slot {
+    const struct bundle_frame *f; /* NULL: empty */
+    uint64_t used;                /* LRU stamp */
+    unsigned char *dbuf;          /* the frame's content, decoded up to `have` */
+    size_t dcap, have;
+    unsigned char *cbuf; /* the compressed frame, read up to `cread`, fed up to `cpos` */
+    size_t ccap, cread, cpos;
+    ZSTD_DCtx *dctx; /* buffer-less decoding state; the frame is done when have == f->size */
+};
+
 struct bundle {
     int fd;
     uint64_t file_size;
@@ -46,11 +65,11 @@ struct bundle {
     struct bundle_frame *frames;
     size_t nframes, frames_cap;
 
-    ZSTD_DCtx *dctx;
-    const struct bundle_frame *cached; /* frame whose content is in dbuf */
-    unsigned char *dbuf;
-    size_t dcap;
-    unsigned char *cbuf;
+    struct frame_slot slots[FRAME_SLOTS];
+    int last_err;  /* frame_data()'s error code */
+    size_t nslots; /* slots in use: FRAME_SLOTS_BYTES / the largest frame, 1..FRAME_SLOTS */
+    uint64_t clock;
+    unsigned char *cbuf; /* scratch for walk() */
     size_t ccap;
 };
 
@@ -136,6 +155,19 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem)
 }
 
 /* Ensures a byte buffer of at least `need` bytes (exact size: these can be tens of MiB). */
+/* A buffer of at least `need` bytes whose old content does not matter (no copy). */
+static int fresh(unsigned char **p, size_t *cap, size_t need)
+{
+    if (need <= *cap)
+        return 0;
+    free(*p);
+    *cap = 0;
+    if (!(*p = malloc(need)))
+        return -1;
+    *cap = need;
+    return 0;
+}
+
 static int reserve(unsigned char **p, size_t *cap, size_t need)
 {
     if (need <= *cap)
@@ -265,6 +297,16 @@ static void table_finish(struct bundle *b)
         m->available = avail;
         m->truncated = avail < m->size;
     }
+    uint64_t largest = 1;
+    for (size_t i = 0; i < b->nframes; i++)
+        if (b->frames[i].size > largest)
+            largest = b->frames[i].size < BUNDLE_MAX_FRAME_SIZE ? b->frames[i].size
+                                                                 : BUNDLE_MAX_FRAME_SIZE;
+    b->nslots = FRAME_SLOTS_BYTES / largest;
+    if (b->nslots < 1)
+        b->nslots = 1;
+    if (b->nslots > FRAME_SLOTS)
+        b->nslots = FRAME_SLOTS;
 }
 
 static int cmp_names(const void *a, const void *b)
@@ -698,9 +740,12 @@ static void free_bundle(struct bundle *b)
     free(b->members);
     free(b->first_frame);
     free(b->frames);
-    free(b->dbuf);
+    for (size_t i = 0; i < FRAME_SLOTS; i++) {
+        free(b->slots[i].dbuf);
+        free(b->slots[i].cbuf);
+        ZSTD_freeDCtx(b->slots[i].dctx);
+    }
     free(b->cbuf);
-    ZSTD_freeDCtx(b->dctx);
     if (b->fd >= 0)
         close(b->fd);
     free(b);
@@ -732,12 +777,6 @@ static int open_common(int fd, struct bundle **out, char *err, size_t errlen)
     }
     b->fd = fd;
     b->file_size = (uint64_t)st.st_size;
-    b->dctx = ZSTD_createDCtx();
-    if (!b->dctx) {
-        free_bundle(b);
-        cp_errmsg(err, errlen, "out of memory");
-        return BUNDLE_ENOMEM;
-    }
     char iwhy[384];
     if (load_index(b, iwhy, sizeof(iwhy)) == 0) {
         table_finish(b);
@@ -844,12 +883,29 @@ const struct bundle_member *bundle_find(const struct bundle *b, const char *name
 
 /* ---- reading ---- */
 
-/* Decompresses frame f into dbuf (unless it is there already), checking it against the table. */
-static int load_frame(struct bundle *b, const struct bundle_member *m, const struct bundle_frame *f)
+/* The slot holding frame f, or an emptied one for it: the least recently used. */
+static struct frame_slot *slot_for(struct bundle *b, const struct bundle_frame *f)
 {
-    if (b->cached == f)
-        return BUNDLE_OK;
-    b->cached = NULL;
+    struct frame_slot *victim = &b->slots[0];
+    for (size_t i = 0; i < b->nslots; i++) {
+        struct frame_slot *s = &b->slots[i];
+        if (s->f == f) {
+            s->used = ++b->clock;
+            return s;
+        }
+        if (s->used < victim->used)
+            victim = s;
+    }
+    victim->f = NULL;
+    victim->have = victim->cread = victim->cpos = 0;
+    victim->used = ++b->clock;
+    return victim;
+}
+
+/* Starts decoding frame f in slot s: checks its header against the table, sizes the buffers. */
+static int frame_start(struct bundle *b, const struct bundle_member *m, const struct bundle_frame *f,
+                       struct frame_slot *s)
+{
     if (f->size == 0 || f->size > BUNDLE_MAX_FRAME_SIZE ||
         f->compressed_size > frame_bound(f->size)) {
         SETERR(b, "member `%s`: frame at offset %llu over the size limits", m->name,
@@ -857,28 +913,30 @@ static int load_frame(struct bundle *b, const struct bundle_member *m, const str
         return BUNDLE_ETOOBIG;
     }
     size_t cs = (size_t)f->compressed_size, ds = (size_t)f->size;
-    if (reserve(&b->cbuf, &b->ccap, cs)) {
+    if (fresh(&s->cbuf, &s->ccap, cs)) {
         SETERR(b, "out of memory for a frame of %zu bytes", cs);
         return BUNDLE_ENOMEM;
     }
-    ssize_t n = pread_full(b->fd, b->cbuf, cs, f->file_offset);
+    size_t head = cs < ZSTD_FRAMEHEADERSIZE_MAX ? cs : ZSTD_FRAMEHEADERSIZE_MAX;
+    ssize_t n = pread_full(b->fd, s->cbuf, head, f->file_offset);
     if (n < 0) {
         SETERR(b, "member `%s`: read error at offset %llu: %s", m->name,
                (unsigned long long)f->file_offset, strerror(errno));
         return BUNDLE_EIO;
     }
-    if ((size_t)n != cs) {
+    if ((size_t)n != head) {
         SETERR(b, "member `%s`: the file ends inside the frame at offset %llu", m->name,
                (unsigned long long)f->file_offset);
         return BUNDLE_EFORMAT;
     }
+    s->cread = head;
     /* a current-format zstd frame only (no skippable, no legacy format) */
-    if (cs < 4 || le32(b->cbuf) != ZSTD_MAGICNUMBER) {
+    if (head < 4 || le32(s->cbuf) != ZSTD_MAGICNUMBER) {
         SETERR(b, "member `%s`: no zstd frame at offset %llu", m->name,
                (unsigned long long)f->file_offset);
         return BUNDLE_EFORMAT;
     }
-    unsigned long long fcs = ZSTD_getFrameContentSize(b->cbuf, cs);
+    unsigned long long fcs = ZSTD_getFrameContentSize(s->cbuf, head);
     if (fcs != f->size) {
         SETERR(b, "member `%s`: frame at offset %llu declares %s bytes, the index %llu", m->name,
                (unsigned long long)f->file_offset,
@@ -888,26 +946,121 @@ static int load_frame(struct bundle *b, const struct bundle_member *m, const str
                (unsigned long long)f->size);
         return BUNDLE_EFORMAT;
     }
-    size_t real = ZSTD_findFrameCompressedSize(b->cbuf, cs);
-    if (ZSTD_isError(real) || real != cs) {
-        SETERR(b, "member `%s`: frame at offset %llu is not %zu compressed bytes", m->name,
-               (unsigned long long)f->file_offset, cs);
-        return BUNDLE_EFORMAT;
-    }
     /* only now, with the header agreeing with the table, the output buffer (capped size) */
-    if (reserve(&b->dbuf, &b->dcap, ds)) {
+    if (fresh(&s->dbuf, &s->dcap, ds)) {
         SETERR(b, "out of memory for a frame of %zu bytes", ds);
         return BUNDLE_ENOMEM;
     }
-    size_t r = ZSTD_decompressDCtx(b->dctx, b->dbuf, ds, b->cbuf, cs);
-    if (ZSTD_isError(r) || r != ds) {
-        SETERR(b, "member `%s`: frame at offset %llu: %s", m->name,
-               (unsigned long long)f->file_offset,
-               ZSTD_isError(r) ? ZSTD_getErrorName(r) : "short decompression");
+    if (!s->dctx && !(s->dctx = ZSTD_createDCtx())) {
+        SETERR(b, "out of memory for a decoder");
+        return BUNDLE_ENOMEM;
+    }
+    size_t r = ZSTD_decompressBegin(s->dctx);
+    if (ZSTD_isError(r)) {
+        SETERR(b, "zstd: %s", ZSTD_getErrorName(r));
         return BUNDLE_EFORMAT;
     }
-    b->cached = f;
+    s->f = f;
     return BUNDLE_OK;
+}
+
+/* Decodes slot s's frame block by block until `want` bytes of its content are there. The blocks
+ * after that are left for a later read, so the frame's checksum is checked when a read reaches its
+ * end (the block structure is checked as it goes). The compressed bytes are read as needed. */
+static int frame_fill(struct bundle *b, const struct bundle_member *m, struct frame_slot *s,
+                      size_t want)
+{
+    const struct bundle_frame *f = s->f;
+    size_t cs = (size_t)f->compressed_size, ds = (size_t)f->size;
+    while (s->have < want) {
+        size_t need = ZSTD_nextSrcSizeToDecompress(s->dctx);
+        if (need == 0 || need > cs - s->cpos) {
+            SETERR(b, "member `%s`: frame at offset %llu %s", m->name,
+                   (unsigned long long)f->file_offset,
+                   need == 0 ? "ends before its declared size" : "is longer than the index says");
+            return BUNDLE_EFORMAT;
+        }
+        if (s->cread < s->cpos + need) {
+            size_t to = s->cpos + need;
+            if (to - s->cread < FEED_READ)
+                to = cs - s->cread < FEED_READ ? cs : s->cread + FEED_READ;
+            ssize_t n = pread_full(b->fd, s->cbuf + s->cread, to - s->cread,
+                                   f->file_offset + s->cread);
+            if (n < 0) {
+                SETERR(b, "member `%s`: read error at offset %llu: %s", m->name,
+                       (unsigned long long)(f->file_offset + s->cread), strerror(errno));
+                return BUNDLE_EIO;
+            }
+            if ((size_t)n != to - s->cread) {
+                SETERR(b, "member `%s`: the file ends inside the frame at offset %llu", m->name,
+                       (unsigned long long)f->file_offset);
+                return BUNDLE_EFORMAT;
+            }
+            s->cread = to;
+        }
+        size_t r =
+            ZSTD_decompressContinue(s->dctx, s->dbuf + s->have, ds - s->have, s->cbuf + s->cpos, need);
+        if (ZSTD_isError(r)) {
+            SETERR(b, "member `%s`: frame at offset %llu: %s", m->name,
+                   (unsigned long long)f->file_offset, ZSTD_getErrorName(r));
+            return BUNDLE_EFORMAT;
+        }
+        s->cpos += need;
+        s->have += r;
+    }
+    if (s->have == ds) {
+        /* the end: the checksum (if any) and nothing after the last block */
+        size_t need;
+        while ((need = ZSTD_nextSrcSizeToDecompress(s->dctx)) != 0) {
+            if (need > cs - s->cpos) {
+                SETERR(b, "member `%s`: frame at offset %llu is cut short", m->name,
+                       (unsigned long long)f->file_offset);
+                return BUNDLE_EFORMAT;
+            }
+            if (s->cread < s->cpos + need) {
+                ssize_t n = pread_full(b->fd, s->cbuf + s->cread, s->cpos + need - s->cread,
+                                       f->file_offset + s->cread);
+                if (n != (ssize_t)(s->cpos + need - s->cread)) {
+                    SETERR(b, "member `%s`: the file ends inside the frame at offset %llu",
+                           m->name, (unsigned long long)f->file_offset);
+                    return n < 0 ? BUNDLE_EIO : BUNDLE_EFORMAT;
+                }
+                s->cread = s->cpos + need;
+            }
+            size_t r = ZSTD_decompressContinue(s->dctx, s->dbuf + s->have, ds - s->have,
+                                               s->cbuf + s->cpos, need);
+            if (ZSTD_isError(r) || r != 0) {
+                SETERR(b, "member `%s`: frame at offset %llu: %s", m->name,
+                       (unsigned long long)f->file_offset,
+                       ZSTD_isError(r) ? ZSTD_getErrorName(r) : "more data than declared");
+                return BUNDLE_EFORMAT;
+            }
+            s->cpos += need;
+        }
+        if (s->cpos != cs) {
+            SETERR(b, "member `%s`: frame at offset %llu is not %zu compressed bytes", m->name,
+                   (unsigned long long)f->file_offset, cs);
+            return BUNDLE_EFORMAT;
+        }
+    }
+    return BUNDLE_OK;
+}
+
+/* Frame f's content, decoded at least up to `want` bytes (a slot's buffer), or NULL on error. */
+static const unsigned char *frame_data(struct bundle *b, const struct bundle_member *m,
+                                       const struct bundle_frame *f, size_t want)
+{
+    struct frame_slot *s = slot_for(b, f);
+    int e = s->f ? BUNDLE_OK : frame_start(b, m, f, s);
+    if (!e)
+        e = frame_fill(b, m, s, want);
+    if (e) {
+        b->last_err = e;
+        s->f = NULL; /* a later read starts the frame again (and fails the same way) */
+        s->used = 0;
+        return NULL;
+    }
+    return s->dbuf;
 }
 
 static int member_of(const struct bundle *b, const struct bundle_member *m)
@@ -952,12 +1105,12 @@ int bundle_read(struct bundle *b, const struct bundle_member *m, uint64_t offset
                    (unsigned long long)pos);
             return BUNDLE_EFORMAT;
         }
-        int e = load_frame(b, m, f);
-        if (e)
-            return e;
         uint64_t fend = f->tar_offset + f->size;
         uint64_t n = (end < fend ? end : fend) - pos;
-        memcpy((char *)buf + *got, b->dbuf + (pos - f->tar_offset), (size_t)n);
+        const unsigned char *d = frame_data(b, m, f, (size_t)(pos - f->tar_offset + n));
+        if (!d)
+            return b->last_err;
+        memcpy((char *)buf + *got, d + (pos - f->tar_offset), (size_t)n);
         *got += (size_t)n;
         pos += n;
     }
@@ -967,6 +1120,28 @@ int bundle_read(struct bundle *b, const struct bundle_member *m, uint64_t offset
         return BUNDLE_ETRUNC;
     }
     return BUNDLE_OK;
+}
+
+int bundle_frame_span(const struct bundle_member *m, uint64_t offset, uint64_t *lo, uint64_t *hi)
+{
+    if (!m || offset >= m->size || m->data > UINT64_MAX - offset)
+        return -1;
+    uint64_t pos = m->data + offset;
+    size_t a = 0, z = m->nframes;
+    while (a < z) {
+        size_t mid = a + (z - a) / 2;
+        if (m->frames[mid].tar_offset + m->frames[mid].size <= pos)
+            a = mid + 1;
+        else
+            z = mid;
+    }
+    if (a == m->nframes || m->frames[a].tar_offset > pos)
+        return -1;
+    const struct bundle_frame *f = &m->frames[a];
+    uint64_t fe = f->tar_offset + f->size, me = m->data + m->size;
+    *lo = (f->tar_offset > m->data ? f->tar_offset : m->data) - m->data;
+    *hi = (fe < me ? fe : me) - m->data;
+    return 0;
 }
 
 int bundle_read_name(struct bundle *b, const char *name, uint64_t offset, void *buf, size_t len,

@@ -113,6 +113,9 @@ const struct bundle_member *bundle_find(const struct bundle *b, const char *name
  * *got bytes copied before the failing frame. */
 int bundle_read(struct bundle *b, const struct bundle_member *m, uint64_t offset, void *buf,
                 size_t len, size_t *got);
+/* The data bytes [*lo, *hi) of member m that the frame holding data byte `offset` covers: reading
+ * within one frame's span decodes no other frame. 0, or -1 when no frame holds that byte. */
+int bundle_frame_span(const struct bundle_member *m, uint64_t offset, uint64_t *lo, uint64_t *hi);
 /* bundle_read() by member name (BUNDLE_ENOENT when absent). */
 int bundle_read_name(struct bundle *b, const char *name, uint64_t offset, void *buf, size_t len,
                      size_t *got);

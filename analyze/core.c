@@ -4,7 +4,8 @@
  * bytes: the ELF header, the program headers and the PT_NOTE segments, which the kernel writes
  * first) is what libelf parses (elf_memory); the PT_LOAD table is copied out of it, sorted by
  * address, and core_read() maps each address to a member offset and goes through a small LRU
- * cache of CHUNK-sized pieces of the member (struct core_cache) to bundle_read().
+ * cache of CHUNK-sized pieces of the member (struct core_cache), clipped to the bundle's frames,
+ * to bundle_read().
  *
  * Note layouts (64-bit Linux, both arches): elf_prstatus has pr_info (signo, code, errno), pr_cursig
  * at 12, pr_sigpend at 16, pr_sighold at 24, pr_pid at 32 and pr_reg at 112; elf_prpsinfo has
@@ -36,7 +37,8 @@
 #define AARCH64_NREGS 34u
 
 struct cache_slot {
-    uint64_t base; /* member offset of the chunk (multiple of CHUNK) */
+    uint64_t base; /* member offset of the chunk (a multiple of CHUNK, or a frame's start) */
+    size_t want;   /* bytes asked for: at most CHUNK, ending at the next multiple or frame end */
     size_t len;    /* bytes valid */
     uint64_t used; /* LRU stamp; 0 = empty */
     int err;       /* CORE_ETRUNC when the chunk is cut short by the bundle's end */
@@ -114,13 +116,15 @@ static int member_read(struct core *c, uint64_t off, void *buf, size_t len, size
     return rc == BUNDLE_ETRUNC ? CORE_ETRUNC : CORE_EIO;
 }
 
-static struct cache_slot *cache_get(struct core *c, uint64_t base)
+/* The cached chunk holding member byte `off`: a CHUNK-aligned piece, clipped to the bundle frame
+ * that holds `off` so that filling it never decodes a neighbouring frame. */
+static struct cache_slot *cache_get(struct core *c, uint64_t off)
 {
     struct core_cache *k = c->cache;
     struct cache_slot *victim = &k->slot[0];
     for (size_t i = 0; i < CACHE_SLOTS; i++) {
         struct cache_slot *s = &k->slot[i];
-        if (s->used && s->base == base) {
+        if (s->used && off >= s->base && off - s->base < s->want) {
             s->used = ++k->clock;
             return s;
         }
@@ -129,11 +133,19 @@ static struct cache_slot *cache_get(struct core *c, uint64_t base)
     }
     if (!victim->data && !(victim->data = malloc(CHUNK)))
         return NULL;
+    uint64_t base = off - off % CHUNK, end = base + CHUNK, lo, hi;
+    if (c->m && bundle_frame_span(c->m, off, &lo, &hi) == 0) {
+        if (base < lo)
+            base = lo;
+        if (end > hi)
+            end = hi;
+    }
     size_t got = 0;
-    int rc = member_read(c, base, victim->data, CHUNK, &got);
+    int rc = member_read(c, base, victim->data, (size_t)(end - base), &got);
     if (rc == CORE_EIO)
         return NULL;
     victim->base = base;
+    victim->want = (size_t)(end - base);
     victim->len = got;
     victim->err = rc;
     victim->used = ++k->clock;
@@ -145,13 +157,12 @@ static int cached_read(struct core *c, uint64_t off, unsigned char *buf, size_t 
 {
     *got = 0;
     while (len) {
-        uint64_t base = off - off % CHUNK;
-        struct cache_slot *s = cache_get(c, base);
+        struct cache_slot *s = cache_get(c, off);
         if (!s)
             return CORE_EIO;
-        size_t in = (size_t)(off - base);
+        size_t in = (size_t)(off - s->base);
         if (in >= s->len)
-            return s->len < CHUNK ? CORE_ETRUNC : CORE_EIO;
+            return s->len < s->want ? CORE_ETRUNC : CORE_EIO;
         size_t n = s->len - in < len ? s->len - in : len;
         memcpy(buf, s->data + in, n);
         *got += n;

@@ -1138,6 +1138,90 @@ static void test_corrupt_frame(void)
     tw_free(&w);
 }
 
+/* Frames are decoded only as far as reads need (block by block), a few of them kept (LRU slots):
+ * reads in random order across more frames than there are slots give the right bytes; a frame
+ * whose checksum is broken still serves the blocks before its end and fails a read of its end; a
+ * frame broken in the middle serves the blocks before the break; bundle_frame_span gives the
+ * frame's bounds. */
+#define BIGF (1u << 20)
+#define NBIG 12
+static void test_partial_frames(void)
+{
+    static unsigned char big[NBIG * BIGF];
+    uint32_t x = 99;
+    for (size_t i = 0; i < sizeof(big); i++) {
+        x = x * 1103515245 + 12345;
+        big[i] = (i / 5000) % 3 ? (unsigned char)(x >> 16) : (unsigned char)(i / 900);
+    }
+    struct tw w;
+    memset(&w, 0, sizeof(w));
+    tw_member(&w, "manifest.json", manifest, strlen(manifest), 0);
+    tw_member(&w, "core", big, sizeof(big), BIGF);
+    tw_finish(&w, 1);
+    struct bundle *b = NULL;
+    char err[256];
+    int rc = open_bytes(w.f.p, w.f.len, &b, err, sizeof(err));
+    CHECK(rc == 0 && b, "partial: opens: %s", err);
+    if (b) {
+        const struct bundle_member *c = bundle_find(b, "core");
+        static unsigned char buf[70000];
+        int bad = 0;
+        uint32_t y = 4242;
+        for (int i = 0; i < 2000; i++) {
+            y = y * 1103515245 + 12345;
+            size_t off = (y >> 4) % (sizeof(big) - sizeof(buf));
+            y = y * 1103515245 + 12345;
+            size_t len = 1 + (y >> 8) % sizeof(buf);
+            size_t got = 0;
+            rc = bundle_read(b, c, off, buf, len, &got);
+            LOOPCHECK(bad, rc == 0 && got == len && !memcmp(buf, big + off, len),
+                      "random read %d at %zu+%zu: rc=%d got=%zu", i, off, len, rc, got);
+        }
+        CHECK(!bad, "partial: 2000 random reads over %u frames of 1 MiB are right", NBIG);
+        uint64_t lo = 0, hi = 0;
+        CHECK(bundle_frame_span(c, 3 * BIGF + 17, &lo, &hi) == 0 && lo == 3 * BIGF &&
+                  hi == 4 * BIGF,
+              "partial: frame span of byte 3 MiB + 17 is [3 MiB, 4 MiB): [%llu, %llu)",
+              (unsigned long long)lo, (unsigned long long)hi);
+        CHECK(bundle_frame_span(c, sizeof(big), &lo, &hi) == -1, "partial: no span past the end");
+        bundle_close(b);
+    }
+    /* frame 4 (core data frame index 5: index 0 is the tar header): its checksum broken */
+    cJSON *f5 = cJSON_GetArrayItem(w.m[1].frames, 5);
+    size_t off5 = (size_t)cJSON_GetArrayItem(f5, 0)->valuedouble;
+    size_t cs5 = (size_t)cJSON_GetArrayItem(f5, 1)->valuedouble;
+    w.f.p[off5 + cs5 - 1] ^= 0x5a; /* the last byte: the content checksum */
+    /* frame 6: a byte in the middle of its compressed data */
+    cJSON *f7 = cJSON_GetArrayItem(w.m[1].frames, 7);
+    size_t off7 = (size_t)cJSON_GetArrayItem(f7, 0)->valuedouble;
+    size_t cs7 = (size_t)cJSON_GetArrayItem(f7, 1)->valuedouble;
+    for (size_t k = cs7 / 2; k < cs7 / 2 + 64; k++)
+        w.f.p[off7 + k] ^= 0xa5;
+    rc = open_bytes(w.f.p, w.f.len, &b, err, sizeof(err));
+    CHECK(rc == 0 && b, "partial, damaged: opens: %s", err);
+    if (b) {
+        const struct bundle_member *c = bundle_find(b, "core");
+        static unsigned char buf[4096];
+        size_t got = 0;
+        rc = bundle_read(b, c, 4 * BIGF, buf, sizeof(buf), &got);
+        CHECK(rc == 0 && got == sizeof(buf) && !memcmp(buf, big + 4 * BIGF, sizeof(buf)),
+              "bad checksum: the frame's first block reads (not decoded to its end): rc=%d", rc);
+        rc = bundle_read(b, c, 5 * BIGF - sizeof(buf), buf, sizeof(buf), &got);
+        CHECK(rc == BUNDLE_EFORMAT && got == 0 && strstr(bundle_error(b), "checksum"),
+              "bad checksum: reading its end fails: rc=%d %s", rc, bundle_error(b));
+        rc = bundle_read(b, c, 6 * BIGF, buf, sizeof(buf), &got);
+        CHECK(rc == 0 && got == sizeof(buf) && !memcmp(buf, big + 6 * BIGF, sizeof(buf)),
+              "broken middle: the frame's first block reads: rc=%d", rc);
+        rc = bundle_read(b, c, 7 * BIGF - sizeof(buf), buf, sizeof(buf), &got);
+        CHECK(rc != 0 && got == 0, "broken middle: a read past the break fails: rc=%d", rc);
+        rc = bundle_read(b, c, 8 * BIGF, buf, sizeof(buf), &got);
+        CHECK(rc == 0 && got == sizeof(buf) && !memcmp(buf, big + 8 * BIGF, sizeof(buf)),
+              "the frames after them read: rc=%d", rc);
+        bundle_close(b);
+    }
+    tw_free(&w);
+}
+
 static void test_not_bundles(void)
 {
     struct bundle *b = NULL;
@@ -1251,6 +1335,7 @@ int main(int argc, char **argv)
     test_edge_sizes();
     test_bombs();
     test_corrupt_frame();
+    test_partial_frames();
     test_not_bundles();
     test_random_corruption();
     char cmd[600];
