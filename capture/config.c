@@ -20,7 +20,7 @@ void cp_config_defaults(struct cp_config *c)
     c->finisher_deadline_s = 120;
     c->level = 1;
     c->threads = 0;
-    c->frame_size = 4ULL << 20;
+    c->frame_size = 1ULL << 20;
     c->slim_stack_max = 1ULL << 20;
     c->burst_full = 4;
     c->burst_window_s = 60;

@@ -182,16 +182,73 @@ static const struct core_seg *seg_of(const struct core_layout *L, uint64_t addr,
     return NULL;
 }
 
+static size_t sp_offset(uint16_t machine)
+{
+    return machine == EM_X86_64 ? 112 + 19 * 8 : machine == EM_AARCH64 ? 112 + 31 * 8 : 0;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+size_t core_frame_cuts(const uint8_t *prefix, size_t len, const struct core_layout *L,
+                       uint64_t **out)
+{
+    *out = NULL;
+    size_t cap = L->nsegs + 1, n = 0;
+    uint64_t *v = malloc(cap * sizeof(*v));
+    if (!v)
+        return 0;
+    for (size_t i = 0; i < L->nsegs; i++)
+        v[n++] = L->segs[i].off;
+    size_t sp_off = sp_offset(L->machine);
+    if (sp_off && len >= L->data_start && L->note_size &&
+        L->note_off + L->note_size <= L->data_start) {
+        uint64_t pos = 0;
+        struct core_note nt;
+        while (core_notes_next((uint8_t *)prefix, L, &pos, &nt)) {
+            if (nt.type != NT_PRSTATUS || nt.descsz < sp_off + 8)
+                continue;
+            uint64_t sp;
+            memcpy(&sp, nt.desc + sp_off, 8);
+            size_t i;
+            const struct core_seg *s = seg_of(L, sp, &i);
+            if (!s)
+                continue;
+            uint64_t lo = (sp > PAGE ? sp - PAGE : 0) & ~(PAGE - 1);
+            if (lo <= s->vaddr)
+                continue; /* the segment's start is a cut already */
+            if (n == cap) {
+                uint64_t *nv = realloc(v, 2 * cap * sizeof(*v));
+                if (!nv)
+                    break;
+                v = nv;
+                cap *= 2;
+            }
+            v[n++] = s->off + (lo - s->vaddr);
+        }
+    }
+    qsort(v, n, sizeof(*v), cmp_u64);
+    size_t u = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!u || v[i] != v[u - 1])
+            v[u++] = v[i];
+    if (!u) {
+        free(v);
+        return 0;
+    }
+    *out = v;
+    return u;
+}
+
 int core_slim_plan(const uint8_t *prefix, const struct core_layout *L, uint64_t stack_max,
                    struct slim_plan *P, char *why, size_t whylen)
 {
     memset(P, 0, sizeof(*P));
-    size_t sp_off;
-    if (L->machine == EM_X86_64)
-        sp_off = 112 + 19 * 8;
-    else if (L->machine == EM_AARCH64)
-        sp_off = 112 + 31 * 8;
-    else {
+    size_t sp_off = sp_offset(L->machine);
+    if (!sp_off) {
         snprintf(why, whylen, "slim cores are planned for x86_64 and aarch64 only");
         return -1;
     }

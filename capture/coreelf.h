@@ -58,6 +58,14 @@ struct slim_plan {
     size_t stacks;     /* threads whose stack was found */
 };
 
+/* Where the core member's frames should begin so that a reader decodes little to reach what an
+ * analysis reads first: every segment's start (module ELF headers, the start of each mapping) and,
+ * when the notes lie in the prefix (len >= data_start), a page below each thread's stack pointer.
+ * Offsets in the core, sorted and unique; *out is owned by the caller. Returns the count (0 and
+ * *out NULL when there is nothing or no memory). */
+size_t core_frame_cuts(const uint8_t *prefix, size_t len, const struct core_layout *L,
+                       uint64_t **out);
+
 /* Plans the slim core from the prefix (which covers data_start bytes). */
 int core_slim_plan(const uint8_t *prefix, const struct core_layout *L, uint64_t stack_max,
                    struct slim_plan *P, char *why, size_t whylen);

@@ -77,7 +77,13 @@ struct sink {
     uint64_t written;
     int stop_writing; /* keep_free crossed or write error: stop storing data */
     char stop_reason[160];
+    const uint64_t *cuts; /* member offsets where a new frame should begin (sorted) */
+    size_t ncuts, next_cut;
 };
+
+/* A frame ends early at a cut only once it holds this much: small enough that a reader reaches a
+ * cut's bytes by decoding little, large enough that compression barely suffers. */
+#define CUT_MIN (256u << 10)
 
 static int write_done(struct sink *k, struct slot *s)
 {
@@ -150,11 +156,20 @@ static void submit(struct sink *k)
 static uint8_t *reserve(struct sink *k, size_t *avail)
 {
     struct slot *s = &k->r.s[k->cur % k->r.n];
+    uint64_t pos = k->stored + s->inlen;
+    for (; k->next_cut < k->ncuts && k->cuts[k->next_cut] <= pos; k->next_cut++)
+        if (k->cuts[k->next_cut] == pos && s->inlen >= CUT_MIN) {
+            submit(k);
+            s = &k->r.s[k->cur % k->r.n];
+        }
     if (s->inlen == k->frame) {
         submit(k);
         s = &k->r.s[k->cur % k->r.n];
     }
     *avail = k->frame - s->inlen;
+    /* stop at the next cut, so that it is met exactly */
+    if (k->next_cut < k->ncuts && k->cuts[k->next_cut] - pos < *avail)
+        *avail = (size_t)(k->cuts[k->next_cut] - pos);
     return s->in + s->inlen;
 }
 
@@ -437,8 +452,8 @@ void stream_core(struct cap *c)
             }
         }
         pr = core_layout_parse(prefix, plen, &L, &need, why, sizeof(why));
-        if (pr == 0 && c->mode == CP_MODE_SLIM && L.data_start > plen) {
-            need = L.data_start; /* the notes, for the slim plan */
+        if (pr == 0 && L.data_start > plen) {
+            need = L.data_start; /* the notes, for the slim plan and the frame cuts */
             if (need <= CORE_PREFIX_MAX) {
                 pr = 1;
                 core_layout_free(&L);
@@ -512,6 +527,17 @@ void stream_core(struct cap *c)
     cJSON_AddNumberToObject(core, "threads", workers);
     cJSON_AddNumberToObject(core, "frame_size", (double)c->cfg.frame_size);
 
+    /* frames begin at segment starts and near the threads' stack pointers (core_frame_cuts) */
+    uint64_t *cuts = NULL;
+    if (c->mode == CP_MODE_FULL) {
+        k.ncuts = core_frame_cuts(prefix, plen, &L, &cuts);
+    } else if ((cuts = malloc((P.npieces ? P.npieces : 1) * sizeof(*cuts)))) {
+        for (size_t i = 0; i < P.npieces; i++)
+            cuts[i] = P.pieces[i].out_off;
+        k.ncuts = P.npieces;
+    }
+    k.cuts = cuts;
+
     uint64_t in_pos = plen; /* stream offset of the next byte read */
     if (c->mode == CP_MODE_FULL) {
         uint64_t take = plen < L.size ? plen : L.size;
@@ -579,6 +605,7 @@ void stream_core(struct cap *c)
         p.timed_out = 0;
     }
     sink_close(&k);
+    free(cuts);
     uint64_t written = k.written;
     const char *reason = NULL;
     char rbuf[200];
