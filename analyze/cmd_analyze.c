@@ -20,6 +20,7 @@
 #include "commands.h"
 #include "evidence.h"
 #include "native.h"
+#include "dcache.h"
 #include "report_native.h"
 #include "signature.h"
 #include "signature_text.h"
@@ -66,6 +67,8 @@ static void usage(FILE *out)
             "  --db PATH          knowledge base whose user rules join the built-in rules\n"
             "                     (default: $CRASHPACK_DB, /var/lib/crashpack/kb.sqlite for root)\n"
             "  --no-stacks        ignore the bundle's stacks.json (the crashed host's analysis)\n"
+            "  --no-cache         do not use or fill the cache of decompressed debug files\n"
+            "                     ($CRASHPACK_CACHE_DIR, else ~/.cache/crashpack; off: none)\n"
             "  -h, --help         this help\n"
             "\n"
             "The core and the binaries are parsed in a child process with CPU, memory and time\n"
@@ -688,6 +691,8 @@ struct analyze_args {
     const char *db; /* knowledge base whose user rules join the built-ins (NULL: the default) */
     struct native_opts native;
     const char *debug_dirs[MAX_DEBUG_DIRS];
+    int no_cache; /* --no-cache: no decompressed-debuginfo cache */
+    char cache_dir[4096];
 };
 
 static int parse_uint(const char *s, unsigned long max, unsigned long *out)
@@ -759,6 +764,8 @@ static int parse_args(struct analyze_args *A, int argc, char **argv)
                 A->native.in_process = 1;
             } else if (!strcmp(a, "--no-stacks")) {
                 A->no_stacks = 1;
+            } else if (!strcmp(a, "--no-cache")) {
+                A->no_cache = 1;
             } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
                 usage(stdout);
                 return 0;
@@ -790,6 +797,8 @@ static int parse_args(struct analyze_args *A, int argc, char **argv)
         return 2;
     }
     A->native.unwind.mods.debug_dirs = A->debug_dirs;
+    if (!A->no_cache && !dcache_default_dir(A->cache_dir, sizeof(A->cache_dir)))
+        A->native.unwind.cache_dir = A->cache_dir;
     return -1;
 }
 

@@ -10,6 +10,7 @@
 #include "errmsg.h"
 
 #include "core.h"
+#include "dcache.h"
 
 #include <elfutils/libdwelf.h>
 #include <errno.h>
@@ -504,3 +505,71 @@ int modules_find_elf(Dwfl_Module *dm, void **userdata, const char *modname, Dwar
     return -1;
 }
 
+
+/* ---- the decompressed-debuginfo cache ---- */
+
+static const unsigned char *module_id(Dwfl_Module *dm, const struct module *mod, size_t *len)
+{
+    if (mod && mod->build_id_len) {
+        *len = mod->build_id_len;
+        return mod->build_id;
+    }
+    const unsigned char *bits = NULL;
+    GElf_Addr vaddr;
+    int n = dwfl_module_build_id(dm, &bits, &vaddr);
+    *len = n > 0 ? (size_t)n : 0;
+    return n > 0 ? bits : NULL;
+}
+
+int modules_find_debuginfo(Dwfl_Module *dm, void **userdata, const char *modname, Dwarf_Addr base,
+                           const char *file_name, const char *debuglink_file,
+                           GElf_Word debuglink_crc, char **debuginfo_file_name)
+{
+    int fd = dwfl_standard_find_debuginfo(dm, userdata, modname, base, file_name, debuglink_file,
+                                          debuglink_crc, debuginfo_file_name);
+    struct module *mod = userdata ? *userdata : NULL;
+    if (fd < 0 || !mod || !mod->owner || !mod->owner->dcache)
+        return fd;
+    size_t len = 0;
+    const unsigned char *id = module_id(dm, mod, &len);
+    if (!id)
+        return fd;
+    int cfd = dcache_lookup(mod->owner->dcache, id, len);
+    if (cfd >= 0) {
+        close(fd); /* the same file with its DWARF stored plain; the name stays the original's */
+        return cfd;
+    }
+    mod->cache_store = dcache_worth(fd);
+    return fd;
+}
+
+static int store_one(Dwfl_Module *dm, void **userdata, const char *name, Dwarf_Addr start,
+                     void *arg)
+{
+    (void)name;
+    (void)start;
+    struct modules *m = arg;
+    struct module *mod = userdata ? *userdata : NULL;
+    if (!mod || !mod->cache_store)
+        return DWARF_CB_OK;
+    mod->cache_store = 0;
+    const char *debugfile = NULL, *mainfile = NULL;
+    dwfl_module_info(dm, NULL, NULL, NULL, NULL, NULL, &mainfile, &debugfile);
+    if (!debugfile || (mainfile && !strcmp(mainfile, debugfile)))
+        return DWARF_CB_OK;
+    Dwarf_Addr bias;
+    Dwarf *dw = dwfl_module_getdwarf(dm, &bias);
+    Elf *e = dw ? dwarf_getelf(dw) : NULL;
+    size_t len = 0;
+    const unsigned char *id = module_id(dm, mod, &len);
+    const void *got = NULL;
+    if (e && id && dwelf_elf_gnu_build_id(e, &got) == (ssize_t)len && !memcmp(got, id, len))
+        dcache_store(m->dcache, e, id, len);
+    return DWARF_CB_OK;
+}
+
+void modules_cache_store(struct modules *m, Dwfl *dwfl)
+{
+    if (m && m->dcache && dwfl)
+        dwfl_getmodules(dwfl, store_one, m, 0);
+}

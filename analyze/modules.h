@@ -49,6 +49,7 @@ struct module {
     int debug_only;    /* found_at is a separate debug file (symbols, no code or CFI) */
     char *problem;     /* why no file, or what is wrong with it; NULL when fine */
     int looked_up;
+    int cache_store; /* its debug file is compressed and not cached yet: store it (dcache.h) */
     const struct modules *owner; /* private */
 };
 
@@ -65,6 +66,7 @@ struct modules {
     char **debug_dirs; /* the user's, then the default */
     size_t ndebug_dirs;
     char *debuginfo_path; /* for Dwfl_Callbacks.debuginfo_path */
+    struct dcache *dcache; /* decompressed-debuginfo cache (dcache.h); NULL: none. Not owned */
 };
 
 int modules_build(struct core *c, const struct modules_opts *o, struct modules **out, char *err,
@@ -84,5 +86,16 @@ int modules_find_elf(Dwfl_Module *mod, void **userdata, const char *modname, Dwa
 
 /* Lowercase hex of a module's build-id into buf (empty when unknown). */
 const char *modules_build_id_hex(const struct module *mod, char *buf, size_t len);
+
+/* Dwfl_Callbacks.find_debuginfo: dwfl_standard_find_debuginfo, then, when the module's owner has a
+ * cache, the cached decompressed copy of the file it found (same build-id) instead; a compressed
+ * file not yet cached marks the module for modules_cache_store(). */
+int modules_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
+                           const char *file_name, const char *debuglink_file,
+                           GElf_Word debuglink_crc, char **debuginfo_file_name);
+
+/* Stores the decompressed debug files of the modules marked by modules_find_debuginfo whose DWARF
+ * libdw has opened. Call before dwfl_end(). */
+void modules_cache_store(struct modules *m, Dwfl *dwfl);
 
 #endif

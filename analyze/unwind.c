@@ -11,6 +11,7 @@
 #include "errmsg.h"
 
 #include "core.h"
+#include "dcache.h"
 #include "tailcall.h"
 
 #include <dwarf.h>
@@ -42,6 +43,7 @@ struct unwind_session {
     struct tctx *tctx;
     struct tid_index *byid; /* sorted by tid */
     struct tailcall_cache *tailcalls;
+    struct dcache *dcache;
     uint64_t read_fail; /* an address a memory_read callback could not read (0: none) */
     size_t n;
     char warning[512];
@@ -245,7 +247,7 @@ static int make_threads(struct unwind_session *s)
 static int start_dwfl(struct unwind_session *s, char *err, size_t errlen)
 {
     s->cb.find_elf = modules_find_elf;
-    s->cb.find_debuginfo = dwfl_standard_find_debuginfo;
+    s->cb.find_debuginfo = modules_find_debuginfo;
     s->cb.section_address = dwfl_offline_section_address;
     s->cb.debuginfo_path = &s->mods->debuginfo_path;
     s->dwfl = dwfl_begin(&s->cb);
@@ -289,8 +291,15 @@ int unwind_begin(struct core *c, const struct unwind_opts *o, struct unwind_sess
                                ? s->o.max_frames
                                : UNWIND_DEFAULT_COUNT_LIMIT;
     s->tailcalls = tailcall_cache_new();
-    if (!s->tailcalls || make_threads(s) || modules_build(c, &o->mods, &s->mods, err, errlen) ||
-        start_dwfl(s, err, errlen)) {
+    if (!s->tailcalls || make_threads(s) || modules_build(c, &o->mods, &s->mods, err, errlen)) {
+        if (!err[0])
+            cp_errmsg(err, errlen, "out of memory");
+        unwind_end(s);
+        return -1;
+    }
+    if (o->cache_dir)
+        s->mods->dcache = s->dcache = dcache_open(o->cache_dir);
+    if (start_dwfl(s, err, errlen)) {
         if (!err[0])
             cp_errmsg(err, errlen, "out of memory");
         unwind_end(s);
@@ -305,8 +314,11 @@ void unwind_end(struct unwind_session *s)
     if (!s)
         return;
     tailcall_cache_free(s->tailcalls); /* points into the Dwfl's modules: before dwfl_end */
-    if (s->dwfl)
+    if (s->dwfl) {
+        modules_cache_store(s->mods, s->dwfl);
         dwfl_end(s->dwfl);
+    }
+    dcache_close(s->dcache);
     modules_free(s->mods);
     free(s->tctx);
     free(s->byid);

@@ -59,6 +59,7 @@ struct unwind_opts {
     size_t max_frames;  /* frames kept per thread (0: UNWIND_DEFAULT_MAX_FRAMES) */
     size_t count_limit; /* frames walked per thread (0: UNWIND_DEFAULT_COUNT_LIMIT) */
     double deadline;    /* CLOCK_MONOTONIC seconds after which walks stop; 0: none */
+    const char *cache_dir; /* decompressed-debuginfo cache (dcache.h); NULL: none */
     struct modules_opts mods;
 };
 

@@ -66,6 +66,9 @@ cp_setup() {
     if [ -e /var/lib/crashpack/install-state ]; then CP_STATE_EXISTED=1; cp -p /var/lib/crashpack/install-state "$T/.saved_install_state"; else CP_STATE_EXISTED=0; fi
     if [ -d /var/lib/crashpack ]; then CP_STATEDIR_EXISTED=1; else CP_STATEDIR_EXISTED=0; fi
     touch "$T/.san_mark"
+    # the analyzer's cache of decompressed debug files: per test, not root's ~/.cache (a test's
+    # first analysis fills it, the later ones read it, so both paths run in every test)
+    export CRASHPACK_CACHE_DIR=$T/cache
     trap cp_restore EXIT
     trap 'exit 130' INT TERM
     mkdir -p "$T/bundles"

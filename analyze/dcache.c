@@ -1,0 +1,278 @@
+/* dcache.c - the decompressed-debuginfo cache (see dcache.h).
+ *
+ * The copy is written with libelf: a new ELF with the same header, program headers and sections in
+ * the same order, each section's data taken from the input Elf (whose compressed sections libdw
+ * has already replaced by their decompressed bytes), laid out again by libelf. */
+#include "dcache.h"
+
+#include <dirent.h>
+#include <elfutils/libdwelf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_ID 64
+
+struct dcache {
+    int dirfd;
+};
+
+int dcache_default_dir(char *buf, size_t len)
+{
+    const char *e = getenv("CRASHPACK_CACHE_DIR");
+    int n;
+    if (e) {
+        if (!*e || !strcmp(e, "off") || e[0] != '/')
+            return -1;
+        n = snprintf(buf, len, "%s/debuginfo", e);
+    } else if ((e = getenv("XDG_CACHE_HOME")) && e[0] == '/') {
+        n = snprintf(buf, len, "%s/crashpack/debuginfo", e);
+    } else if ((e = getenv("HOME")) && e[0] == '/') {
+        n = snprintf(buf, len, "%s/.cache/crashpack/debuginfo", e);
+    } else {
+        return -1;
+    }
+    return n > 0 && (size_t)n < len ? 0 : -1;
+}
+
+static int dir_ok(int fd)
+{
+    struct stat st;
+    return !fstat(fd, &st) && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
+           !(st.st_mode & (S_IWGRP | S_IWOTH));
+}
+
+struct dcache *dcache_open(const char *dir)
+{
+    if (!dir || dir[0] != '/' || strlen(dir) >= 4096)
+        return NULL;
+    char p[4096];
+    strcpy(p, dir);
+    /* the parents first (mkdir -p, 0700); an existing one is left as it is */
+    for (char *s = p + 1; *s; s++)
+        if (*s == '/') {
+            *s = 0;
+            if (mkdir(p, 0700) && errno != EEXIST)
+                return NULL;
+            *s = '/';
+        }
+    if (mkdir(p, 0700) && errno != EEXIST)
+        return NULL;
+    int fd = open(p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    if (!dir_ok(fd)) {
+        close(fd);
+        return NULL;
+    }
+    struct dcache *c = calloc(1, sizeof(*c));
+    if (!c) {
+        close(fd);
+        return NULL;
+    }
+    c->dirfd = fd;
+    return c;
+}
+
+void dcache_close(struct dcache *c)
+{
+    if (!c)
+        return;
+    close(c->dirfd);
+    free(c);
+}
+
+static int name_of(const unsigned char *id, size_t len, char *out, size_t outlen)
+{
+    static const char hex[] = "0123456789abcdef";
+    if (!len || len > MAX_ID || outlen < 2 * len + sizeof(".debug"))
+        return -1;
+    for (size_t i = 0; i < len; i++) {
+        out[2 * i] = hex[id[i] >> 4];
+        out[2 * i + 1] = hex[id[i] & 15];
+    }
+    strcpy(out + 2 * len, ".debug");
+    return 0;
+}
+
+static int id_matches(int fd, const unsigned char *id, size_t len)
+{
+    Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+    if (!e)
+        return 0;
+    const void *got = NULL;
+    ssize_t n = dwelf_elf_gnu_build_id(e, &got);
+    int ok = n > 0 && (size_t)n == len && !memcmp(got, id, len);
+    elf_end(e);
+    return ok;
+}
+
+int dcache_lookup(struct dcache *c, const unsigned char *id, size_t len)
+{
+    char name[2 * MAX_ID + 8];
+    if (!c || name_of(id, len, name, sizeof(name)))
+        return -1;
+    int fd = openat(c->dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0)
+        return -1;
+    struct stat st;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+        !id_matches(fd, id, len)) {
+        close(fd);
+        unlinkat(c->dirfd, name, 0); /* not what it claims to be: rebuilt on the next store */
+        return -1;
+    }
+    futimens(fd, NULL); /* recently used: kept longest when the cache is trimmed */
+    return fd;
+}
+
+int dcache_worth(int fd)
+{
+    Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+    if (!e)
+        return 0;
+    int worth = 0;
+    Elf_Scn *scn = NULL;
+    GElf_Shdr sh;
+    while (!worth && (scn = elf_nextscn(e, scn)))
+        if (gelf_getshdr(scn, &sh) && (sh.sh_flags & SHF_COMPRESSED))
+            worth = 1;
+    elf_end(e);
+    return worth;
+}
+
+/* Writes the copy to fd. 0 on success. */
+static int write_copy(Elf *in, int fd)
+{
+    GElf_Ehdr eh;
+    size_t phnum, shnum, shstrndx;
+    if (!gelf_getehdr(in, &eh) || elf_getphdrnum(in, &phnum) || elf_getshdrnum(in, &shnum) ||
+        elf_getshdrstrndx(in, &shstrndx) || shnum >= SHN_LORESERVE || shstrndx >= SHN_LORESERVE)
+        return -1;
+    Elf *out = elf_begin(fd, ELF_C_WRITE, NULL);
+    if (!out)
+        return -1;
+    int rc = -1;
+    if (!gelf_newehdr(out, gelf_getclass(in)))
+        goto done;
+    if (phnum) {
+        if (!gelf_newphdr(out, phnum))
+            goto done;
+        for (size_t i = 0; i < phnum; i++) {
+            GElf_Phdr ph;
+            if (!gelf_getphdr(in, (int)i, &ph) || !gelf_update_phdr(out, (int)i, &ph))
+                goto done;
+        }
+    }
+    for (size_t i = 1; i < shnum; i++) {
+        Elf_Scn *si = elf_getscn(in, i), *so = elf_newscn(out);
+        GElf_Shdr sh;
+        if (!si || !so || !gelf_getshdr(si, &sh))
+            goto done;
+        Elf_Data *d = NULL;
+        while ((d = elf_getdata(si, d))) {
+            Elf_Data *od = elf_newdata(so);
+            if (!od)
+                goto done;
+            od->d_buf = d->d_buf;
+            od->d_size = d->d_size;
+            od->d_type = d->d_type;
+            od->d_align = d->d_align;
+            od->d_version = d->d_version;
+        }
+        if (!gelf_update_shdr(so, &sh))
+            goto done;
+    }
+    eh.e_shstrndx = (Elf64_Half)shstrndx;
+    if (!gelf_update_ehdr(out, &eh) || elf_update(out, ELF_C_WRITE) < 0)
+        goto done;
+    rc = 0;
+done:
+    elf_end(out);
+    return rc;
+}
+
+struct entry {
+    char name[2 * MAX_ID + 8];
+    off_t size;
+    struct timespec used;
+};
+
+static int older(const void *a, const void *b)
+{
+    const struct entry *x = a, *y = b;
+    if (x->used.tv_sec != y->used.tv_sec)
+        return x->used.tv_sec < y->used.tv_sec ? -1 : 1;
+    return (x->used.tv_nsec > y->used.tv_nsec) - (x->used.tv_nsec < y->used.tv_nsec);
+}
+
+/* Removes the files used longest ago until the cache holds at most DCACHE_MAX_BYTES. */
+static void trim(struct dcache *c)
+{
+    int fd = openat(c->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    struct entry *v = NULL;
+    size_t n = 0, cap = 0;
+    unsigned long long total = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        size_t l = strlen(de->d_name);
+        struct stat st;
+        if (l < 7 || l >= sizeof(v->name) || strcmp(de->d_name + l - 6, ".debug") ||
+            fstatat(c->dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode))
+            continue;
+        if (n == cap) {
+            size_t nc = cap ? 2 * cap : 32;
+            struct entry *nv = realloc(v, nc * sizeof(*v));
+            if (!nv)
+                break;
+            v = nv;
+            cap = nc;
+        }
+        strcpy(v[n].name, de->d_name);
+        v[n].size = st.st_size;
+        v[n].used = st.st_mtim;
+        total += (unsigned long long)st.st_size;
+        n++;
+    }
+    closedir(d);
+    if (total > DCACHE_MAX_BYTES) {
+        qsort(v, n, sizeof(*v), older);
+        for (size_t i = 0; i < n && total > DCACHE_MAX_BYTES; i++)
+            if (!unlinkat(c->dirfd, v[i].name, 0))
+                total -= (unsigned long long)v[i].size;
+    }
+    free(v);
+}
+
+int dcache_store(struct dcache *c, Elf *debug, const unsigned char *id, size_t len)
+{
+    char name[2 * MAX_ID + 8], tmp[2 * MAX_ID + 40];
+    if (!c || !debug || name_of(id, len, name, sizeof(name)))
+        return -1;
+    snprintf(tmp, sizeof(tmp), ".tmp.%ld.%s", (long)getpid(), name);
+    int fd = openat(c->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -1;
+    int rc = write_copy(debug, fd);
+    if (close(fd))
+        rc = -1;
+    if (!rc)
+        rc = renameat(c->dirfd, tmp, c->dirfd, name) ? -1 : 0;
+    if (rc)
+        unlinkat(c->dirfd, tmp, 0);
+    else
+        trim(c);
+    return rc;
+}

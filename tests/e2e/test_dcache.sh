@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Issue 4 (acceptance 6, speed): the analyzer's cache of decompressed debug files (analyze/dcache.c).
+#
+# A crash through the real core_pattern (cp-segv-threads: its threads stop in libc, whose libc6-dbg
+# DWARF is zlib-compressed, so libdw must inflate it to give file:line and inline frames):
+#   cold       an empty cache: analyze writes DIR/<libc build-id>.debug, 0600 in a 0700 dir, with no
+#              SHF_COMPRESSED section and libc's build-id; no temporary file is left
+#   warm       the next analysis uses it (the same inode; the lookup touches its mtime) and prints byte-identical
+#              JSON; --no-cache and CRASHPACK_CACHE_DIR=off give the same JSON and write nothing;
+#              modules[].debug_file still names /usr/lib/debug, never the cache
+#   hostile    a cached file whose build-id is another file's is dropped and rebuilt; a symlink in
+#              the file's place is not followed (its target unchanged) and is replaced; a cache dir
+#              writable by group or others, or owned by someone else, is not used
+#   bounded    with more than 512 MiB in the cache (a sparse file), storing a file removes the
+#              least recently used ones
+source "$(dirname "$0")/../lib.sh"
+PY=${CP_PYTHON:-/usr/bin/python3}
+cp_setup
+cp_install
+
+LIBC=$(readlink -f /lib/x86_64-linux-gnu/libc.so.6)
+BID=$(eu-readelf -n "$LIBC" | awk '/Build ID:/ { print $3; exit }')
+DBG=/usr/lib/debug/.build-id/${BID:0:2}/${BID:2}.debug
+[ -n "$BID" ] && [ -f "$DBG" ] || die "libc's debug file ($DBG) is missing: scripts/deps.sh installs libc6-dbg"
+eu-readelf -S "$DBG" | grep -q '\.debug_info.* C ' || die "libc's DWARF is not compressed here: nothing to test"
+
+pid=$(cp_crash "$CP_BIN/cp-segv-threads")
+B=$(cp_bundle_for "$pid" 60) || die "cp-segv-threads: no bundle"
+
+D=$T/dc # CRASHPACK_CACHE_DIR; the files are in $D/debuginfo
+F=$D/debuginfo/$BID.debug
+run() { # run OUT [env...]: analyze --json with CRASHPACK_CACHE_DIR=$D unless overridden
+    local out=$1 rc=0
+    shift
+    env CRASHPACK_CACHE_DIR="$D" "$@" timeout 300 "$CP_BIN/crashpack" analyze --no-stacks --json "$B" > "$out" 2> "$out.err" || rc=$?
+    echo "$rc"
+}
+mode() { stat -c %a "$1"; }
+
+# ---- cold ----
+check "cold: analyze exits 0" [ "$(run "$T/cold.json")" = 0 ]
+check "cold: the cache file for libc's build-id exists" [ -f "$F" ]
+check "cold: it is 0600, its dir 0700 (and the base dir 0700)" \
+    [ "$(mode "$F")/$(mode "$D/debuginfo")/$(mode "$D")" = 600/700/700 ]
+check "cold: it has no compressed section" bash -c "! eu-readelf -S '$F' | grep -q ' C '"
+check "cold: its DWARF is libc's (same .debug_info size as the inflated original)" \
+    bash -c "[ \"\$(eu-readelf -S '$F' | awk '\$2 == \".debug_info\" { print \$6 }')\" = \"\$(objcopy --decompress-debug-sections '$DBG' '$T/dec.debug' && eu-readelf -S '$T/dec.debug' | awk '\$2 == \".debug_info\" { print \$6 }')\" ]"
+check "cold: its build-id is libc's" bash -c "eu-readelf -n '$F' | grep -q 'Build ID: $BID'"
+check "cold: no temporary file is left" bash -c "[ -z \"\$(ls -A '$D/debuginfo' | grep -v '\.debug$')\" ]"
+jcheck() { local desc=$1; shift; check "$desc" "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if eval(sys.argv[2]) else 1)" "$@"; }
+jcheck "cold: libc frames have file:line from its DWARF" "$T/cold.json" \
+    "any(f['module'].endswith('libc.so.6') and f['file'] and f['line'] for t in d['threads'] for f in t['frames'])"
+jcheck "cold: modules[].debug_file of libc names /usr/lib/debug, not the cache" "$T/cold.json" \
+    "[m.get('debug_file') for m in d['modules'] if m['path'].endswith('libc.so.6')] == ['$DBG']"
+
+# ---- warm ----
+touch -d '2001-01-01' "$F"
+ino=$(stat -c %i "$F")
+check "warm: analyze exits 0" [ "$(run "$T/warm.json")" = 0 ]
+check "warm: the cached file was used: the same file (inode), its mtime touched by the lookup" \
+    bash -c "[ \"\$(stat -c %i '$F')\" = '$ino' ] && [ \"\$(date -r '$F' +%Y)\" != 2001 ]"
+check "warm: JSON byte-identical to the cold run" cmp -s "$T/cold.json" "$T/warm.json"
+rc=0
+CRASHPACK_CACHE_DIR="$T/off" timeout 300 "$CP_BIN/crashpack" analyze --no-stacks --no-cache --json "$B" > "$T/nocache.json" 2>/dev/null || rc=$?
+check "--no-cache: exit 0, byte-identical JSON" bash -c "[ $rc = 0 ] && cmp -s '$T/cold.json' '$T/nocache.json'"
+check "--no-cache: nothing written" [ ! -e "$T/off" ]
+rc=0
+cd "$T"
+CRASHPACK_CACHE_DIR=off timeout 300 "$CP_BIN/crashpack" analyze --no-stacks --json "$B" > "$T/off.json" 2>/dev/null || rc=$?
+check "CRASHPACK_CACHE_DIR=off: exit 0, byte-identical JSON" bash -c "[ $rc = 0 ] && cmp -s '$T/cold.json' '$T/off.json'"
+check "CRASHPACK_CACHE_DIR=off: no directory named off" [ ! -e "$T/off" ]
+
+# ---- hostile ----
+cp "$CP_BIN/cp-segv-threads" "$F"
+chmod 600 "$F"
+check "wrong build-id: analyze exits 0" [ "$(run "$T/wrong.json")" = 0 ]
+check "wrong build-id: output unchanged" cmp -s "$T/cold.json" "$T/wrong.json"
+check "wrong build-id: the file was replaced by libc's" bash -c "eu-readelf -n '$F' | grep -q 'Build ID: $BID'"
+
+echo "precious" > "$T/target"
+rm -f "$F"
+ln -s "$T/target" "$F"
+check "symlink: analyze exits 0" [ "$(run "$T/link.json")" = 0 ]
+check "symlink: output unchanged" cmp -s "$T/cold.json" "$T/link.json"
+check "symlink: its target was not written" bash -c "[ \"\$(cat '$T/target')\" = precious ]"
+check "symlink: replaced by a regular file with libc's build-id" \
+    bash -c "[ -f '$F' ] && [ ! -L '$F' ] && eu-readelf -n '$F' | grep -q 'Build ID: $BID'"
+
+D2=$T/gw
+mkdir -p "$D2/debuginfo"
+chmod 777 "$D2/debuginfo"
+check "group/world-writable dir: analyze exits 0" [ "$(run "$T/gw.json" CRASHPACK_CACHE_DIR="$D2")" = 0 ]
+check "group/world-writable dir: not used (nothing written)" [ -z "$(ls -A "$D2/debuginfo")" ]
+check "group/world-writable dir: output unchanged" cmp -s "$T/cold.json" "$T/gw.json"
+D3=$T/other
+mkdir -p "$D3/debuginfo"
+chown nobody "$D3/debuginfo"
+chmod 700 "$D3/debuginfo"
+check "dir owned by another user: analyze exits 0" [ "$(run "$T/other.json" CRASHPACK_CACHE_DIR="$D3")" = 0 ]
+check "dir owned by another user: not used" [ -z "$(ls -A "$D3/debuginfo")" ]
+
+# ---- bounded ----
+rm -f "$F"
+truncate -s 600M "$D/debuginfo/00.debug"
+touch -d '2001-01-01' "$D/debuginfo/00.debug"
+check "bounded: analyze exits 0" [ "$(run "$T/bound.json")" = 0 ]
+check "bounded: the least recently used file (600 MiB, 2001) was removed" [ ! -e "$D/debuginfo/00.debug" ]
+check "bounded: libc's file was stored" [ -f "$F" ]
+finish
