@@ -2,7 +2,8 @@
  *
  * The copy is written with libelf: a new ELF with the same header, program headers and sections in
  * the same order, each section's data taken from the input Elf (whose compressed sections libdw
- * has already replaced by their decompressed bytes), laid out again by libelf. */
+ * has already replaced by their decompressed bytes), laid out again by libelf, plus one section
+ * ORIGIN_SECTION with the path of the debug file it was made from (what reports name). */
 #include "dcache.h"
 
 #include <dirent.h>
@@ -101,21 +102,41 @@ static int name_of(const unsigned char *id, size_t len, char *out, size_t outlen
     return 0;
 }
 
-static int id_matches(int fd, const unsigned char *id, size_t len)
+#define ORIGIN_SECTION ".crashpack.origin"
+
+/* The cached file's origin (the debug file it was made from), if its build-id is `id`. */
+static char *check_file(int fd, const unsigned char *id, size_t len)
 {
     Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
     if (!e)
-        return 0;
+        return NULL;
+    char *origin = NULL;
     const void *got = NULL;
     ssize_t n = dwelf_elf_gnu_build_id(e, &got);
-    int ok = n > 0 && (size_t)n == len && !memcmp(got, id, len);
+    size_t shstrndx;
+    if (n > 0 && (size_t)n == len && !memcmp(got, id, len) && !elf_getshdrstrndx(e, &shstrndx)) {
+        Elf_Scn *scn = NULL;
+        GElf_Shdr sh;
+        while ((scn = elf_nextscn(e, scn))) {
+            const char *name = gelf_getshdr(scn, &sh) ? elf_strptr(e, shstrndx, sh.sh_name) : NULL;
+            if (!name || strcmp(name, ORIGIN_SECTION))
+                continue;
+            Elf_Data *d = elf_getdata(scn, NULL);
+            if (d && d->d_buf && d->d_size > 1 && d->d_size < 4096 &&
+                ((const char *)d->d_buf)[0] == '/' &&
+                memchr(d->d_buf, 0, d->d_size) == (const char *)d->d_buf + d->d_size - 1)
+                origin = strdup(d->d_buf);
+            break;
+        }
+    }
     elf_end(e);
-    return ok;
+    return origin;
 }
 
-int dcache_lookup(struct dcache *c, const unsigned char *id, size_t len)
+int dcache_lookup(struct dcache *c, const unsigned char *id, size_t len, char **origin)
 {
     char name[2 * MAX_ID + 8];
+    *origin = NULL;
     if (!c || name_of(id, len, name, sizeof(name)))
         return -1;
     int fd = openat(c->dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
@@ -123,7 +144,7 @@ int dcache_lookup(struct dcache *c, const unsigned char *id, size_t len)
         return -1;
     struct stat st;
     if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
-        !id_matches(fd, id, len)) {
+        !(*origin = check_file(fd, id, len))) {
         close(fd);
         unlinkat(c->dirfd, name, 0); /* not what it claims to be: rebuilt on the next store */
         return -1;
@@ -147,8 +168,8 @@ int dcache_worth(int fd)
     return worth;
 }
 
-/* Writes the copy to fd. 0 on success. */
-static int write_copy(Elf *in, int fd)
+/* Writes the copy to fd, with a section ORIGIN_SECTION holding `origin`. 0 on success. */
+static int write_copy(Elf *in, int fd, const char *origin)
 {
     GElf_Ehdr eh;
     size_t phnum, shnum, shstrndx;
@@ -159,6 +180,8 @@ static int write_copy(Elf *in, int fd)
     if (!out)
         return -1;
     int rc = -1;
+    unsigned char *names = NULL; /* the section-name table, with ORIGIN_SECTION appended */
+    size_t origin_name = 0;
     if (!gelf_newehdr(out, gelf_getclass(in)))
         goto done;
     if (phnum) {
@@ -185,7 +208,39 @@ static int write_copy(Elf *in, int fd)
             od->d_type = d->d_type;
             od->d_align = d->d_align;
             od->d_version = d->d_version;
+            if (i == shstrndx && !names && d->d_buf && d->d_size == sh.sh_size &&
+                sh.sh_type == SHT_STRTAB) {
+                if (!(names = malloc(d->d_size + sizeof(ORIGIN_SECTION))))
+                    goto done;
+                memcpy(names, d->d_buf, d->d_size);
+                memcpy(names + d->d_size, ORIGIN_SECTION, sizeof(ORIGIN_SECTION));
+                origin_name = d->d_size;
+                od->d_buf = names;
+                od->d_size = d->d_size + sizeof(ORIGIN_SECTION);
+                sh.sh_size = od->d_size;
+            }
         }
+        if (!gelf_update_shdr(so, &sh))
+            goto done;
+    }
+    if (!names)
+        goto done; /* no section-name table we could extend */
+    {
+        Elf_Scn *so = elf_newscn(out);
+        Elf_Data *od = so ? elf_newdata(so) : NULL;
+        GElf_Shdr sh;
+        if (!od || !gelf_getshdr(so, &sh))
+            goto done;
+        od->d_buf = (void *)origin;
+        od->d_size = strlen(origin) + 1;
+        od->d_type = ELF_T_BYTE;
+        od->d_align = 1;
+        od->d_version = EV_CURRENT;
+        memset(&sh, 0, sizeof(sh));
+        sh.sh_name = (GElf_Word)origin_name;
+        sh.sh_type = SHT_PROGBITS;
+        sh.sh_size = od->d_size;
+        sh.sh_addralign = 1;
         if (!gelf_update_shdr(so, &sh))
             goto done;
     }
@@ -195,6 +250,7 @@ static int write_copy(Elf *in, int fd)
     rc = 0;
 done:
     elf_end(out);
+    free(names);
     return rc;
 }
 
@@ -256,16 +312,18 @@ static void trim(struct dcache *c)
     free(v);
 }
 
-int dcache_store(struct dcache *c, Elf *debug, const unsigned char *id, size_t len)
+int dcache_store(struct dcache *c, Elf *debug, const unsigned char *id, size_t len,
+                 const char *origin)
 {
     char name[2 * MAX_ID + 8], tmp[2 * MAX_ID + 40];
-    if (!c || !debug || name_of(id, len, name, sizeof(name)))
+    if (!c || !debug || !origin || origin[0] != '/' || strlen(origin) >= 4096 ||
+        name_of(id, len, name, sizeof(name)))
         return -1;
     snprintf(tmp, sizeof(tmp), ".tmp.%ld.%s", (long)getpid(), name);
     int fd = openat(c->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0)
         return -1;
-    int rc = write_copy(debug, fd);
+    int rc = write_copy(debug, fd, origin);
     if (close(fd))
         rc = -1;
     if (!rc)

@@ -9,7 +9,7 @@
  * whole file or none). DIR is created 0700 and used only when it is a directory owned by the
  * effective uid and not writable by group or others; every open is O_NOFOLLOW below that fd.
  * A lookup checks the cached file's build-id note against the one asked for and drops a file
- * that does not match. The directory is kept under DCACHE_MAX_BYTES by removing the files used
+ * that does not match (or has no origin section). The directory is kept under DCACHE_MAX_BYTES by removing the files used
  * longest ago (a hit touches the file's mtime).
  *
  * What goes in comes from local debug files that libdwfl found and matched by build-id, never
@@ -35,14 +35,17 @@ int dcache_default_dir(char *buf, size_t len);
 struct dcache *dcache_open(const char *dir);
 void dcache_close(struct dcache *c);
 
-/* A read-only fd of the cached file for this build-id, or -1 (not cached, or not valid). */
-int dcache_lookup(struct dcache *c, const unsigned char *id, size_t len);
+/* A read-only fd of the cached file for this build-id, or -1 (not cached, or not valid). On
+ * success *origin is the path of the debug file it was made from (malloc()ed, the caller's). */
+int dcache_lookup(struct dcache *c, const unsigned char *id, size_t len, char **origin);
 
 /* 1 when the ELF file open on fd has a compressed section (worth caching), else 0. */
 int dcache_worth(int fd);
 
 /* Stores a copy of `debug` (an ELF whose compressed sections libdw has decompressed in memory)
- * under the build-id. 0 on success, -1 when nothing was stored. */
-int dcache_store(struct dcache *c, Elf *debug, const unsigned char *id, size_t len);
+ * under the build-id, recording `origin` (the debug file's absolute path) in a section
+ * ".crashpack.origin". 0 on success, -1 when nothing was stored. */
+int dcache_store(struct dcache *c, Elf *debug, const unsigned char *id, size_t len,
+                 const char *origin);
 
 #endif

@@ -525,21 +525,29 @@ int modules_find_debuginfo(Dwfl_Module *dm, void **userdata, const char *modname
                            const char *file_name, const char *debuglink_file,
                            GElf_Word debuglink_crc, char **debuginfo_file_name)
 {
+    struct module *mod = userdata ? *userdata : NULL;
+    /* libdwfl asks once per module for its debug file, then again only for a dwz alt file
+     * (.gnu_debugaltlink), which is never cached. The cache is looked up before the standard
+     * search: that search hands libdwfl its own Elf of the file it finds, which would win. */
+    int first = mod && !mod->debug_asked;
+    if (mod)
+        mod->debug_asked = 1;
+    size_t len = 0;
+    const unsigned char *id = first && mod->owner && mod->owner->dcache ? module_id(dm, mod, &len)
+                                                                        : NULL;
+    if (id) {
+        char *origin = NULL;
+        int cfd = dcache_lookup(mod->owner->dcache, id, len, &origin);
+        if (cfd >= 0) {
+            free(*debuginfo_file_name);
+            *debuginfo_file_name = origin; /* reports name the file the copy was made from */
+            return cfd;
+        }
+    }
     int fd = dwfl_standard_find_debuginfo(dm, userdata, modname, base, file_name, debuglink_file,
                                           debuglink_crc, debuginfo_file_name);
-    struct module *mod = userdata ? *userdata : NULL;
-    if (fd < 0 || !mod || !mod->owner || !mod->owner->dcache)
-        return fd;
-    size_t len = 0;
-    const unsigned char *id = module_id(dm, mod, &len);
-    if (!id)
-        return fd;
-    int cfd = dcache_lookup(mod->owner->dcache, id, len);
-    if (cfd >= 0) {
-        close(fd); /* the same file with its DWARF stored plain; the name stays the original's */
-        return cfd;
-    }
-    mod->cache_store = dcache_worth(fd);
+    if (id && fd >= 0 && *debuginfo_file_name && (*debuginfo_file_name)[0] == '/')
+        mod->cache_store = dcache_worth(fd);
     return fd;
 }
 
@@ -564,7 +572,7 @@ static int store_one(Dwfl_Module *dm, void **userdata, const char *name, Dwarf_A
     const unsigned char *id = module_id(dm, mod, &len);
     const void *got = NULL;
     if (e && id && dwelf_elf_gnu_build_id(e, &got) == (ssize_t)len && !memcmp(got, id, len))
-        dcache_store(m->dcache, e, id, len);
+        dcache_store(m->dcache, e, id, len, debugfile);
     return DWARF_CB_OK;
 }
 

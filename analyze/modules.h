@@ -50,6 +50,7 @@ struct module {
     char *problem;     /* why no file, or what is wrong with it; NULL when fine */
     int looked_up;
     int cache_store; /* its debug file is compressed and not cached yet: store it (dcache.h) */
+    int debug_asked; /* libdwfl asked for its debug file (later asks are for a dwz alt file) */
     const struct modules *owner; /* private */
 };
 
@@ -87,9 +88,10 @@ int modules_find_elf(Dwfl_Module *mod, void **userdata, const char *modname, Dwa
 /* Lowercase hex of a module's build-id into buf (empty when unknown). */
 const char *modules_build_id_hex(const struct module *mod, char *buf, size_t len);
 
-/* Dwfl_Callbacks.find_debuginfo: dwfl_standard_find_debuginfo, then, when the module's owner has a
- * cache, the cached decompressed copy of the file it found (same build-id) instead; a compressed
- * file not yet cached marks the module for modules_cache_store(). */
+/* Dwfl_Callbacks.find_debuginfo: when the module's owner has a cache (dcache.h) and it holds the
+ * module's build-id, the cached decompressed copy (the name given is the file it was made from);
+ * else dwfl_standard_find_debuginfo, and a compressed file it finds marks the module for
+ * modules_cache_store(). A dwz alt file is always looked up the standard way. */
 int modules_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
                            const char *file_name, const char *debuglink_file,
                            GElf_Word debuglink_crc, char **debuginfo_file_name);

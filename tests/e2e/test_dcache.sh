@@ -5,7 +5,8 @@
 # DWARF is zlib-compressed, so libdw must inflate it to give file:line and inline frames):
 #   cold       an empty cache: analyze writes DIR/<libc build-id>.debug, 0600 in a 0700 dir, with no
 #              SHF_COMPRESSED section and libc's build-id; no temporary file is left
-#   warm       the next analysis uses it (the same inode; the lookup touches its mtime) and prints byte-identical
+#   warm       the next analysis uses it (the same inode; the lookup touches its mtime; strace: libc's
+#              compressed debug file is not even opened) and prints byte-identical
 #              JSON; --no-cache and CRASHPACK_CACHE_DIR=off give the same JSON and write nothing;
 #              modules[].debug_file still names /usr/lib/debug, never the cache
 #   hostile    a cached file whose build-id is another file's is dropped and rebuilt; a symlink in
@@ -46,6 +47,8 @@ check "cold: it has no compressed section" bash -c "! eu-readelf -S '$F' | grep 
 check "cold: its DWARF is libc's (same .debug_info size as the inflated original)" \
     bash -c "[ \"\$(eu-readelf -S '$F' | awk '\$2 == \".debug_info\" { print \$6 }')\" = \"\$(objcopy --decompress-debug-sections '$DBG' '$T/dec.debug' && eu-readelf -S '$T/dec.debug' | awk '\$2 == \".debug_info\" { print \$6 }')\" ]"
 check "cold: its build-id is libc's" bash -c "eu-readelf -n '$F' | grep -q 'Build ID: $BID'"
+check "cold: it records the file it was made from (.crashpack.origin)" \
+    bash -c "eu-readelf --string-dump=.crashpack.origin '$F' | grep -qF '$DBG'"
 check "cold: no temporary file is left" bash -c "[ -z \"\$(ls -A '$D/debuginfo' | grep -v '\.debug$')\" ]"
 jcheck() { local desc=$1; shift; check "$desc" "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if eval(sys.argv[2]) else 1)" "$@"; }
 jcheck "cold: libc frames have file:line from its DWARF" "$T/cold.json" \
@@ -60,6 +63,12 @@ check "warm: analyze exits 0" [ "$(run "$T/warm.json")" = 0 ]
 check "warm: the cached file was used: the same file (inode), its mtime touched by the lookup" \
     bash -c "[ \"\$(stat -c %i '$F')\" = '$ino' ] && [ \"\$(date -r '$F' +%Y)\" != 2001 ]"
 check "warm: JSON byte-identical to the cold run" cmp -s "$T/cold.json" "$T/warm.json"
+# the copy is what libdw reads: the warm analysis never opens libc's compressed debug file
+CRASHPACK_CACHE_DIR="$D" strace -f -qq -e trace=open,openat -o "$T/warm.strace" \
+    "$CP_BIN/crashpack" analyze --no-stacks --json "$B" > "$T/warm2.json" 2>/dev/null
+check "warm (strace): the cached copy is opened" grep -q "\"$BID.debug\"" "$T/warm.strace"
+check "warm (strace): /usr/lib/debug's compressed file is not opened" bash -c "! grep -q '$DBG' '$T/warm.strace'"
+check "warm (strace): same JSON" cmp -s "$T/cold.json" "$T/warm2.json"
 rc=0
 CRASHPACK_CACHE_DIR="$T/off" timeout 300 "$CP_BIN/crashpack" analyze --no-stacks --no-cache --json "$B" > "$T/nocache.json" 2>/dev/null || rc=$?
 check "--no-cache: exit 0, byte-identical JSON" bash -c "[ $rc = 0 ] && cmp -s '$T/cold.json' '$T/nocache.json'"
