@@ -192,7 +192,11 @@ static int leaf_crash_kind(struct ctx *c, const cJSON *v, cJSON *ev)
 {
     const char *k = gstr(c->r, "crash_kind");
     int m = in_list(v, k);
-    if (m)
+    const char *type = gstr(c->r, "cause.exception.type");
+    const char *what = gstr(c->r, "cause.exception.what");
+    if (m && !strcmp(k, "uncaught_exception") && (type || what))
+        ev_add(ev, "crash kind: %s (%s: %s)", k, nz(type), nz(what));
+    else if (m)
         ev_add(ev, "crash kind: %s", k);
     return m;
 }
