@@ -521,17 +521,50 @@ static const unsigned char *module_id(Dwfl_Module *dm, const struct module *mod,
     return n > 0 ? bits : NULL;
 }
 
+/* Whether a debug-link candidate exists for the main file `file_name`: what the standard search
+ * looks for after the build-id trees, with the debuginfo_path "-:.debug:DIRS" (modules_build):
+ * NAME next to the file, in its .debug/, and under each debug dir + the file's directory, where
+ * NAME is the .gnu_debuglink name and, as a superset, the file's basename + ".debug". */
+static int debuglink_candidate(const struct modules *m, const char *file_name, const char *link)
+{
+    if (!file_name || file_name[0] != '/')
+        return 1; /* not a path we can reason about: let the standard search decide */
+    const char *slash = strrchr(file_name, '/');
+    int dlen = (int)(slash - file_name);
+    char alt[4096];
+    const char *names[2] = {link, NULL};
+    if (snprintf(alt, sizeof(alt), "%s.debug", slash + 1) < (int)sizeof(alt))
+        names[1] = alt;
+    char p[8192];
+    for (size_t n = 0; n < 2; n++) {
+        const char *nm = names[n];
+        if (!nm || !*nm)
+            continue;
+        if (nm[0] == '/' && !access(nm, F_OK))
+            return 1;
+        if ((snprintf(p, sizeof(p), "%.*s/%s", dlen, file_name, nm) < (int)sizeof(p) &&
+             !access(p, F_OK)) ||
+            (snprintf(p, sizeof(p), "%.*s/.debug/%s", dlen, file_name, nm) < (int)sizeof(p) &&
+             !access(p, F_OK)))
+            return 1;
+        for (size_t i = 0; i < m->ndebug_dirs; i++)
+            if (snprintf(p, sizeof(p), "%s%.*s/%s", m->debug_dirs[i], dlen, file_name, nm) <
+                    (int)sizeof(p) &&
+                !access(p, F_OK))
+                return 1;
+    }
+    return 0;
+}
+
 int modules_find_debuginfo(Dwfl_Module *dm, void **userdata, const char *modname, Dwarf_Addr base,
                            const char *file_name, const char *debuglink_file,
                            GElf_Word debuglink_crc, char **debuginfo_file_name)
 {
     struct module *mod = userdata ? *userdata : NULL;
-    /* libdwfl asks once per module for its debug file, then again only for a dwz alt file
+    /* Once a module's debug file is found, a further ask is for its dwz alt file
      * (.gnu_debugaltlink), which is never cached. The cache is looked up before the standard
      * search: that search hands libdwfl its own Elf of the file it finds, which would win. */
-    int first = mod && !mod->debug_asked;
-    if (mod)
-        mod->debug_asked = 1;
+    int first = mod && !mod->debug_found;
     size_t len = 0;
     const unsigned char *id = first && mod->owner && mod->owner->dcache ? module_id(dm, mod, &len)
                                                                         : NULL;
@@ -541,11 +574,23 @@ int modules_find_debuginfo(Dwfl_Module *dm, void **userdata, const char *modname
         if (cfd >= 0) {
             free(*debuginfo_file_name);
             *debuginfo_file_name = origin; /* reports name the file the copy was made from */
+            mod->debug_found = 1;
             return cfd;
         }
     }
-    int fd = dwfl_standard_find_debuginfo(dm, userdata, modname, base, file_name, debuglink_file,
+    /* The standard search ends with a debuginfod query, and libdw dlopens libdebuginfod (and
+     * libcurl, gnutls, krb5...: ~10 ms) for it even with DEBUGINFOD_URLS unset, which the analysis
+     * always has: so the build-id trees first, then the standard search only when a debug-link
+     * file may exist. */
+    int fd = first ? dwfl_build_id_find_debuginfo(dm, userdata, modname, base, file_name,
+                                                  debuglink_file, debuglink_crc,
+                                                  debuginfo_file_name)
+                   : -1;
+    if (fd < 0 && (!first || !mod->owner || debuglink_candidate(mod->owner, file_name, debuglink_file)))
+        fd = dwfl_standard_find_debuginfo(dm, userdata, modname, base, file_name, debuglink_file,
                                           debuglink_crc, debuginfo_file_name);
+    if (first && fd >= 0)
+        mod->debug_found = 1;
     if (id && fd >= 0 && *debuginfo_file_name && (*debuginfo_file_name)[0] == '/')
         mod->cache_store = dcache_worth(fd);
     return fd;

@@ -50,7 +50,7 @@ struct module {
     char *problem;     /* why no file, or what is wrong with it; NULL when fine */
     int looked_up;
     int cache_store; /* its debug file is compressed and not cached yet: store it (dcache.h) */
-    int debug_asked; /* libdwfl asked for its debug file (later asks are for a dwz alt file) */
+    int debug_found; /* its debug file was found (later asks are for a dwz alt file) */
     const struct modules *owner; /* private */
 };
 

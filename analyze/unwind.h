@@ -82,6 +82,11 @@ struct unwind_stack {
 
 struct unwind_session;
 
+/* The symbol name at pc (libdwfl's dwfl_module_addrname), remembered for the session: threads of
+ * one process end in the same few functions, and each lookup scans a module's symbol table.
+ * NULL when unknown; the string lives as long as the session. */
+const char *unwind_addrname(struct unwind_session *s, uint64_t pc);
+
 /* Returns 0, or < 0 with a message (no usable session). A session whose libdwfl attach failed
  * still works in frame-pointer mode; unwind_warning() says why. */
 int unwind_begin(struct core *c, const struct unwind_opts *o, struct unwind_session **out,

@@ -511,16 +511,13 @@ static void load_outer(void)
 /* The symbol of st's outermost physical frame; NULL when unknown. */
 static const char *outermost_name(struct unwind_session *u, const struct unwind_stack *st)
 {
-    Dwfl *dwfl = unwind_dwfl(u);
     size_t i = st->nframes;
     while (i > 0 && st->frames[i - 1].tail_call)
         i--;
-    if (!i || !dwfl || st->dropped)
+    if (!i || !unwind_dwfl(u) || st->dropped)
         return NULL;
     const struct unwind_frame *f = &st->frames[i - 1];
-    uint64_t pc = f->activation || !f->pc ? f->pc : f->pc - 1;
-    Dwfl_Module *m = dwfl_addrmodule(dwfl, pc);
-    return m ? dwfl_module_addrname(m, pc) : NULL;
+    return unwind_addrname(u, f->activation || !f->pc ? f->pc : f->pc - 1);
 }
 
 static int is_outer(const char *name)

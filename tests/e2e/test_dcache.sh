@@ -12,6 +12,7 @@
 #   hostile    a cached file whose build-id is another file's is dropped and rebuilt; a symlink in
 #              the file's place is not followed (its target unchanged) and is replaced; a cache dir
 #              writable by group or others, or owned by someone else, is not used
+#   debuginfod a module without any debug file (libstdc++) does not make libdw load libdebuginfod
 #   bounded    with more than 512 MiB in the cache (a sparse file), storing a file removes the
 #              least recently used ones
 source "$(dirname "$0")/../lib.sh"
@@ -107,6 +108,18 @@ chown nobody "$D3/debuginfo"
 chmod 700 "$D3/debuginfo"
 check "dir owned by another user: analyze exits 0" [ "$(run "$T/other.json" CRASHPACK_CACHE_DIR="$D3")" = 0 ]
 check "dir owned by another user: not used" [ -z "$(ls -A "$D3/debuginfo")" ]
+
+# ---- no debuginfod client ----
+# a module with no debug file anywhere (libstdc++ here) must not make libdw dlopen libdebuginfod
+# (and libcurl, gnutls...) for a network query the analysis never makes (DEBUGINFOD_URLS unset)
+pid=$(cp_crash "$CP_BIN/cp-cxx-throw")
+B2=$(cp_bundle_for "$pid" 60) || die "cp-cxx-throw: no bundle"
+CRASHPACK_CACHE_DIR="$D" strace -f -qq -e trace=open,openat -o "$T/cxx.strace" \
+    "$CP_BIN/crashpack" analyze --no-stacks --json "$B2" > "$T/cxx.json" 2>/dev/null
+jcheck "cxx: analyzed, libstdc++ frames named from its symbols" "$T/cxx.json" \
+    "any(f['module'].startswith('libstdc++') and f['function'] for t in d['threads'] for f in t['frames'])"
+check "cxx: libstdc++'s debug file was looked for (strace)" grep -q 'usr/lib/debug/\.build-id/' "$T/cxx.strace"
+check "cxx: libdebuginfod was never loaded (strace)" bash -c "! grep -q 'libdebuginfod' '$T/cxx.strace'"
 
 # ---- bounded ----
 rm -f "$F"
