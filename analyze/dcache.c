@@ -7,6 +7,7 @@
 #include "dcache.h"
 
 #include <dirent.h>
+#include <libdeflate.h>
 #include <elfutils/libdwelf.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -168,8 +169,15 @@ int dcache_worth(int fd)
     return worth;
 }
 
-/* Writes the copy to fd, with a section ORIGIN_SECTION holding `origin`. 0 on success. */
-static int write_copy(Elf *in, int fd, const char *origin)
+/* A section's content to write instead of the input's (dcache_fill: decompressed here). */
+struct repl {
+    void *buf; /* NULL: the input's data */
+    size_t size, align;
+};
+
+/* Writes the copy to fd, with a section ORIGIN_SECTION holding `origin`; sections with an entry
+ * in `r` (indexed by section number, may be NULL) get that content, uncompressed. 0 on success. */
+static int write_copy(Elf *in, int fd, const char *origin, const struct repl *r)
 {
     GElf_Ehdr eh;
     size_t phnum, shnum, shstrndx;
@@ -198,6 +206,22 @@ static int write_copy(Elf *in, int fd, const char *origin)
         GElf_Shdr sh;
         if (!si || !so || !gelf_getshdr(si, &sh))
             goto done;
+        if (r && r[i].buf) {
+            Elf_Data *od = elf_newdata(so);
+            if (!od)
+                goto done;
+            od->d_buf = r[i].buf;
+            od->d_size = r[i].size;
+            od->d_type = ELF_T_BYTE;
+            od->d_align = r[i].align ? r[i].align : 1;
+            od->d_version = EV_CURRENT;
+            sh.sh_flags &= ~(GElf_Xword)SHF_COMPRESSED;
+            sh.sh_size = r[i].size;
+            sh.sh_addralign = od->d_align;
+            if (!gelf_update_shdr(so, &sh))
+                goto done;
+            continue;
+        }
         Elf_Data *d = NULL;
         while ((d = elf_getdata(si, d))) {
             Elf_Data *od = elf_newdata(so);
@@ -312,18 +336,19 @@ static void trim(struct dcache *c)
     free(v);
 }
 
-int dcache_store(struct dcache *c, Elf *debug, const unsigned char *id, size_t len,
-                 const char *origin)
+/* Writes the copy of `in` under the build-id's name (through a temporary file), then trims. */
+static int publish(struct dcache *c, Elf *in, const unsigned char *id, size_t len,
+                   const char *origin, const struct repl *r)
 {
     char name[2 * MAX_ID + 8], tmp[2 * MAX_ID + 40];
-    if (!c || !debug || !origin || origin[0] != '/' || strlen(origin) >= 4096 ||
+    if (!c || !in || !origin || origin[0] != '/' || strlen(origin) >= 4096 ||
         name_of(id, len, name, sizeof(name)))
         return -1;
     snprintf(tmp, sizeof(tmp), ".tmp.%ld.%s", (long)getpid(), name);
     int fd = openat(c->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0)
         return -1;
-    int rc = write_copy(debug, fd, origin);
+    int rc = write_copy(in, fd, origin, r);
     if (close(fd))
         rc = -1;
     if (!rc)
@@ -332,5 +357,67 @@ int dcache_store(struct dcache *c, Elf *debug, const unsigned char *id, size_t l
         unlinkat(c->dirfd, tmp, 0);
     else
         trim(c);
+    return rc;
+}
+
+int dcache_store(struct dcache *c, Elf *debug, const unsigned char *id, size_t len,
+                 const char *origin)
+{
+    return publish(c, debug, id, len, origin, NULL);
+}
+
+/* A decompressed section's size is capped: a debug file is a local file, but a lying header must
+ * not make us allocate what it asks. */
+#define MAX_SECTION (1ull << 31)
+
+int dcache_fill(struct dcache *c, int fd, const unsigned char *id, size_t len, const char *origin)
+{
+    if (!c || fd < 0)
+        return -1;
+    Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+    size_t shnum = 0;
+    if (!e || elf_kind(e) != ELF_K_ELF || elf_getshdrnum(e, &shnum) || !shnum ||
+        shnum >= SHN_LORESERVE) {
+        elf_end(e);
+        return -1;
+    }
+    const void *got = NULL;
+    ssize_t n = dwelf_elf_gnu_build_id(e, &got);
+    struct repl *r = calloc(shnum, sizeof(*r));
+    struct libdeflate_decompressor *dd = libdeflate_alloc_decompressor();
+    int rc = n > 0 && (size_t)n == len && !memcmp(got, id, len) && r && dd ? 0 : -1;
+    size_t hdr = gelf_getclass(e) == ELFCLASS32 ? sizeof(Elf32_Chdr) : sizeof(Elf64_Chdr);
+    for (size_t i = 1; !rc && i < shnum; i++) {
+        Elf_Scn *scn = elf_getscn(e, i);
+        GElf_Shdr sh;
+        GElf_Chdr ch;
+        if (!scn || !gelf_getshdr(scn, &sh)) {
+            rc = -1;
+            break;
+        }
+        if (!(sh.sh_flags & SHF_COMPRESSED) || sh.sh_type == SHT_NOBITS)
+            continue;
+        Elf_Data *raw = elf_rawdata(scn, NULL);
+        size_t out = 0;
+        /* zlib only (what Debian's debug files use); anything else: not cached this way */
+        if (!gelf_getchdr(scn, &ch) || ch.ch_type != ELFCOMPRESS_ZLIB || !raw || !raw->d_buf ||
+            raw->d_size <= hdr || ch.ch_size > MAX_SECTION ||
+            !(r[i].buf = malloc(ch.ch_size ? ch.ch_size : 1)) ||
+            libdeflate_zlib_decompress(dd, (const char *)raw->d_buf + hdr, raw->d_size - hdr,
+                                       r[i].buf, ch.ch_size, &out) != LIBDEFLATE_SUCCESS ||
+            out != ch.ch_size) {
+            rc = -1;
+            break;
+        }
+        r[i].size = ch.ch_size;
+        r[i].align = ch.ch_addralign;
+    }
+    if (!rc)
+        rc = publish(c, e, id, len, origin, r);
+    for (size_t i = 0; r && i < shnum; i++)
+        free(r[i].buf);
+    free(r);
+    libdeflate_free_decompressor(dd);
+    elf_end(e);
     return rc;
 }

@@ -39,6 +39,11 @@ void dcache_close(struct dcache *c);
  * success *origin is the path of the debug file it was made from (malloc()ed, the caller's). */
 int dcache_lookup(struct dcache *c, const unsigned char *id, size_t len, char **origin);
 
+/* Makes the cached copy of the debug file open on fd (its build-id must be `id`) by
+ * decompressing its zlib sections with libdeflate (about 4 x faster than the zlib inflate libdw
+ * would do). 0 on success (dcache_lookup() then finds it), -1 when nothing was stored. */
+int dcache_fill(struct dcache *c, int fd, const unsigned char *id, size_t len, const char *origin);
+
 /* 1 when the ELF file open on fd has a compressed section (worth caching), else 0. */
 int dcache_worth(int fd);
 

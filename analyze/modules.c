@@ -521,6 +521,28 @@ static const unsigned char *module_id(Dwfl_Module *dm, const struct module *mod,
     return n > 0 ? bits : NULL;
 }
 
+/* The build-id tree file for id in the first debug dir that has one (what libdwfl's build-id
+ * search opens): an fd, its path in `path`; -1 when none. */
+static int build_id_file(const struct modules *m, const unsigned char *id, size_t len, char *path,
+                         size_t pathlen)
+{
+    char hex[2 * MODULES_MAX_BUILD_ID + 1];
+    if (len < 2 || len > MODULES_MAX_BUILD_ID)
+        return -1;
+    for (size_t i = 0; i < len; i++)
+        snprintf(hex + 2 * i, 3, "%02x", id[i]);
+    for (size_t i = 0; i < m->ndebug_dirs; i++) {
+        int n = snprintf(path, pathlen, "%s/.build-id/%.2s/%s.debug", m->debug_dirs[i], hex,
+                         hex + 2);
+        if (n <= 0 || (size_t)n >= pathlen)
+            continue;
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+        if (fd >= 0)
+            return fd;
+    }
+    return -1;
+}
+
 /* Whether a debug-link candidate exists for the main file `file_name`: what the standard search
  * looks for after the build-id trees, with the debuginfo_path "-:.debug:DIRS" (modules_build):
  * NAME next to the file, in its .debug/, and under each debug dir + the file's directory, where
@@ -571,6 +593,17 @@ int modules_find_debuginfo(Dwfl_Module *dm, void **userdata, const char *modname
     if (id) {
         char *origin = NULL;
         int cfd = dcache_lookup(mod->owner->dcache, id, len, &origin);
+        if (cfd < 0) {
+            /* not cached: a compressed file in a build-id tree is decompressed into the cache now
+             * (libdeflate, several times faster than libdw's inflate) and the copy used */
+            char path[4096];
+            int bfd = build_id_file(mod->owner, id, len, path, sizeof(path));
+            if (bfd >= 0 && dcache_worth(bfd) &&
+                !dcache_fill(mod->owner->dcache, bfd, id, len, path))
+                cfd = dcache_lookup(mod->owner->dcache, id, len, &origin);
+            if (bfd >= 0)
+                close(bfd);
+        }
         if (cfd >= 0) {
             free(*debuginfo_file_name);
             *debuginfo_file_name = origin; /* reports name the file the copy was made from */

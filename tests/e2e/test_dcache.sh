@@ -2,8 +2,9 @@
 # Issue 4 (acceptance 6, speed): the analyzer's cache of decompressed debug files (analyze/dcache.c).
 #
 # A crash through the real core_pattern (cp-segv-threads: its threads stop in libc, whose libc6-dbg
-# DWARF is zlib-compressed, so libdw must inflate it to give file:line and inline frames):
-#   cold       an empty cache: analyze writes DIR/<libc build-id>.debug, 0600 in a 0700 dir, with no
+# DWARF is zlib-compressed, so it must be inflated to give file:line and inline frames):
+#   cold       an empty cache: analyze decompresses libc's build-id-tree debug file (libdeflate) and
+#              writes DIR/<libc build-id>.debug, 0600 in a 0700 dir, with no
 #              SHF_COMPRESSED section and libc's build-id; no temporary file is left
 #   warm       the next analysis uses it (the same inode; the lookup touches its mtime; strace: libc's
 #              compressed debug file is not even opened) and prints byte-identical
@@ -12,6 +13,8 @@
 #   hostile    a cached file whose build-id is another file's is dropped and rebuilt; a symlink in
 #              the file's place is not followed (its target unchanged) and is replaced; a cache dir
 #              writable by group or others, or owned by someone else, is not used
+#   debuglink  a compressed debug file found by .gnu_debuglink (not a build-id tree): libdw
+#              inflates it, the copy is stored from libdw's sections, and read on the next analysis
 #   debuginfod a module without any debug file (libstdc++) does not make libdw load libdebuginfod
 #   bounded    with more than 512 MiB in the cache (a sparse file), storing a file removes the
 #              least recently used ones
@@ -108,6 +111,37 @@ chown nobody "$D3/debuginfo"
 chmod 700 "$D3/debuginfo"
 check "dir owned by another user: analyze exits 0" [ "$(run "$T/other.json" CRASHPACK_CACHE_DIR="$D3")" = 0 ]
 check "dir owned by another user: not used" [ -z "$(ls -A "$D3/debuginfo")" ]
+
+# ---- a compressed debug file found by its debug link (not in a build-id tree) ----
+# libdw inflates it; the copy is written at the end of the analysis from what libdw decompressed
+mkdir -p "$T/dl"
+cat > "$T/dl/prog.c" <<'C'
+#include <stdlib.h>
+__attribute__((noinline)) static void leaf(volatile int *p) { *p = 1; }
+int main(int argc, char **argv) { (void)argv; leaf(argc > 5 ? (int *)malloc(4) : NULL); return 0; }
+C
+gcc -O1 -g -o "$T/dl/prog" "$T/dl/prog.c" || die "gcc"
+objcopy --only-keep-debug --compress-debug-sections=zlib "$T/dl/prog" "$T/dl/prog.debug"
+objcopy --strip-debug --add-gnu-debuglink="$T/dl/prog.debug" "$T/dl/prog"
+PBID=$(eu-readelf -n "$T/dl/prog" | awk '/Build ID:/ { print $3; exit }')
+PF=$D/debuginfo/$PBID.debug
+check "debuglink: the debug file is compressed and not in a build-id tree" \
+    bash -c "eu-readelf -S '$T/dl/prog.debug' | grep -q '\.debug_info.* C ' && [ ! -e /usr/lib/debug/.build-id/${PBID:0:2}/${PBID:2}.debug ]"
+pid=$(cp_crash "$T/dl/prog")
+B3=$(cp_bundle_for "$pid" 60) || die "prog: no bundle"
+rc=0
+CRASHPACK_CACHE_DIR="$D" "$CP_BIN/crashpack" analyze --no-stacks --json "$B3" > "$T/dl1.json" 2>/dev/null || rc=$?
+check "debuglink: analyze exits 0" [ "$rc" = 0 ]
+jcheck "debuglink: leaf has its file:line (from the compressed debug file)" "$T/dl1.json" \
+    "d['threads'][0]['frames'][0]['function'] == 'leaf' and (d['threads'][0]['frames'][0]['file'] or '').endswith('/prog.c') and d['threads'][0]['frames'][0]['line'] == 2"
+check "debuglink: the copy was stored, uncompressed, with the debug file as its origin" \
+    bash -c "[ -f '$PF' ] && ! eu-readelf -S '$PF' | grep -q ' C ' && eu-readelf --string-dump=.crashpack.origin '$PF' | grep -qF '$T/dl/prog.debug'"
+pino=$(stat -c %i "$PF")
+CRASHPACK_CACHE_DIR="$D" strace -f -qq -e trace=open,openat -o "$T/dl.strace" \
+    "$CP_BIN/crashpack" analyze --no-stacks --json "$B3" > "$T/dl2.json" 2>/dev/null
+check "debuglink: the next analysis reads the copy (same inode, the compressed file not opened)" \
+    bash -c "[ \"\$(stat -c %i '$PF')\" = '$pino' ] && ! grep -q 'dl/prog.debug' '$T/dl.strace'"
+check "debuglink: same JSON" cmp -s "$T/dl1.json" "$T/dl2.json"
 
 # ---- no debuginfod client ----
 # a module with no debug file anywhere (libstdc++ here) must not make libdw dlopen libdebuginfod
