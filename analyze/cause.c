@@ -323,19 +323,29 @@ static int looks_like_abort_text(const char *s, const char *comm)
     return 0;
 }
 
+/* How many bytes to scan up from sp (8-aligned): to the end of sp's segment, at most
+ * STACK_SCAN_BYTES, never past the top of the address space (a hostile core can put a segment
+ * there; `sp + len` must not wrap). 0 when sp is in no segment. */
+static uint64_t scan_len(const struct core *c, uint64_t sp)
+{
+    const struct core_segment *seg = core_segment_at(c, sp);
+    if (!seg || sp < seg->vaddr || sp - seg->vaddr >= seg->memsz)
+        return 0;
+    uint64_t len = seg->memsz - (sp - seg->vaddr);
+    if (len > STACK_SCAN_BYTES)
+        len = STACK_SCAN_BYTES;
+    if (len > UINT64_MAX - sp)
+        len = UINT64_MAX - sp;
+    return len & ~(uint64_t)7;
+}
+
 /* Heuristic: pointers on the crashed thread's stack to a message-looking string. */
 static char *scan_stack_for_text(struct unwind_session *s, const struct core *c,
                                  const struct core_thread *t, const char *comm)
 {
-    uint64_t sp = core_thread_sp(c, t) & ~(uint64_t)7;
-    const struct core_segment *seg = core_segment_at(c, sp);
-    if (!seg)
-        return NULL;
-    uint64_t end = seg->vaddr + seg->memsz, len = end - sp;
-    if (len > STACK_SCAN_BYTES)
-        len = STACK_SCAN_BYTES;
-    for (uint64_t a = sp; a + 8 <= sp + len; a += 8) {
-        uint64_t p;
+    uint64_t sp = core_thread_sp(c, t) & ~(uint64_t)7, len = scan_len(c, sp);
+    for (uint64_t off = 0; off + 8 <= len; off += 8) {
+        uint64_t a = sp + off, p;
         char head[32];
         if (read_u64(s, a, &p) || p < 4096 || unwind_read(s, p, head, sizeof(head)))
             continue;
@@ -357,15 +367,9 @@ static char *scan_stack_for_text(struct unwind_session *s, const struct core *c,
 static char *scan_stack_for_abort_msg(struct unwind_session *s, const struct core *c,
                                       const struct core_thread *t, const char *comm)
 {
-    uint64_t sp = core_thread_sp(c, t) & ~(uint64_t)7;
-    const struct core_segment *seg = core_segment_at(c, sp);
-    if (!seg)
-        return NULL;
-    uint64_t len = seg->vaddr + seg->memsz - sp;
-    if (len > STACK_SCAN_BYTES)
-        len = STACK_SCAN_BYTES;
-    for (uint64_t a = sp; a + 8 <= sp + len; a += 8) {
-        uint64_t p;
+    uint64_t sp = core_thread_sp(c, t) & ~(uint64_t)7, len = scan_len(c, sp);
+    for (uint64_t off = 0; off + 8 <= len; off += 8) {
+        uint64_t a = sp + off, p;
         uint32_t size;
         if (read_u64(s, a, &p) || p % 4096 || !p || unwind_read(s, p, &size, 4) ||
             size % 4096 || !size || size > (1u << 20))
@@ -496,15 +500,9 @@ void cause_cxx_exception(struct unwind_session *s, const struct core *c, struct 
     if (out->crashed < 0 || out->signo != SIGABRT)
         return;
     const struct core_thread *t = &c->threads[out->crashed];
-    uint64_t sp = core_thread_sp(c, t) & ~(uint64_t)7;
-    const struct core_segment *seg = core_segment_at(c, sp);
-    if (!seg)
-        return;
-    uint64_t len = seg->vaddr + seg->memsz - sp;
-    if (len > STACK_SCAN_BYTES)
-        len = STACK_SCAN_BYTES;
-    for (uint64_t a = sp; a + 8 <= sp + len; a += 8) {
-        uint64_t p;
+    uint64_t sp = core_thread_sp(c, t) & ~(uint64_t)7, len = scan_len(c, sp);
+    for (uint64_t off = 0; off + 8 <= len; off += 8) {
+        uint64_t a = sp + off, p;
         if (read_u64(s, a, &p) || p < 4096 || p % 8)
             continue;
         if (exception_at(s, p, out))

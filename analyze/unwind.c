@@ -486,7 +486,7 @@ static int plausible_return(struct unwind_session *s, uint64_t ra)
 /* The next plausible return address at or above *addr (below end). */
 static int scan_next(struct walk *w, uint64_t *addr, uint64_t end, uint64_t *ra)
 {
-    for (uint64_t a = *addr; a + 8 <= end; a += 8) {
+    for (uint64_t a = *addr; end >= 8 && a <= end - 8; a += 8) { /* a + 8 never wraps */
         uint64_t v;
         if (unwind_read(w->s, a, &v, sizeof(v)))
             return 0;

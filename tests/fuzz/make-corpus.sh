@@ -50,8 +50,8 @@ echo "$tmp/cores/core.%e.%p" > /proc/sys/kernel/core_pattern
 ulimit -c unlimited
 
 out=$src/tests/fuzz/corpus-core
-rm -rf "$out"
 mkdir -p "$out"
+rm -f "$out"/*.core # the regress-* inputs (findings, kept as seeds) stay
 crash() { # NAME [ARGS...]: runs it, trims its core into $out/NAME.core
     local name=$1 exe=$bin/$1 pid
     shift
