@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_ID 64
@@ -292,7 +293,8 @@ static int older(const void *a, const void *b)
     return (x->used.tv_nsec > y->used.tv_nsec) - (x->used.tv_nsec < y->used.tv_nsec);
 }
 
-/* Removes the files used longest ago until the cache holds at most DCACHE_MAX_BYTES. */
+/* Removes the files used longest ago until the cache holds at most DCACHE_MAX_BYTES, and
+ * temporary files over an hour old. */
 static void trim(struct dcache *c)
 {
     int fd = openat(c->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -306,9 +308,18 @@ static void trim(struct dcache *c)
     size_t n = 0, cap = 0;
     unsigned long long total = 0;
     struct dirent *de;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
     while ((de = readdir(d))) {
         size_t l = strlen(de->d_name);
         struct stat st;
+        /* a temporary file an analysis killed mid-write left behind, an hour old */
+        if (!strncmp(de->d_name, ".tmp.", 5) &&
+            !fstatat(c->dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) && S_ISREG(st.st_mode) &&
+            st.st_mtim.tv_sec < now.tv_sec - 3600) {
+            unlinkat(c->dirfd, de->d_name, 0);
+            continue;
+        }
         if (l < 7 || l >= sizeof(v->name) || strcmp(de->d_name + l - 6, ".debug") ||
             fstatat(c->dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode))
             continue;

@@ -17,7 +17,7 @@
 #              inflates it, the copy is stored from libdw's sections, and read on the next analysis
 #   debuginfod a module without any debug file (libstdc++) does not make libdw load libdebuginfod
 #   bounded    with more than 512 MiB in the cache (a sparse file), storing a file removes the
-#              least recently used ones
+#              least recently used ones, and temporary files over an hour old
 source "$(dirname "$0")/../lib.sh"
 PY=${CP_PYTHON:-/usr/bin/python3}
 cp_setup
@@ -159,7 +159,12 @@ check "cxx: libdebuginfod was never loaded (strace)" bash -c "! grep -q 'libdebu
 rm -f "$F"
 truncate -s 600M "$D/debuginfo/00.debug"
 touch -d '2001-01-01' "$D/debuginfo/00.debug"
+echo partial > "$D/debuginfo/.tmp.1.00.debug"
+touch -d '2001-01-01' "$D/debuginfo/.tmp.1.00.debug"
+echo partial > "$D/debuginfo/.tmp.2.00.debug" # fresh: maybe another analysis writing it
 check "bounded: analyze exits 0" [ "$(run "$T/bound.json")" = 0 ]
 check "bounded: the least recently used file (600 MiB, 2001) was removed" [ ! -e "$D/debuginfo/00.debug" ]
 check "bounded: libc's file was stored" [ -f "$F" ]
+check "bounded: a temporary file an hour old was removed, a fresh one kept" \
+    bash -c "[ ! -e '$D/debuginfo/.tmp.1.00.debug' ] && [ -e '$D/debuginfo/.tmp.2.00.debug' ]"
 finish
