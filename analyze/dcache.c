@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -380,6 +381,8 @@ int dcache_store(struct dcache *c, Elf *debug, const unsigned char *id, size_t l
 /* A decompressed section's size is capped: a debug file is a local file, but a lying header must
  * not make us allocate what it asks. */
 #define MAX_SECTION (1ull << 31)
+#define MAX_TOTAL (8ull << 30)
+#define HUGE ((size_t)2 << 20)
 
 int dcache_fill(struct dcache *c, int fd, const unsigned char *id, size_t len, const char *origin)
 {
@@ -398,6 +401,34 @@ int dcache_fill(struct dcache *c, int fd, const unsigned char *id, size_t len, c
     struct libdeflate_decompressor *dd = libdeflate_alloc_decompressor();
     int rc = n > 0 && (size_t)n == len && !memcmp(got, id, len) && r && dd ? 0 : -1;
     size_t hdr = gelf_getclass(e) == ELFCLASS32 ? sizeof(Elf32_Chdr) : sizeof(Elf64_Chdr);
+    /* one region for all decompressed sections, in transparent huge pages where the kernel
+     * allows (madvise): ~10 MiB written at once costs thousands of page faults otherwise */
+    uint64_t total = 0;
+    for (size_t i = 1; !rc && i < shnum; i++) {
+        Elf_Scn *scn = elf_getscn(e, i);
+        GElf_Shdr sh;
+        GElf_Chdr ch;
+        if (scn && gelf_getshdr(scn, &sh) && (sh.sh_flags & SHF_COMPRESSED) &&
+            sh.sh_type != SHT_NOBITS && gelf_getchdr(scn, &ch)) {
+            if (ch.ch_size > MAX_SECTION || total > MAX_TOTAL) {
+                rc = -1;
+                break;
+            }
+            total += (ch.ch_size + 63) & ~(uint64_t)63;
+        }
+    }
+    size_t maplen = rc || !total ? 0 : (size_t)((total + HUGE - 1) & ~(uint64_t)(HUGE - 1)) + HUGE;
+    unsigned char *map = maplen ? mmap(NULL, maplen, PROT_READ | PROT_WRITE,
+                                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
+                                : NULL;
+    if (map == MAP_FAILED) {
+        map = NULL;
+        rc = -1;
+    }
+    unsigned char *next = map ? (unsigned char *)(((uintptr_t)map + HUGE - 1) & ~(uintptr_t)(HUGE - 1))
+                              : NULL;
+    if (next)
+        madvise(next, maplen - HUGE, MADV_HUGEPAGE);
     for (size_t i = 1; !rc && i < shnum; i++) {
         Elf_Scn *scn = elf_getscn(e, i);
         GElf_Shdr sh;
@@ -412,21 +443,23 @@ int dcache_fill(struct dcache *c, int fd, const unsigned char *id, size_t len, c
         size_t out = 0;
         /* zlib only (what Debian's debug files use); anything else: not cached this way */
         if (!gelf_getchdr(scn, &ch) || ch.ch_type != ELFCOMPRESS_ZLIB || !raw || !raw->d_buf ||
-            raw->d_size <= hdr || ch.ch_size > MAX_SECTION ||
-            !(r[i].buf = malloc(ch.ch_size ? ch.ch_size : 1)) ||
+            raw->d_size <= hdr || !next ||
+            (uint64_t)(next - map) + ch.ch_size > maplen ||
             libdeflate_zlib_decompress(dd, (const char *)raw->d_buf + hdr, raw->d_size - hdr,
-                                       r[i].buf, ch.ch_size, &out) != LIBDEFLATE_SUCCESS ||
+                                       next, ch.ch_size, &out) != LIBDEFLATE_SUCCESS ||
             out != ch.ch_size) {
             rc = -1;
             break;
         }
+        r[i].buf = next;
         r[i].size = ch.ch_size;
         r[i].align = ch.ch_addralign;
+        next += (ch.ch_size + 63) & ~(uint64_t)63;
     }
     if (!rc)
         rc = publish(c, e, id, len, origin, r);
-    for (size_t i = 0; r && i < shnum; i++)
-        free(r[i].buf);
+    if (map)
+        munmap(map, maplen);
     free(r);
     libdeflate_free_decompressor(dd);
     elf_end(e);
