@@ -802,22 +802,32 @@ static int parse_args(struct analyze_args *A, int argc, char **argv)
     return -1;
 }
 
-/* Runs the native analysis and merges it into r. Returns 1 when it did not complete. */
-static int add_native(struct bundle *b, cJSON *r, struct analyze_args *A)
+/* Starts the native analysis's child (it needs only the manifest's tid and comm from r), so the
+ * evidence is decoded while it runs. NULL when there is no core (or no memory). */
+static struct native_job *start_native(struct bundle *b, cJSON *r, struct analyze_args *A)
 {
-    if (!bundle_find(b, "core")) {
-        report_native_skipped(r, "no core in this bundle (a metadata-only capture)");
-        stacks_annotate(r, NULL, &text_ops);
-        return 0;
-    }
+    if (!bundle_find(b, "core"))
+        return NULL;
     const cJSON *tid = cp_jpath(r, "process.crashed_tid");
     A->native.manifest_tid = cJSON_IsNumber(tid) && tid->valuedouble > 0 &&
                                      tid->valuedouble < 2147483648.0
                                  ? (int32_t)tid->valuedouble
                                  : 0;
     A->native.comm = gstr(r, "process.comm");
+    return native_start(b, &A->native);
+}
+
+/* Collects the native analysis started by start_native and merges it into r. Returns 1 when it
+ * did not complete. */
+static int add_native(struct bundle *b, cJSON *r, struct analyze_args *A, struct native_job *nj)
+{
+    if (!bundle_find(b, "core")) {
+        report_native_skipped(r, "no core in this bundle (a metadata-only capture)");
+        stacks_annotate(r, NULL, &text_ops);
+        return 0;
+    }
     int failed = 0;
-    cJSON *nat = native_run(b, &A->native, &failed);
+    cJSON *nat = nj ? native_finish(nj, &failed) : NULL;
     cJSON *sinfo = NULL; /* stacks.json: the crashed host's analysis, used where binaries lack */
     if (nat)
         nat = stacks_apply(b, nat, A->no_stacks, &failed, &sinfo);
@@ -859,12 +869,17 @@ int cmd_analyze(int argc, char **argv)
     }
     cJSON *r = build_report(b, A.path);
     int complete = bundle_complete(b);
+    /* the child unwinds while this process decodes the evidence */
+    struct native_job *nj = r && !A.members_only ? start_native(b, r, &A) : NULL;
     if (r && !A.members_only) {
         char everr[1024] = "";
         if (evidence_add(r, b, everr, sizeof(everr)))
             cJSON_AddStringToObject(r, "evidence_error", everr);
     }
-    int native_failed = r && !A.members_only ? add_native(b, r, &A) : 0;
+    /* and loads the rule base, which the last step needs */
+    char derr[512] = "";
+    struct rulebase *rb = r && !A.members_only ? diagnose_open(A.db, derr, sizeof(derr)) : NULL;
+    int native_failed = r && !A.members_only ? add_native(b, r, &A, nj) : 0;
     if (r && !A.members_only)
         hang_analyze(b, r); /* after the frames: threads[].hang_state, hang.deadlocks */
     if (r && !A.members_only) /* after hang: a snap's kind is "hang"; failures in signature_info.error */
@@ -880,8 +895,7 @@ int cmd_analyze(int argc, char **argv)
         fputc('\n', stderr);
     }
     /* last step: the rule base reads every field the analysis filled in */
-    char derr[512] = "";
-    if (!A.members_only && diagnose(r, A.db, derr, sizeof(derr)) < 0) {
+    if (!A.members_only && diagnose_with(r, rb, derr, sizeof(derr)) < 0) {
         fprintf(stderr, "crashpack analyze: diagnosis: ");
         put_safe(stderr, derr);
         fputc('\n', stderr);

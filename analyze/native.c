@@ -662,22 +662,51 @@ static int run_in_process(struct job *j, char **out, size_t *len, char *status, 
     return rc ? 1 : 0;
 }
 
+struct native_job {
+    struct job j;
+    struct sandbox_child *h; /* NULL: in-process, or the child could not be started */
+    int start_failed;
+    char status[512];
+};
+
+struct native_job *native_start(struct bundle *b, const struct native_opts *o)
+{
+    struct native_job *n = calloc(1, sizeof(*n));
+    if (!n)
+        return NULL;
+    n->j.b = b;
+    n->j.o = *o;
+    if (!o->in_process) {
+        struct sandbox_limits l = {
+            .cpu_s = o->cpu_s ? o->cpu_s : DEFAULT_CPU_S,
+            .wall_s = o->wall_s ? o->wall_s : DEFAULT_WALL_S,
+            .as_bytes = o->as_bytes ? o->as_bytes : DEFAULT_AS,
+            .max_output = MAX_OUTPUT,
+        };
+        n->h = sandbox_start(child_main, &n->j, &l, n->status, sizeof(n->status));
+        n->start_failed = !n->h;
+    }
+    return n;
+}
+
 cJSON *native_run(struct bundle *b, const struct native_opts *o, int *failed)
 {
-    struct job j = {.b = b, .o = *o};
-    struct sandbox_limits l = {
-        .cpu_s = o->cpu_s ? o->cpu_s : DEFAULT_CPU_S,
-        .wall_s = o->wall_s ? o->wall_s : DEFAULT_WALL_S,
-        .as_bytes = o->as_bytes ? o->as_bytes : DEFAULT_AS,
-        .max_output = MAX_OUTPUT,
-    };
-    char *out = NULL, status[512] = "";
-    size_t len = 0;
-    int rc = o->in_process ? run_in_process(&j, &out, &len, status, sizeof(status))
-                           : sandbox_run(child_main, &j, &l, &out, &len, status, sizeof(status));
+    struct native_job *n = native_start(b, o);
+    return n ? native_finish(n, failed) : NULL;
+}
+
+cJSON *native_finish(struct native_job *n, int *failed)
+{
+    const struct native_opts *o = &n->j.o;
+    char *out = NULL, *status = n->status;
+    size_t len = 0, slen = sizeof(n->status);
+    int rc = o->in_process   ? run_in_process(&n->j, &out, &len, status, slen)
+             : n->start_failed ? -1
+                               : sandbox_finish(n->h, &out, &len, status, slen);
     cJSON *r = empty_result(o);
     if (!r) {
         free(out);
+        free(n);
         return NULL;
     }
     int ended = rc >= 0 && out ? assemble(r, out, len) : 0;
@@ -697,5 +726,6 @@ cJSON *native_run(struct bundle *b, const struct native_opts *o, int *failed)
     if (!ok)
         set_error(r, rc < 0 ? "could not be started" : status, ended);
     *failed = !ok;
+    free(n);
     return r;
 }

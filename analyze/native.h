@@ -53,4 +53,12 @@ struct native_opts {
  * did not complete (the object says why in "error"), else 0. */
 cJSON *native_run(struct bundle *b, const struct native_opts *o, int *failed);
 
+/* native_run() in two steps, so the caller can work while the child runs: native_start() forks
+ * the child (NULL when out of memory; a fork failure shows in native_finish's result), and
+ * native_finish() collects and assembles as native_run() and frees the job. `b` and the strings
+ * in `o` must live until native_finish(). With in_process the work happens in native_finish(). */
+struct native_job;
+struct native_job *native_start(struct bundle *b, const struct native_opts *o);
+cJSON *native_finish(struct native_job *n, int *failed);
+
 #endif

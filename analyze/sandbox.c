@@ -87,10 +87,10 @@ static int drain(struct sink *s, int fd)
     return 0;
 }
 
-/* Reads until EOF or the deadline. Returns 1 when the deadline passed. */
-static int collect(struct sink *s, int fd, unsigned wall_s)
+/* Reads until EOF or the deadline (CLOCK_MONOTONIC seconds, 0: none). Returns 1 when the deadline
+ * passed. */
+static int collect(struct sink *s, int fd, double deadline)
 {
-    double deadline = wall_s ? now() + wall_s : 0;
     for (;;) {
         int wait_ms = -1;
         if (deadline) {
@@ -127,36 +127,61 @@ static void describe(int st, int timed_out, const struct sink *s, const struct s
         cp_errmsg(status, statuslen, "completed");
 }
 
-int sandbox_run(sandbox_fn fn, void *arg, const struct sandbox_limits *l, char **out,
-                size_t *outlen, char *status, size_t statuslen)
+struct sandbox_child {
+    pid_t pid;
+    int fd;
+    double deadline; /* 0: none */
+    struct sandbox_limits l;
+};
+
+struct sandbox_child *sandbox_start(sandbox_fn fn, void *arg, const struct sandbox_limits *l,
+                                    char *status, size_t statuslen)
 {
+    struct sandbox_child *h = calloc(1, sizeof(*h));
     int p[2];
-    *out = NULL;
-    *outlen = 0;
+    if (!h) {
+        cp_errmsg(status, statuslen, "out of memory");
+        return NULL;
+    }
     if (pipe2(p, O_CLOEXEC)) {
         cp_errmsg(status, statuslen, "pipe: %s", strerror(errno));
-        return -1;
+        free(h);
+        return NULL;
     }
     fflush(NULL);
+    h->l = *l;
+    h->deadline = l->wall_s ? now() + l->wall_s : 0;
     pid_t pid = fork();
     if (pid < 0) {
         cp_errmsg(status, statuslen, "fork: %s", strerror(errno));
         close(p[0]);
         close(p[1]);
-        return -1;
+        free(h);
+        return NULL;
     }
     if (pid == 0) {
         close(p[0]);
         child(fn, arg, l, p[1]);
     }
     close(p[1]);
+    h->pid = pid;
+    h->fd = p[0];
+    return h;
+}
+
+int sandbox_finish(struct sandbox_child *h, char **out, size_t *outlen, char *status,
+                   size_t statuslen)
+{
+    *out = NULL;
+    *outlen = 0;
+    const struct sandbox_limits *l = &h->l;
     struct sink s = {.max = l->max_output ? l->max_output : (256u << 20)};
-    int timed_out = collect(&s, p[0], l->wall_s);
+    int timed_out = collect(&s, h->fd, h->deadline);
     if (timed_out || s.overflow)
-        kill(pid, SIGKILL);
-    close(p[0]);
+        kill(h->pid, SIGKILL);
+    close(h->fd);
     int st = 0;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+    while (waitpid(h->pid, &st, 0) < 0 && errno == EINTR)
         ;
     describe(st, timed_out, &s, l, status, statuslen);
     if (!s.buf)
@@ -165,5 +190,15 @@ int sandbox_run(sandbox_fn fn, void *arg, const struct sandbox_limits *l, char *
         s.buf[s.len] = 0;
     *out = s.buf;
     *outlen = s.len;
+    free(h);
     return !timed_out && !s.overflow && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
+}
+
+int sandbox_run(sandbox_fn fn, void *arg, const struct sandbox_limits *l, char **out,
+                size_t *outlen, char *status, size_t statuslen)
+{
+    *out = NULL;
+    *outlen = 0;
+    struct sandbox_child *h = sandbox_start(fn, arg, l, status, statuslen);
+    return h ? sandbox_finish(h, out, outlen, status, statuslen) : -1;
 }

@@ -32,4 +32,14 @@ typedef int (*sandbox_fn)(void *arg, int out_fd);
 int sandbox_run(sandbox_fn fn, void *arg, const struct sandbox_limits *l, char **out,
                 size_t *outlen, char *status, size_t statuslen);
 
+/* The same in two steps, so the caller can work while the child runs: sandbox_start() forks
+ * (the limits and the wall-clock deadline start now) and returns a handle, or NULL with `status`
+ * saying why; sandbox_finish() collects, waits, frees the handle and returns as sandbox_run().
+ * The child's output waits in the pipe meanwhile (it blocks when the pipe is full). */
+struct sandbox_child;
+struct sandbox_child *sandbox_start(sandbox_fn fn, void *arg, const struct sandbox_limits *l,
+                                    char *status, size_t statuslen);
+int sandbox_finish(struct sandbox_child *h, char **out, size_t *outlen, char *status,
+                   size_t statuslen);
+
 #endif

@@ -113,17 +113,30 @@ int rules_diagnose(struct rulebase *rb, cJSON *report, char *err, size_t errlen)
     return n;
 }
 
-int diagnose(cJSON *report, const char *dbpath_or_NULL, char *err, size_t errlen)
+struct rulebase *diagnose_open(const char *dbpath_or_NULL, char *err, size_t errlen)
 {
     char kb[PATH_MAX];
     const char *path = dbpath_or_NULL ? dbpath_or_NULL : kb_default_path(kb, sizeof(kb));
     struct rulebase *rb = NULL;
+    if (rulebase_open(NULL, path, &rb, err, errlen))
+        return NULL;
+    return rb;
+}
+
+int diagnose(cJSON *report, const char *dbpath_or_NULL, char *err, size_t errlen)
+{
+    struct rulebase *rb = diagnose_open(dbpath_or_NULL, err, errlen);
+    return diagnose_with(report, rb, err, errlen);
+}
+
+int diagnose_with(cJSON *report, struct rulebase *rb, char *err, size_t errlen)
+{
     cJSON_DeleteItemFromObjectCaseSensitive(report, "diagnosis_info");
     cJSON *info = cJSON_AddObjectToObject(report, "diagnosis_info");
-    if (rulebase_open(NULL, path, &rb, err, errlen)) {
+    if (!rb) {
         cJSON_DeleteItemFromObjectCaseSensitive(report, "diagnoses");
         cJSON_AddArrayToObject(report, "diagnoses");
-        cJSON_AddStringToObject(info, "error", err ? err : "cannot open the rule base");
+        cJSON_AddStringToObject(info, "error", err && err[0] ? err : "cannot open the rule base");
         return -1;
     }
     cJSON *all = rulebase_rules(rb, NULL, 0), *r;

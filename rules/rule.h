@@ -64,6 +64,11 @@ int rules_diagnose(struct rulebase *rb, cJSON *report, char *err, size_t errlen)
  * at $CRASHPACK_DB / the default location when dbpath is NULL and that file exists) and diagnoses
  * the report. Also records report.diagnosis_info {rules, user_rules, error}. Returns as above. */
 int diagnose(cJSON *report, const char *dbpath_or_NULL, char *err, size_t errlen);
+/* diagnose() in two steps (the rule base can be loaded while something else runs):
+ * diagnose_open() loads the built-in and user rules (NULL with err set when it cannot);
+ * diagnose_with() does the rest with that (NULL: records err as diagnose() would) and closes it. */
+struct rulebase *diagnose_open(const char *dbpath_or_NULL, char *err, size_t errlen);
+int diagnose_with(cJSON *report, struct rulebase *rb, char *err, size_t errlen);
 
 /* The text section for `crashpack analyze`: ranked diagnoses with evidence and actions, or a plain
  * "no known failure pattern matched" with the signature. put() prints untrusted text safely. */
