@@ -1063,6 +1063,20 @@ static const unsigned char *frame_data(struct bundle *b, const struct bundle_mem
     return s->dbuf;
 }
 
+/* The index of the first frame of m that ends after tar offset pos (nframes when none). */
+static size_t first_frame_after(const struct bundle_member *m, uint64_t pos)
+{
+    size_t lo = 0, hi = m->nframes;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (m->frames[mid].tar_offset + m->frames[mid].size <= pos)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 static int member_of(const struct bundle *b, const struct bundle_member *m)
 {
     return b->nmembers && m >= b->members && m < b->members + b->nmembers;
@@ -1089,16 +1103,7 @@ int bundle_read(struct bundle *b, const struct bundle_member *m, uint64_t offset
                                                    : want;
     uint64_t pos = m->data + offset, end = pos + take;
 
-    /* the first frame that ends after pos */
-    size_t lo = 0, hi = m->nframes;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (m->frames[mid].tar_offset + m->frames[mid].size <= pos)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    for (size_t i = lo; pos < end; i++) {
+    for (size_t i = first_frame_after(m, pos); pos < end; i++) {
         const struct bundle_frame *f = i < m->nframes ? &m->frames[i] : NULL;
         if (!f || f->tar_offset > pos) {
             SETERR(b, "member `%s`: no frame holds tar offset %llu", m->name,
@@ -1127,14 +1132,7 @@ int bundle_frame_span(const struct bundle_member *m, uint64_t offset, uint64_t *
     if (!m || offset >= m->size || m->data > UINT64_MAX - offset)
         return -1;
     uint64_t pos = m->data + offset;
-    size_t a = 0, z = m->nframes;
-    while (a < z) {
-        size_t mid = a + (z - a) / 2;
-        if (m->frames[mid].tar_offset + m->frames[mid].size <= pos)
-            a = mid + 1;
-        else
-            z = mid;
-    }
+    size_t a = first_frame_after(m, pos);
     if (a == m->nframes || m->frames[a].tar_offset > pos)
         return -1;
     const struct bundle_frame *f = &m->frames[a];
