@@ -728,24 +728,20 @@ static int open_headers(struct core *c, char *err, size_t errlen)
     return CORE_OK;
 }
 
-int core_open(struct bundle *b, const char *member, struct core **out, char *err, size_t errlen)
+static struct core *new_core(char *err, size_t errlen)
 {
-    *out = NULL;
-    elf_version(EV_CURRENT);
-    const struct bundle_member *m = bundle_find(b, member);
-    if (!m) {
-        cp_errmsg(err, errlen, "the bundle has no `%s` member (a metadata-only capture?)", member);
-        return CORE_EFORMAT;
-    }
     struct core *c = calloc(1, sizeof(*c));
     if (!c || !(c->cache = calloc(1, sizeof(*c->cache)))) {
         free(c);
         cp_errmsg(err, errlen, "out of memory");
-        return CORE_ENOMEM;
+        return NULL;
     }
-    c->b = b;
-    c->m = m;
-    c->size = m->size;
+    return c;
+}
+
+/* Headers, PT_LOAD table and notes of a new core (its bytes set up); on error c is closed. */
+static int parse_all(struct core *c, char *err, size_t errlen)
+{
     int rc = open_headers(c, err, errlen);
     if (!rc && (rc = load_segments(c)))
         cp_errmsg(err, errlen, "cannot read the core's program headers: %s", elf_errmsg(-1));
@@ -757,6 +753,27 @@ int core_open(struct bundle *b, const char *member, struct core **out, char *err
     }
     if (!c->nthreads)
         warn(c, "the core has no readable NT_PRSTATUS note: no thread to unwind");
+    return CORE_OK;
+}
+
+int core_open(struct bundle *b, const char *member, struct core **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    elf_version(EV_CURRENT);
+    const struct bundle_member *m = bundle_find(b, member);
+    if (!m) {
+        cp_errmsg(err, errlen, "the bundle has no `%s` member (a metadata-only capture?)", member);
+        return CORE_EFORMAT;
+    }
+    struct core *c = new_core(err, errlen);
+    if (!c)
+        return CORE_ENOMEM;
+    c->b = b;
+    c->m = m;
+    c->size = m->size;
+    int rc = parse_all(c, err, errlen);
+    if (rc)
+        return rc;
     if (m->truncated)
         warn(c, "the core member is cut short in this bundle: some memory is missing");
     *out = c;
@@ -767,26 +784,15 @@ int core_open_mem(const void *buf, size_t len, struct core **out, char *err, siz
 {
     *out = NULL;
     elf_version(EV_CURRENT);
-    struct core *c = calloc(1, sizeof(*c));
-    if (!c || !(c->cache = calloc(1, sizeof(*c->cache)))) {
-        free(c);
-        cp_errmsg(err, errlen, "out of memory");
+    struct core *c = new_core(err, errlen);
+    if (!c)
         return CORE_ENOMEM;
-    }
     static const unsigned char empty[1];
     c->mem = len ? buf : empty;
     c->size = len;
-    int rc = open_headers(c, err, errlen);
-    if (!rc && (rc = load_segments(c)))
-        cp_errmsg(err, errlen, "cannot read the core's program headers: %s", elf_errmsg(-1));
-    if (!rc && (rc = parse_notes(c)))
-        cp_errmsg(err, errlen, "cannot read the core's notes: %s", core_strerror(rc));
-    if (rc) {
-        core_close(c);
+    int rc = parse_all(c, err, errlen);
+    if (rc)
         return rc;
-    }
-    if (!c->nthreads)
-        warn(c, "the core has no readable NT_PRSTATUS note: no thread to unwind");
     *out = c;
     return CORE_OK;
 }

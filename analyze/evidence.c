@@ -1,6 +1,7 @@
 /* evidence.c - decoding the bundle's GPU / kernel-log / log / checkpoint evidence into the report
  * (see evidence.h and docs/evidence.md). */
 #include "evidence.h"
+#include "jpath.h"
 
 #include "checkpoint.h"
 #include "errmsg.h"
@@ -98,23 +99,12 @@ static void add_s(cJSON *o, const char *key, const char *v)
     cJSON_AddItemToObject(o, key, v ? cstr(v) : cJSON_CreateNull());
 }
 
-/* Replaces (or adds) key in o. */
-static void put(cJSON *o, const char *key, cJSON *v)
-{
-    if (!v)
-        return;
-    if (item(o, key))
-        cJSON_ReplaceItemInObjectCaseSensitive(o, key, v);
-    else
-        cJSON_AddItemToObject(o, key, v);
-}
-
 static cJSON *obj(cJSON *r, const char *key)
 {
     cJSON *o = cJSON_GetObjectItemCaseSensitive(r, key);
     if (!cJSON_IsObject(o)) {
         o = cJSON_CreateObject();
-        put(r, key, o);
+        cp_json_set(r, key, o);
     }
     return o;
 }
@@ -184,8 +174,8 @@ static void add_smi(cJSON *r, struct bundle *b, double pid, int have_pid, struct
         cp_errmsg(err, sizeof(err), "absent: the bundle has no nvidia-smi output");
     }
     if (!smi) {
-        put(gpu, "nvidia_smi", cJSON_CreateNull());
-        put(gpu, "nvidia_smi_error", cstr(err));
+        cp_json_set(gpu, "nvidia_smi", cJSON_CreateNull());
+        cp_json_set(gpu, "nvidia_smi_error", cstr(err));
         return;
     }
     /* own: the GPUs running this pid (nvidia-smi's processes) or open by it (gpu.json) */
@@ -209,8 +199,8 @@ static void add_smi(cJSON *r, struct bundle *b, double pid, int have_pid, struct
             mine = 1;
         cJSON_ReplaceItemInObjectCaseSensitive(g, "own", cJSON_CreateBool(mine));
     }
-    put(gpu, "nvidia_smi", smi);
-    put(gpu, "nvidia_smi_error", cJSON_CreateNull());
+    cp_json_set(gpu, "nvidia_smi", smi);
+    cp_json_set(gpu, "nvidia_smi_error", cJSON_CreateNull());
 }
 
 /* ---- kernel log and Xids ---- */
@@ -305,18 +295,18 @@ static void add_kmsg(cJSON *r, struct bundle *b, const cJSON *cat, double pid, i
 {
     cJSON *kl = obj(r, "kernel_log");
     cJSON *lines = cJSON_CreateArray();
-    put(kl, "lines", lines);
+    cp_json_set(kl, "lines", lines);
     cJSON *gpu = obj(r, "gpu");
     cJSON *xids = cJSON_CreateArray();
     cJSON *k = read_json_member(b, "kmsg.json");
     if (!k) {
-        put(kl, "error", cJSON_CreateString(bundle_find(b, "kmsg.json")
+        cp_json_set(kl, "error", cJSON_CreateString(bundle_find(b, "kmsg.json")
                                                 ? "kmsg.json unreadable"
                                                 : "absent: the bundle has no kmsg.json"));
-        put(gpu, "xid", xids);
+        cp_json_set(gpu, "xid", xids);
         return;
     }
-    put(kl, "error", cJSON_CreateNull());
+    cp_json_set(kl, "error", cJSON_CreateNull());
     const cJSON *l;
     struct xid_ctx ctx;
     memset(&ctx, 0, sizeof(ctx));
@@ -383,7 +373,7 @@ static void add_kmsg(cJSON *r, struct bundle *b, const cJSON *cat, double pid, i
     }
     cJSON *x;
     cJSON_ArrayForEach(x, xids) cJSON_DeleteItemFromObjectCaseSensitive(x, "_seq");
-    put(gpu, "xid", xids);
+    cp_json_set(gpu, "xid", xids);
 }
 
 /* ---- log tails ---- */
@@ -393,8 +383,8 @@ static void add_logs(cJSON *r, struct bundle *b, const struct logerr_set *pats)
     cJSON *log = obj(r, "log");
     cJSON *errs = cJSON_CreateArray();
     cJSON *srcs = cJSON_CreateArray();
-    put(log, "errors", errs);
-    put(log, "sources", srcs);
+    cp_json_set(log, "errors", errs);
+    cp_json_set(log, "sources", srcs);
     size_t total = 0;
     for (size_t i = 0; i < bundle_member_count(b); i++) {
         const struct bundle_member *m = bundle_member(b, i);
@@ -431,7 +421,7 @@ static void add_logs(cJSON *r, struct bundle *b, const struct logerr_set *pats)
         }
     }
     cJSON_Delete(te);
-    put(log, "errors_total", cJSON_CreateNumber((double)total));
+    cp_json_set(log, "errors_total", cJSON_CreateNumber((double)total));
 }
 
 /* ---- checkpoint ---- */
@@ -441,7 +431,7 @@ static void copy_field(cJSON *to, const char *k, const cJSON *from)
 {
     const cJSON *v = item(from, k);
     if (cJSON_IsNumber(v))
-        put(to, k, cJSON_CreateNumber(v->valuedouble));
+        cp_json_set(to, k, cJSON_CreateNumber(v->valuedouble));
 }
 
 /* The verdict file's stat fields equal this stat: same file, unchanged. */
@@ -460,7 +450,7 @@ static int same_file(const cJSON *v, const struct stat *st)
 static void add_checkpoint(cJSON *r, struct bundle *b)
 {
     cJSON *ck = cJSON_CreateObject();
-    put(r, "checkpoint", ck);
+    cp_json_set(r, "checkpoint", ck);
     cJSON *found = read_json_member(b, "checkpoint.json");
     cJSON *v = read_json_member(b, "checkpoint-verdict.json");
     const char *path = sget(v, "path");
@@ -569,7 +559,7 @@ static void add_env(cJSON *r, struct bundle *b)
             cJSON_AddItemToObject(env, k, cstr(e->valuestring));
         free(k);
     }
-    put(proc, "env", env);
+    cp_json_set(proc, "env", env);
     const cJSON *names = item(j, "names_only");
     if (cJSON_IsArray(names))
     {
@@ -580,7 +570,7 @@ static void add_env(cJSON *r, struct bundle *b)
             if (cJSON_IsString(nm))
                 cJSON_AddItemToArray(arr, cstr(nm->valuestring));
         }
-        put(proc, "env_names_only", arr);
+        cp_json_set(proc, "env_names_only", arr);
     }
     cJSON_Delete(j);
 }

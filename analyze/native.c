@@ -15,6 +15,7 @@
  */
 #include "util.h" /* write_all */
 #include "native.h"
+#include "jpath.h"
 
 #include "bundle.h"
 #include "cause.h"
@@ -516,21 +517,6 @@ static int child_main(void *arg, int fd)
 
 /* ---- parent: assembling the lines ---- */
 
-/* Sets r[key] = v. The key is copied first: it may be v's own name, which cJSON frees. */
-static void replace(cJSON *r, const char *key, cJSON *v)
-{
-    char *k = strdup(key);
-    if (!k) {
-        cJSON_Delete(v);
-        return;
-    }
-    if (cJSON_GetObjectItemCaseSensitive(r, k))
-        cJSON_ReplaceItemInObjectCaseSensitive(r, k, v);
-    else
-        cJSON_AddItemToObject(r, k, v);
-    free(k);
-}
-
 /* Moves every member of `from` except "t" into `to`. */
 static void move_members(cJSON *to, cJSON *from)
 {
@@ -539,7 +525,7 @@ static void move_members(cJSON *to, cJSON *from)
         cJSON *next = it->next;
         if (strcmp(it->string, "t")) {
             cJSON *v = cJSON_DetachItemViaPointer(from, it);
-            replace(to, v->string, v);
+            cp_json_set(to, v->string, v);
         }
         it = next;
     }
@@ -552,17 +538,17 @@ static void take_line(cJSON *r, cJSON *line, int *ended, double *dropped)
     if (!strcmp(type, "core")) {
         cJSON *u = cJSON_DetachItemFromObjectCaseSensitive(line, "unwinder");
         if (u)
-            replace(r, "unwinder", u);
+            cp_json_set(r, "unwinder", u);
         cJSON_DeleteItemFromObjectCaseSensitive(line, "t");
-        replace(r, "core", cJSON_Duplicate(line, 1));
+        cp_json_set(r, "core", cJSON_Duplicate(line, 1));
     } else if (!strcmp(type, "crash")) {
         cJSON *cause = cJSON_GetObjectItemCaseSensitive(r, "cause");
         cJSON *sum = cJSON_DetachItemFromObjectCaseSensitive(line, "summary");
         cJSON *so = cJSON_DetachItemFromObjectCaseSensitive(line, "stack_overflow");
         cJSON *sd = cJSON_DetachItemFromObjectCaseSensitive(line, "stack_overflow_detail");
-        replace(cause, "summary", sum ? sum : cJSON_CreateNull());
-        replace(cause, "stack_overflow", so ? so : cJSON_CreateFalse());
-        replace(cause, "stack_overflow_detail", sd ? sd : cJSON_CreateNull());
+        cp_json_set(cause, "summary", sum ? sum : cJSON_CreateNull());
+        cp_json_set(cause, "stack_overflow", so ? so : cJSON_CreateFalse());
+        cp_json_set(cause, "stack_overflow_detail", sd ? sd : cJSON_CreateNull());
         move_members(r, line);
     } else if (!strcmp(type, "cause")) {
         move_members(cJSON_GetObjectItemCaseSensitive(r, "cause"), line);
@@ -619,7 +605,7 @@ static int assemble(cJSON *r, char *out, size_t len)
         cJSON_Delete(line);
         p = nl + 1;
     }
-    replace(r, "frames_dropped", cJSON_CreateNumber(dropped));
+    cp_json_set(r, "frames_dropped", cJSON_CreateNumber(dropped));
     return ended;
 }
 
@@ -639,7 +625,7 @@ static void set_error(cJSON *r, const char *status, int ended)
                  status, done, count);
     else
         snprintf(buf, sizeof(buf), "the native analysis %s", status);
-    replace(r, "error", cJSON_CreateString(buf));
+    cp_json_set(r, "error", cJSON_CreateString(buf));
 }
 
 static int run_in_process(struct job *j, char **out, size_t *len, char *status, size_t slen)
@@ -722,7 +708,7 @@ cJSON *native_finish(struct native_job *n, int *failed)
         cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(r, "errors"), cJSON_CreateString(msg));
     }
     int ok = rc == 0 && ended && cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(r, "errors")) == 0;
-    replace(r, "complete", cJSON_CreateBool(ok));
+    cp_json_set(r, "complete", cJSON_CreateBool(ok));
     if (!ok)
         set_error(r, rc < 0 ? "could not be started" : status, ended);
     *failed = !ok;

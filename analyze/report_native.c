@@ -5,6 +5,7 @@
  * with many parked workers prints each distinct stack once.
  */
 #include "report_native.h"
+#include "jpath.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -28,24 +29,6 @@ static void clean_tree(cJSON *j, const struct report_text_ops *ops)
             clean_tree(it, ops);
         }
     }
-}
-
-/* Sets o[key] = v (null when v is NULL). The key is copied first: it may be v's own name, which
- * cJSON frees while replacing. */
-static void put_item(cJSON *o, const char *key, cJSON *v)
-{
-    char *k = strdup(key);
-    if (!v)
-        v = cJSON_CreateNull();
-    if (!k) {
-        cJSON_Delete(v);
-        return;
-    }
-    if (cJSON_GetObjectItemCaseSensitive(o, k))
-        cJSON_ReplaceItemInObjectCaseSensitive(o, k, v);
-    else
-        cJSON_AddItemToObject(o, k, v);
-    free(k);
 }
 
 static cJSON *take(cJSON *o, const char *key)
@@ -77,15 +60,15 @@ static cJSON *shape_thread(cJSON *t, const cJSON *threads_json)
     cJSON *o = cJSON_CreateObject();
     cJSON *tid = take(t, "tid"), *crashed = take(t, "crashed");
     const cJSON *info = cJSON_IsNumber(tid) ? thread_info(threads_json, tid->valuedouble) : NULL;
-    put_item(o, "tid", tid);
-    put_item(o, "name", str_or_null(info, "name"));
-    put_item(o, "crashed", crashed ? crashed : cJSON_CreateFalse());
-    put_item(o, "state", cJSON_IsTrue(crashed) ? cJSON_CreateString("crashed")
+    cp_json_set(o, "tid", tid);
+    cp_json_set(o, "name", str_or_null(info, "name"));
+    cp_json_set(o, "crashed", crashed ? crashed : cJSON_CreateFalse());
+    cp_json_set(o, "state", cJSON_IsTrue(crashed) ? cJSON_CreateString("crashed")
                                                : str_or_null(info, "state"));
-    put_item(o, "wchan", str_or_null(info, "wchan"));
+    cp_json_set(o, "wchan", str_or_null(info, "wchan"));
     while (t->child) {
         cJSON *v = cJSON_DetachItemViaPointer(t, t->child);
-        put_item(o, v->string, v);
+        cp_json_set(o, v->string, v);
     }
     cJSON_Delete(t);
     return o;
@@ -97,10 +80,10 @@ static void merge_process(cJSON *r, cJSON *nat)
     cJSON *tid = take(nat, "crashed_tid"), *src = take(nat, "crashed_tid_source");
     const cJSON *man_tid = cJSON_GetObjectItemCaseSensitive(p, "crashed_tid");
     if (cJSON_IsNumber(man_tid))
-        put_item(p, "manifest_tid", cJSON_CreateNumber(man_tid->valuedouble));
+        cp_json_set(p, "manifest_tid", cJSON_CreateNumber(man_tid->valuedouble));
     if (cJSON_IsNumber(tid)) {
-        put_item(p, "crashed_tid", tid);
-        put_item(p, "crashed_tid_source", src);
+        cp_json_set(p, "crashed_tid", tid);
+        cp_json_set(p, "crashed_tid_source", src);
     } else {
         cJSON_Delete(tid);
         cJSON_Delete(src);
@@ -111,14 +94,14 @@ static void merge_process(cJSON *r, cJSON *nat)
         return;
     }
     if (!cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(ps, "number"))) {
-        put_item(ps, "number", take(ns, "number"));
-        put_item(ps, "name", take(ns, "name"));
+        cp_json_set(ps, "number", take(ns, "number"));
+        cp_json_set(ps, "name", take(ns, "name"));
     }
     static const char *keys[] = {"code", "code_name", "code_text", "fault_address",
                                  "sender_pid", "sender_uid", "self_sent"};
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
         if (cJSON_GetObjectItemCaseSensitive(ns, keys[i]))
-            put_item(ps, keys[i], take(ns, keys[i]));
+            cp_json_set(ps, keys[i], take(ns, keys[i]));
     cJSON_Delete(ns);
 }
 
@@ -133,33 +116,33 @@ void report_native_merge(cJSON *r, cJSON *nat, const cJSON *threads_json,
                              shape_thread(cJSON_DetachItemViaPointer(threads, threads->child),
                                           threads_json));
     cJSON_Delete(threads);
-    put_item(r, "threads", shaped);
-    put_item(r, "unwinder", take(nat, "unwinder"));
-    put_item(r, "frames_dropped", take(nat, "frames_dropped"));
-    put_item(r, "cause", take(nat, "cause"));
-    put_item(r, "modules", take(nat, "modules"));
-    put_item(r, "python", take(nat, "python"));
+    cp_json_set(r, "threads", shaped);
+    cp_json_set(r, "unwinder", take(nat, "unwinder"));
+    cp_json_set(r, "frames_dropped", take(nat, "frames_dropped"));
+    cp_json_set(r, "cause", take(nat, "cause"));
+    cp_json_set(r, "modules", take(nat, "modules"));
+    cp_json_set(r, "python", take(nat, "python"));
     cJSON *a = cJSON_CreateObject();
-    put_item(a, "complete", take(nat, "complete"));
-    put_item(a, "error", take(nat, "error"));
-    put_item(a, "warnings", take(nat, "warnings"));
-    put_item(a, "core", take(nat, "core"));
-    put_item(r, "analysis", a);
+    cp_json_set(a, "complete", take(nat, "complete"));
+    cp_json_set(a, "error", take(nat, "error"));
+    cp_json_set(a, "warnings", take(nat, "warnings"));
+    cp_json_set(a, "core", take(nat, "core"));
+    cp_json_set(r, "analysis", a);
     cJSON_Delete(nat);
 }
 
 void report_native_skipped(cJSON *r, const char *reason)
 {
-    put_item(r, "unwinder", cJSON_CreateNull());
-    put_item(r, "frames_dropped", cJSON_CreateNumber(0));
-    put_item(r, "cause", cJSON_CreateNull());
-    put_item(r, "modules", cJSON_CreateArray());
+    cp_json_set(r, "unwinder", cJSON_CreateNull());
+    cp_json_set(r, "frames_dropped", cJSON_CreateNumber(0));
+    cp_json_set(r, "cause", cJSON_CreateNull());
+    cp_json_set(r, "modules", cJSON_CreateArray());
     cJSON *a = cJSON_CreateObject();
-    put_item(a, "complete", cJSON_CreateFalse());
-    put_item(a, "error", cJSON_CreateString(reason));
-    put_item(a, "warnings", cJSON_CreateArray());
-    put_item(a, "core", cJSON_CreateNull());
-    put_item(r, "analysis", a);
+    cp_json_set(a, "complete", cJSON_CreateFalse());
+    cp_json_set(a, "error", cJSON_CreateString(reason));
+    cp_json_set(a, "warnings", cJSON_CreateArray());
+    cp_json_set(a, "core", cJSON_CreateNull());
+    cp_json_set(r, "analysis", a);
 }
 
 /* ---- text ---- */

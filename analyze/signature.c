@@ -574,17 +574,6 @@ static void add_explain(cJSON *ex, int idx, const char *fn, const char *name, co
     cJSON_AddItemToArray(ex, o);
 }
 
-/* Sets o[key] = v, replacing an existing member in place. */
-static void put(cJSON *o, const char *key, cJSON *v)
-{
-    if (!v)
-        v = cJSON_CreateNull();
-    if (cJSON_GetObjectItemCaseSensitive(o, key))
-        cJSON_ReplaceItemInObjectCaseSensitive(o, key, v);
-    else
-        cJSON_AddItemToObject(o, key, v);
-}
-
 static cJSON *str_or_null(const char *s)
 {
     return s ? cJSON_CreateString(s) : cJSON_CreateNull();
@@ -605,7 +594,7 @@ int signature_compute(cJSON *report, const struct siglists *L, const char *lists
     cJSON_AddNumberToObject(info, "frame_limit", SIGNATURE_FRAMES);
     cJSON *frames = cJSON_AddArrayToObject(info, "frames");
     cJSON *normalized = cJSON_AddArrayToObject(info, "normalized");
-    put(report, "crash_kind", str_or_null(kind));
+    cp_json_set(report, "crash_kind", str_or_null(kind));
 
     const char *why = NULL;
     char whybuf[512];
@@ -622,9 +611,9 @@ int signature_compute(cJSON *report, const struct siglists *L, const char *lists
     }
     if (why) {
         cJSON_AddStringToObject(info, "error", why);
-        put(report, "signature", NULL);
-        put(report, "fingerprint", NULL);
-        put(report, "signature_info", info);
+        cp_json_set(report, "signature", NULL);
+        cp_json_set(report, "fingerprint", NULL);
+        cp_json_set(report, "signature_info", info);
         cp_errmsg(err, errlen, "%s", why);
         return -1;
     }
@@ -726,12 +715,12 @@ int signature_compute(cJSON *report, const struct siglists *L, const char *lists
     }
     char fp[17];
     snprintf(fp, sizeof(fp), "%016" PRIx64, xxh64_digest(&h));
-    put(report, "signature", cJSON_CreateString(sig));
-    put(report, "fingerprint", cJSON_CreateString(fp));
+    cp_json_set(report, "signature", cJSON_CreateString(sig));
+    cp_json_set(report, "fingerprint", cJSON_CreateString(fp));
     cJSON_AddNullToObject(info, "error");
     if (ex)
         cJSON_AddItemToObject(info, "explain", ex);
-    put(report, "signature_info", info);
+    cp_json_set(report, "signature_info", info);
     free(sig);
     return 0;
 }

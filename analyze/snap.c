@@ -8,6 +8,7 @@
 #include "config.h"
 #include "errmsg.h"
 #include "snap_core.h"
+#include "snap_python.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -36,19 +37,7 @@ static int sym_in_elf(const char *file, uint64_t base, uint64_t addr, char *out,
     int found = -1;
     GElf_Ehdr eh;
     if (e && gelf_getehdr(e, &eh)) {
-        uint64_t bias = 0;
-        if (eh.e_type == ET_DYN) {
-            size_t phn = 0;
-            elf_getphdrnum(e, &phn);
-            uint64_t minv = UINT64_MAX;
-            for (size_t i = 0; i < phn; i++) {
-                GElf_Phdr ph;
-                if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_LOAD && ph.p_vaddr < minv)
-                    minv = ph.p_vaddr;
-            }
-            bias = base - (minv == UINT64_MAX ? 0 : (minv & ~4095ULL));
-        }
-        uint64_t a = addr - bias;
+        uint64_t a = addr - snap_load_bias(e, base);
         for (int pass = 0; pass < 2 && found < 0; pass++) {
             Elf_Scn *scn = NULL;
             while ((scn = elf_nextscn(e, scn)) && found < 0) {

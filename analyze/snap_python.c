@@ -83,6 +83,22 @@ static int mem_read(void *ctx, uint64_t addr, void *buf, size_t len)
     return 0;
 }
 
+uint64_t snap_load_bias(Elf *e, uint64_t base)
+{
+    GElf_Ehdr eh;
+    if (!gelf_getehdr(e, &eh) || eh.e_type != ET_DYN)
+        return 0;
+    size_t phn = 0;
+    elf_getphdrnum(e, &phn);
+    uint64_t minv = UINT64_MAX;
+    for (size_t i = 0; i < phn; i++) {
+        GElf_Phdr ph;
+        if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_LOAD && ph.p_vaddr < minv)
+            minv = ph.p_vaddr;
+    }
+    return base - (minv == UINT64_MAX ? 0 : (minv & ~(PAGE - 1)));
+}
+
 int snap_python_pages(pid_t pid, int memfd, const char *module, uint64_t base, snap_page_fn page,
                       void *ctx)
 {
@@ -98,17 +114,7 @@ int snap_python_pages(pid_t pid, int memfd, const char *module, uint64_t base, s
     int rc = -1;
     if (e && gelf_getehdr(e, &eh)) {
         rc = 0;
-        if (eh.e_type == ET_DYN) {
-            size_t phn = 0;
-            elf_getphdrnum(e, &phn);
-            uint64_t minv = UINT64_MAX;
-            for (size_t i = 0; i < phn; i++) {
-                GElf_Phdr ph;
-                if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_LOAD && ph.p_vaddr < minv)
-                    minv = ph.p_vaddr;
-            }
-            bias = base - (minv == UINT64_MAX ? 0 : (minv & ~(PAGE - 1)));
-        }
+        bias = snap_load_bias(e, base);
         if (find_runtime(e, &runtime, &version))
             runtime = 0;
     }

@@ -8,6 +8,7 @@
  * core alone. Never prints or exits. */
 #ifndef CRASHPACK_SNAP_PYTHON_H
 #define CRASHPACK_SNAP_PYTHON_H
+#include <libelf.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -22,4 +23,8 @@ int snap_python_pages(pid_t pid, int memfd, const char *module, uint64_t base, s
 
 /* Whether path's base name looks like a CPython interpreter or libpython. */
 int snap_python_module(const char *path);
+
+/* The load bias of ELF file e mapped (from file offset 0) at base: 0 for ET_EXEC, else base minus
+ * the page of its lowest PT_LOAD vaddr. */
+uint64_t snap_load_bias(Elf *e, uint64_t base);
 #endif

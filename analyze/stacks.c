@@ -8,6 +8,7 @@
  * cmp holds the frame-by-frame comparison of the two analyses.
  */
 #include "stacks.h"
+#include "jpath.h"
 
 #include "bundle.h"
 
@@ -494,17 +495,6 @@ static cJSON *detach(cJSON *o, const char *key)
     return cJSON_DetachItemFromObjectCaseSensitive(o, key);
 }
 
-/* o[key] = v, replacing (v NULL: null) */
-static void put(cJSON *o, const char *key, cJSON *v)
-{
-    if (!v)
-        v = cJSON_CreateNull();
-    if (cJSON_GetObjectItemCaseSensitive(o, key))
-        cJSON_ReplaceItemInObjectCaseSensitive(o, key, v);
-    else
-        cJSON_AddItemToObject(o, key, v);
-}
-
 /* Cause details only stacks.json found (an abort message, an exception): copied into local. */
 static int fill_cause(cJSON *local, const cJSON *stacks)
 {
@@ -518,14 +508,14 @@ static int fill_cause(cJSON *local, const cJSON *stacks)
         for (size_t i = 0; i < 3; i++) {
             const cJSON *v = cJSON_GetObjectItemCaseSensitive(sc, k[i]);
             if (v)
-                put(lc, k[i], cJSON_Duplicate(v, 1));
+                cp_json_set(lc, k[i], cJSON_Duplicate(v, 1));
         }
         n++;
     }
     const cJSON *le = cJSON_GetObjectItemCaseSensitive(lc, "exception");
     const cJSON *se = cJSON_GetObjectItemCaseSensitive(sc, "exception");
     if (!cJSON_IsObject(le) && cJSON_IsObject(se)) {
-        put(lc, "exception", cJSON_Duplicate(se, 1));
+        cp_json_set(lc, "exception", cJSON_Duplicate(se, 1));
         n++;
     }
     return n;
@@ -536,11 +526,11 @@ static void add_doc(cJSON *info, const cJSON *doc)
     static const char *k[] = {"created", "created_utc", "uid", "gid", "binaries"};
     for (size_t i = 0; i < sizeof(k) / sizeof(k[0]); i++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(doc, k[i]);
-        put(info, k[i], v ? cJSON_Duplicate(v, 1) : NULL);
+        cp_json_set(info, k[i], v ? cJSON_Duplicate(v, 1) : NULL);
     }
     const cJSON *h = cJSON_GetObjectItemCaseSensitive(doc, "host");
     const char *hn = sget(h, "hostname");
-    put(info, "host", hn ? cJSON_CreateString(hn) : NULL);
+    cp_json_set(info, "host", hn ? cJSON_CreateString(hn) : NULL);
 }
 
 cJSON *stacks_choose(cJSON *local, cJSON *stacks, const cJSON *doc, cJSON **info)
@@ -664,9 +654,9 @@ cJSON *stacks_apply(struct bundle *b, cJSON *local, int no_stacks, int *failed, 
     if (no_stacks || !present) {
         cJSON *r = stacks_choose(local, NULL, NULL, info);
         if (*info) {
-            put(*info, "present", cJSON_CreateBool(present));
+            cp_json_set(*info, "present", cJSON_CreateBool(present));
             if (no_stacks && present)
-                put(*info, "ignored", cJSON_CreateString("--no-stacks"));
+                cp_json_set(*info, "ignored", cJSON_CreateString("--no-stacks"));
         }
         return r;
     }
@@ -678,9 +668,9 @@ cJSON *stacks_apply(struct bundle *b, cJSON *local, int no_stacks, int *failed, 
         if (*info) {
             char w[400];
             snprintf(w, sizeof(w), "stacks.json ignored: %s; the local analysis is shown", why);
-            put(*info, "present", cJSON_CreateBool(1));
-            put(*info, "error", cJSON_CreateString(why));
-            put(*info, "warning", cJSON_CreateString(w));
+            cp_json_set(*info, "present", cJSON_CreateBool(1));
+            cp_json_set(*info, "error", cJSON_CreateString(why));
+            cp_json_set(*info, "warning", cJSON_CreateString(w));
         }
         return r;
     }
@@ -690,7 +680,7 @@ cJSON *stacks_apply(struct bundle *b, cJSON *local, int no_stacks, int *failed, 
     if (cJSON_IsString(src) && !strcmp(src->valuestring, "stacks.json") && failed)
         *failed = !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "complete"));
     if (*info && cJSON_GetArraySize(warn) > 0)
-        put(*info, "warning", cJSON_Duplicate(cJSON_GetArrayItem(warn, 0), 1));
+        cp_json_set(*info, "warning", cJSON_Duplicate(cJSON_GetArrayItem(warn, 0), 1));
     cJSON_Delete(warn);
     return r;
 }
@@ -718,17 +708,17 @@ void stacks_annotate(cJSON *report, cJSON *info, const struct report_text_ops *o
         return;
     }
     if (!info) {
-        put(a, "source", NULL);
-        put(a, "stacks_json", NULL);
+        cp_json_set(a, "source", NULL);
+        cp_json_set(a, "stacks_json", NULL);
         return;
     }
     if (ops && ops->clean)
         clean_strings(info, ops);
-    put(a, "source", detach(info, "source"));
+    cp_json_set(a, "source", detach(info, "source"));
     cJSON *w = cJSON_GetObjectItemCaseSensitive(a, "warnings");
     if (!cJSON_IsArray(w)) {
         w = cJSON_CreateArray();
-        put(a, "warnings", w);
+        cp_json_set(a, "warnings", w);
     }
     static const char *lines[] = {"warning", "note", "disagreement"};
     for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
@@ -738,5 +728,5 @@ void stacks_annotate(cJSON *report, cJSON *info, const struct report_text_ops *o
     }
     if (!cJSON_GetObjectItemCaseSensitive(info, "warning"))
         cJSON_AddNullToObject(info, "warning");
-    put(a, "stacks_json", info);
+    cp_json_set(a, "stacks_json", info);
 }
