@@ -40,7 +40,7 @@ void dcache_close(struct dcache *c);
 int dcache_lookup(struct dcache *c, const unsigned char *id, size_t len, char **origin);
 
 /* Makes the cached copy of the debug file open on fd (its build-id must be `id`) by
- * decompressing its zlib sections with libdeflate (about 4 x faster than the zlib inflate libdw
+ * decompressing its zlib sections with libdeflate (several times faster than the zlib inflate libdw
  * would do). 0 on success (dcache_lookup() then finds it), -1 when nothing was stored. */
 int dcache_fill(struct dcache *c, int fd, const unsigned char *id, size_t len, const char *origin);
 
