@@ -417,7 +417,9 @@ int dcache_fill(struct dcache *c, int fd, const unsigned char *id, size_t len, c
             total += (ch.ch_size + 63) & ~(uint64_t)63;
         }
     }
-    size_t maplen = rc || !total ? 0 : (size_t)((total + HUGE - 1) & ~(uint64_t)(HUGE - 1)) + HUGE;
+    if (!total)
+        rc = -1; /* nothing compressed: nothing to gain from a copy */
+    size_t maplen = rc ? 0 : (size_t)((total + HUGE - 1) & ~(uint64_t)(HUGE - 1)) + HUGE;
     unsigned char *map = maplen ? mmap(NULL, maplen, PROT_READ | PROT_WRITE,
                                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
                                 : NULL;

@@ -39,8 +39,8 @@ void dcache_close(struct dcache *c);
  * success *origin is the path of the debug file it was made from (malloc()ed, the caller's). */
 int dcache_lookup(struct dcache *c, const unsigned char *id, size_t len, char **origin);
 
-/* Makes the cached copy of the debug file open on fd (its build-id must be `id`) by
- * decompressing its zlib sections with libdeflate (several times faster than the zlib inflate libdw
+/* Makes the cached copy of the debug file open on fd (its build-id must be `id`; it must have a
+ * compressed section, else nothing is stored) by decompressing its zlib sections with libdeflate (several times faster than the zlib inflate libdw
  * would do). 0 on success (dcache_lookup() then finds it), -1 when nothing was stored. */
 int dcache_fill(struct dcache *c, int fd, const unsigned char *id, size_t len, const char *origin);
 

@@ -598,8 +598,7 @@ int modules_find_debuginfo(Dwfl_Module *dm, void **userdata, const char *modname
              * (libdeflate, several times faster than libdw's inflate) and the copy used */
             char path[4096];
             int bfd = build_id_file(mod->owner, id, len, path, sizeof(path));
-            if (bfd >= 0 && dcache_worth(bfd) &&
-                !dcache_fill(mod->owner->dcache, bfd, id, len, path))
+            if (bfd >= 0 && !dcache_fill(mod->owner->dcache, bfd, id, len, path))
                 cfd = dcache_lookup(mod->owner->dcache, id, len, &origin);
             if (bfd >= 0)
                 close(bfd);
