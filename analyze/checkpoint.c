@@ -6,6 +6,7 @@
  * so tensor data is never read and no CRC is computed: "valid" means structurally complete, which
  * is what a save cut short by a crash (or a full disk) breaks. */
 #include "checkpoint.h"
+#include "lazylib.h"
 
 #include <cjson/cJSON.h>
 #include <zip.h>
@@ -21,6 +22,39 @@
 #include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
+
+/* libzip, opened the first time a checkpoint is a zip (lazylib.h) */
+static struct {
+    int ok;
+    __typeof__(&zip_fdopen) fdopen;
+    __typeof__(&zip_error_init_with_code) error_init_with_code;
+    __typeof__(&zip_error_strerror) error_strerror;
+    __typeof__(&zip_error_fini) error_fini;
+    __typeof__(&zip_get_num_entries) get_num_entries;
+    __typeof__(&zip_stat_init) stat_init;
+    __typeof__(&zip_stat_index) stat_index;
+    __typeof__(&zip_strerror) strerror;
+    __typeof__(&zip_discard) discard;
+} Z;
+
+static int zip_load(char *err, size_t errlen)
+{
+    static struct cp_lazylib lib = {.soname = CP_SONAME_LIBZIP};
+    if (Z.ok)
+        return 0;
+    if (CP_LAZY_FN(&lib, Z.fdopen, zip_fdopen, err, errlen) ||
+        CP_LAZY_FN(&lib, Z.error_init_with_code, zip_error_init_with_code, err, errlen) ||
+        CP_LAZY_FN(&lib, Z.error_strerror, zip_error_strerror, err, errlen) ||
+        CP_LAZY_FN(&lib, Z.error_fini, zip_error_fini, err, errlen) ||
+        CP_LAZY_FN(&lib, Z.get_num_entries, zip_get_num_entries, err, errlen) ||
+        CP_LAZY_FN(&lib, Z.stat_init, zip_stat_init, err, errlen) ||
+        CP_LAZY_FN(&lib, Z.stat_index, zip_stat_index, err, errlen) ||
+        CP_LAZY_FN(&lib, Z.strerror, zip_strerror, err, errlen) ||
+        CP_LAZY_FN(&lib, Z.discard, zip_discard, err, errlen))
+        return -1;
+    Z.ok = 1;
+    return 0;
+}
 
 /* safetensors' own limit on the header (MAX_HEADER_SIZE in the reference implementation) */
 #define ST_HEADER_MAX 100000000ull
@@ -77,20 +111,25 @@ static uint64_t le64(const unsigned char *p)
 static enum ckv_verdict check_zip(int fd, const unsigned char *head, size_t hlen,
                                   struct ckv_result *r)
 {
+    char lerr[300];
+    if (zip_load(lerr, sizeof(lerr))) {
+        r->format = "zip";
+        return set(r, CKV_UNREADABLE, "%s", lerr);
+    }
     /* zip_fdopen closes the descriptor it is given once it succeeds: give it a copy */
     int dfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
     if (dfd < 0)
         return set(r, CKV_UNREADABLE, "dup: %s", strerror(errno));
     int ze = 0;
-    zip_t *za = zip_fdopen(dfd, ZIP_CHECKCONS | ZIP_RDONLY, &ze);
+    zip_t *za = Z.fdopen(dfd, ZIP_CHECKCONS | ZIP_RDONLY, &ze);
     r->format = "zip";
     if (!za) {
         close(dfd);
         zip_error_t e;
-        zip_error_init_with_code(&e, ze);
+        Z.error_init_with_code(&e, ze);
         char msg[200];
-        snprintf(msg, sizeof(msg), "%s", zip_error_strerror(&e));
-        zip_error_fini(&e);
+        snprintf(msg, sizeof(msg), "%s", Z.error_strerror(&e));
+        Z.error_fini(&e);
         /* torch.save writes the central directory and its end record last: a file that starts
          * as a zip but has no end record is a save that did not finish (or a cut copy) */
         if (ze == ZIP_ER_NOZIP && hlen >= 4 && !memcmp(head, "PK\3\4", 4))
@@ -100,7 +139,7 @@ static enum ckv_verdict check_zip(int fd, const unsigned char *head, size_t hlen
                        msg);
         return set(r, CKV_UNREADABLE, "zip: %s", msg);
     }
-    zip_int64_t n = zip_get_num_entries(za, 0);
+    zip_int64_t n = Z.get_num_entries(za, 0);
     uint64_t total = 0;
     int torch = 0;
     enum ckv_verdict v = CKV_VALID;
@@ -112,10 +151,10 @@ static enum ckv_verdict check_zip(int fd, const unsigned char *head, size_t hlen
      * the sizes are checked again here so that no arithmetic on them is trusted blindly */
     for (zip_int64_t i = 0; v == CKV_VALID && i < n; i++) {
         zip_stat_t st;
-        zip_stat_init(&st);
-        if (zip_stat_index(za, (zip_uint64_t)i, 0, &st)) {
+        Z.stat_init(&st);
+        if (Z.stat_index(za, (zip_uint64_t)i, 0, &st)) {
             v = set(r, CKV_UNREADABLE, "zip entry %lld: %s", (long long)i,
-                    zip_strerror(za));
+                    Z.strerror(za));
             break;
         }
         if (st.valid & ZIP_STAT_COMP_SIZE) {
@@ -136,7 +175,7 @@ static enum ckv_verdict check_zip(int fd, const unsigned char *head, size_t hlen
                 torch = 1;
         }
     }
-    zip_discard(za);
+    Z.discard(za);
     r->format = torch ? "torch-zip" : "zip";
     if (v == CKV_VALID)
         set(r, CKV_VALID,

@@ -2,6 +2,7 @@
 #include "gpu_smi.h"
 
 #include "errmsg.h"
+#include "lazylib.h"
 #include "xid.h"
 
 #include <libxml/parser.h>
@@ -11,6 +12,35 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* libxml2, opened the first time a bundle has nvidia-smi XML (lazylib.h) */
+static struct {
+    int ok;
+    __typeof__(&xmlSetGenericErrorFunc) SetGenericErrorFunc;
+    __typeof__(&xmlNewParserCtxt) NewParserCtxt;
+    __typeof__(&xmlCtxtReadMemory) CtxtReadMemory;
+    __typeof__(&xmlCtxtGetLastError) CtxtGetLastError;
+    __typeof__(&xmlFreeParserCtxt) FreeParserCtxt;
+    __typeof__(&xmlDocGetRootElement) DocGetRootElement;
+    __typeof__(&xmlFreeDoc) FreeDoc;
+} X;
+
+static int xml_load(char *err, size_t errlen)
+{
+    static struct cp_lazylib lib = {.soname = CP_SONAME_LIBXML2};
+    if (X.ok)
+        return 0;
+    if (CP_LAZY_FN(&lib, X.SetGenericErrorFunc, xmlSetGenericErrorFunc, err, errlen) ||
+        CP_LAZY_FN(&lib, X.NewParserCtxt, xmlNewParserCtxt, err, errlen) ||
+        CP_LAZY_FN(&lib, X.CtxtReadMemory, xmlCtxtReadMemory, err, errlen) ||
+        CP_LAZY_FN(&lib, X.CtxtGetLastError, xmlCtxtGetLastError, err, errlen) ||
+        CP_LAZY_FN(&lib, X.FreeParserCtxt, xmlFreeParserCtxt, err, errlen) ||
+        CP_LAZY_FN(&lib, X.DocGetRootElement, xmlDocGetRootElement, err, errlen) ||
+        CP_LAZY_FN(&lib, X.FreeDoc, xmlFreeDoc, err, errlen))
+        return -1;
+    X.ok = 1;
+    return 0;
+}
 
 static int is_el(const xmlNode *n, const char *name)
 {
@@ -269,13 +299,15 @@ static cJSON *gpu_part(const xmlNode *g, int index)
         cJSON_AddNumberToObject(o, "index", v);
     else
         cJSON_AddNumberToObject(o, "index", index);
-    xmlChar *id = xmlGetProp((xmlNode *)g, (const xmlChar *)"id");
     char pci[32] = "", raw[64] = "";
-    if (id)
-        snprintf(raw, sizeof(raw), "%s", (const char *)id);
+    /* <gpu id="00000000:3B:00.0">: the attribute's text node, read in place */
+    const xmlAttr *id = g->properties;
+    while (id && !(id->name && !strcmp((const char *)id->name, "id")))
+        id = id->next;
+    if (id && id->children && id->children->type == XML_TEXT_NODE && id->children->content)
+        snprintf(raw, sizeof(raw), "%s", (const char *)id->children->content);
     else
         text_of(path(g, "pci/pci_bus_id"), raw, sizeof(raw));
-    xmlFree(id);
     if (raw[0] && xid_pci_normalize(raw, pci, sizeof(pci)) == 0)
         cJSON_AddStringToObject(o, "pci", pci);
     else
@@ -342,16 +374,18 @@ cJSON *gpu_smi_parse(const char *xml, size_t len, char *err, size_t errlen)
         cp_errmsg(err, errlen, "refused: the XML declares entities (nvidia-smi never does)");
         return NULL;
     }
-    xmlSetGenericErrorFunc(NULL, quiet);
-    xmlParserCtxtPtr ctxt = xmlNewParserCtxt();
+    if (xml_load(err, errlen))
+        return NULL;
+    X.SetGenericErrorFunc(NULL, quiet);
+    xmlParserCtxtPtr ctxt = X.NewParserCtxt();
     if (!ctxt) {
         cp_errmsg(err, errlen, "out of memory");
         return NULL;
     }
-    xmlDocPtr doc = xmlCtxtReadMemory(ctxt, xml, (int)len, "nvidia-smi.xml", NULL,
+    xmlDocPtr doc = X.CtxtReadMemory(ctxt, xml, (int)len, "nvidia-smi.xml", NULL,
                                       XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
     if (!doc) {
-        const xmlError *e = xmlCtxtGetLastError(ctxt);
+        const xmlError *e = X.CtxtGetLastError(ctxt);
         char m[200] = "";
         if (e && e->message) {
             snprintf(m, sizeof(m), "%s", e->message);
@@ -360,12 +394,12 @@ cJSON *gpu_smi_parse(const char *xml, size_t len, char *err, size_t errlen)
                 m[--l] = 0;
         }
         cp_errmsg(err, errlen, "not XML: %s (line %d)", m[0] ? m : "parse error", e ? e->line : 0);
-        xmlFreeParserCtxt(ctxt);
+        X.FreeParserCtxt(ctxt);
         return NULL;
     }
-    xmlFreeParserCtxt(ctxt);
+    X.FreeParserCtxt(ctxt);
     cJSON *o = NULL;
-    xmlNode *root = xmlDocGetRootElement(doc);
+    xmlNode *root = X.DocGetRootElement(doc);
     if (doc->intSubset && doc->intSubset->entities) {
         cp_errmsg(err, errlen, "refused: the XML declares entities (nvidia-smi never does)");
     } else if (!is_el(root, "nvidia_smi_log")) {
@@ -385,6 +419,6 @@ cJSON *gpu_smi_parse(const char *xml, size_t len, char *err, size_t errlen)
             if (is_el(c, "gpu"))
                 cJSON_AddItemToArray(gpus, gpu_part(c, i++));
     }
-    xmlFreeDoc(doc);
+    X.FreeDoc(doc);
     return o;
 }
