@@ -19,6 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#define SANDBOX_PIPE_BYTES (1 << 20) /* the pipe the child writes its results into */
+
 struct sink {
     char *buf;
     size_t len, cap, max;
@@ -148,6 +150,10 @@ struct sandbox_child *sandbox_start(sandbox_fn fn, void *arg, const struct sandb
         free(h);
         return NULL;
     }
+    /* the child writes its results while the parent decodes the evidence and loads the rules:
+     * a 64-thread report (~300 KiB) would fill the default 64 KiB and make the child wait until
+     * the parent starts reading. Best effort: the limit is /proc/sys/fs/pipe-max-size. */
+    (void)fcntl(p[1], F_SETPIPE_SZ, SANDBOX_PIPE_BYTES);
     fflush(NULL);
     h->l = *l;
     h->deadline = l->wall_s ? now() + l->wall_s : 0;
