@@ -8,6 +8,7 @@
  */
 #include "symbolize.h"
 
+#include "lazylib.h"
 #include "modules.h"
 
 #include <dwarf.h>
@@ -15,8 +16,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* libstdc++'s demangler (the Itanium C++ ABI entry point). */
+/* libstdc++'s demangler (the Itanium C++ ABI entry point), opened the first time a C++ name
+ * needs it (lazylib.h): loading libstdc++ costs ~4 ms of every start on the CI VMs, and the
+ * analysis of a C program never needs it. NULL when it cannot be loaded (names stay mangled). */
 extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
+
+static __typeof__(&__cxa_demangle) demangler(void)
+{
+    static struct cp_lazylib lib = {.soname = CP_SONAME_LIBSTDCXX};
+    static __typeof__(&__cxa_demangle) fn;
+    char err[300];
+    if (!fn && !lib.failed)
+        (void)CP_LAZY_FN(&lib, fn, __cxa_demangle, err, sizeof(err));
+    return fn;
+}
 
 #define MAX_INLINE_DEPTH 64
 
@@ -104,8 +117,11 @@ char *symbolize_demangle(const char *sym, int with_params)
 {
     if (!sym || strncmp(sym, "_Z", 2))
         return NULL;
+    __typeof__(&__cxa_demangle) demangle = demangler();
+    if (!demangle)
+        return NULL;
     int status = -1;
-    char *d = __cxa_demangle(sym, NULL, NULL, &status);
+    char *d = demangle(sym, NULL, NULL, &status);
     if (status != 0 || !d) {
         free(d);
         return NULL;
@@ -271,6 +287,38 @@ static int add_dwarf_frames(struct sym_list *l, const struct sym_frame *proto, D
     return added;
 }
 
+#define ADDRINFO_SLOTS 1024u
+static struct addrinfo_memo {
+    Dwfl_Module *m; /* NULL: empty */
+    GElf_Addr addr;
+    const char *name;
+    GElf_Off off;
+    GElf_Sym sym;
+} addrinfo_memo[ADDRINFO_SLOTS];
+
+const char *symbolize_addrinfo(Dwfl_Module *m, GElf_Addr addr, GElf_Off *off, GElf_Sym *sym)
+{
+    struct addrinfo_memo *e =
+        &addrinfo_memo[((addr * 0x9E3779B97F4A7C15ull) >> 32 ^ (uintptr_t)m >> 4) % ADDRINFO_SLOTS];
+    if (!m || e->m != m || e->addr != addr) {
+        GElf_Off o = 0;
+        GElf_Sym y;
+        memset(&y, 0, sizeof(y));
+        const char *name = m ? dwfl_module_addrinfo(m, addr, &o, &y, NULL, NULL, NULL) : NULL;
+        if (!m)
+            return NULL;
+        *e = (struct addrinfo_memo){m, addr, name, o, y};
+    }
+    *off = e->off;
+    *sym = e->sym;
+    return e->name;
+}
+
+void symbolize_forget(void)
+{
+    memset(addrinfo_memo, 0, sizeof(addrinfo_memo));
+}
+
 int symbolize_pc(Dwfl *dwfl, const struct modules *mods, uint64_t pc, int activation,
                  struct sym_list *out)
 {
@@ -295,7 +343,7 @@ int symbolize_pc(Dwfl *dwfl, const struct modules *mods, uint64_t pc, int activa
             proto.elf_vaddr = pc - bias;
             proto.have_elf_vaddr = 1;
         }
-        symname = dwfl_module_addrinfo(dm, lookup, &off, &sym, NULL, NULL, NULL);
+        symname = symbolize_addrinfo(dm, lookup, &off, &sym);
         if (symname) {
             proto.symbol_offset = off + (pc - lookup);
             proto.have_symbol_offset = 1;

@@ -7,6 +7,7 @@
  * site that names a declaration (a call into another compilation unit) in O(log n).
  */
 #include "tailcall.h"
+#include "symbolize.h"
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -177,7 +178,7 @@ static uint64_t function_entry(Dwfl *dwfl, uint64_t lookup)
     Dwfl_Module *m = dwfl_addrmodule(dwfl, lookup);
     GElf_Off off = 0;
     GElf_Sym sym;
-    if (!m || !dwfl_module_addrinfo(m, lookup, &off, &sym, NULL, NULL, NULL))
+    if (!m || !symbolize_addrinfo(m, lookup, &off, &sym))
         return 0;
     return lookup - off;
 }

@@ -12,6 +12,7 @@
 
 #include "core.h"
 #include "dcache.h"
+#include "symbolize.h"
 #include "tailcall.h"
 
 #include <dwarf.h>
@@ -333,6 +334,7 @@ void unwind_end(struct unwind_session *s)
     if (!s)
         return;
     tailcall_cache_free(s->tailcalls); /* points into the Dwfl's modules: before dwfl_end */
+    symbolize_forget();                /* so does the symbol memo */
     if (s->dwfl) {
         modules_cache_store(s->mods, s->dwfl);
         dwfl_end(s->dwfl);
