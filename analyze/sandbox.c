@@ -7,6 +7,8 @@
 #include "errmsg.h"
 
 #include <errno.h>
+#include <malloc.h>
+#include <stdint.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -34,8 +36,31 @@ static void set_limit(int what, uint64_t v)
     setrlimit(what, &r);
 }
 
+/* After a fork, both processes share the heap's pages copy-on-write: the first write to each
+ * 4 KiB of them is a page copy (on a transparent huge page too: the kernel splits it). The
+ * allocations made after the fork mostly come from the top of the heap, so each process moves its
+ * top to the next 2 MiB boundary (a spacer it never frees or touches beyond its ends) and allocates
+ * from pages neither has touched: fresh huge pages (main.c marks the heap MADV_HUGEPAGE). */
+#define FRESH_ALIGN (2u << 20)
+
+static void heap_fresh_top(void)
+{
+    struct mallinfo2 mi = mallinfo2();
+    uintptr_t brk = (uintptr_t)sbrk(0);
+    if (brk == (uintptr_t)-1 || mi.keepcost == 0 || mi.keepcost > brk)
+        return;
+    uintptr_t top = brk - mi.keepcost; /* where the top chunk starts */
+    size_t gap = (size_t)(((top + FRESH_ALIGN - 1) & ~(uintptr_t)(FRESH_ALIGN - 1)) - top);
+    if (gap < 4096)
+        gap += FRESH_ALIGN;
+    /* mmap'ed chunks would not move the top: the spacer is below M_MMAP_THRESHOLD (32 MiB) */
+    void *volatile spacer = malloc(gap - 64);
+    (void)spacer;
+}
+
 static void child(sandbox_fn fn, void *arg, const struct sandbox_limits *l, int fd)
 {
+    heap_fresh_top();
     prctl(PR_SET_DUMPABLE, 0);
     set_limit(RLIMIT_CORE, 0);
     if (l->cpu_s) {
@@ -169,6 +194,7 @@ struct sandbox_child *sandbox_start(sandbox_fn fn, void *arg, const struct sandb
         close(p[0]);
         child(fn, arg, l, p[1]);
     }
+    heap_fresh_top();
     close(p[1]);
     h->pid = pid;
     h->fd = p[0];
