@@ -3,6 +3,8 @@
 #include "errmsg.h"
 
 #include <limits.h>
+#include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,5 +71,42 @@ char *cp_datapath(const char *rel, char *buf, size_t len, char *errbuf, size_t e
         cp_errmsg(errbuf, errlen, "data path too long: %s/%s", root, rel);
         return NULL;
     }
+    return buf;
+}
+
+char *cp_data_read(const char *rel, const char *what, size_t max, size_t *len, char *err,
+                   size_t errlen)
+{
+    char path[4096], why[512];
+    *len = 0;
+    if (!cp_datapath(rel, path, sizeof(path), why, sizeof(why))) {
+        cp_errmsg(err, errlen, "%s: %s", what, why);
+        return NULL;
+    }
+    FILE *f = fopen(path, "re");
+    struct stat st;
+    if (!f || fstat(fileno(f), &st) != 0) {
+        cp_errmsg(err, errlen, "%s: %s", path, strerror(errno));
+        if (f)
+            fclose(f);
+        return NULL;
+    }
+    /* the size as stat says it, and one byte more to see a file that grew past it */
+    size_t want = st.st_size > 0 && (uint64_t)st.st_size <= max ? (size_t)st.st_size : max;
+    char *buf = malloc(want + 2);
+    size_t n = buf ? fread(buf, 1, want + 1, f) : 0;
+    int rerr = buf && ferror(f);
+    fclose(f);
+    if (!buf || rerr || n > want || (uint64_t)st.st_size > max) {
+        cp_errmsg(err, errlen, "%s: %s", path,
+                  !buf                            ? "out of memory"
+                  : rerr                          ? "read error"
+                  : (uint64_t)st.st_size > max || n > max ? "over the size limit"
+                                                  : "changed while being read");
+        free(buf);
+        return NULL;
+    }
+    buf[n] = 0;
+    *len = n;
     return buf;
 }

@@ -378,6 +378,20 @@ static void add_kmsg(cJSON *r, struct bundle *b, const cJSON *cat, double pid, i
 
 /* ---- log tails ---- */
 
+/* Is there log text to scan: a non-empty logs/<name>.tail member, or torchelastic's error file?
+ * (The pattern catalogue is only loaded, and its regular expressions compiled, when there is.) */
+static int have_log_text(struct bundle *b)
+{
+    for (size_t i = 0; i < bundle_member_count(b); i++) {
+        const struct bundle_member *m = bundle_member(b, i);
+        size_t nl = strlen(m->name);
+        if (!strncmp(m->name, "logs/", 5) && nl >= 10 && !strcmp(m->name + nl - 5, ".tail") &&
+            m->size > 0)
+            return 1;
+    }
+    return bundle_find(b, "ml/torchelastic_error.json") != NULL;
+}
+
 static void add_logs(cJSON *r, struct bundle *b, const struct logerr_set *pats)
 {
     cJSON *log = obj(r, "log");
@@ -593,7 +607,7 @@ int evidence_add(cJSON *r, struct bundle *b, char *err, size_t errlen)
     add_kmsg(r, b, cat, pid, have_pid, &own);
     cJSON_Delete(cat);
 
-    struct logerr_set *pats = logerr_load(e2, sizeof(e2));
+    struct logerr_set *pats = have_log_text(b) ? logerr_load(e2, sizeof(e2)) : NULL;
     add_logs(r, b, pats);
     logerr_free(pats);
 

@@ -176,29 +176,25 @@ fail:
 
 struct logerr_set *logerr_load(char *err, size_t errlen)
 {
-    char path[4096], why[512];
-    if (!cp_datapath("rules/logs/patterns.json", path, sizeof(path), why, sizeof(why))) {
-        cp_errmsg(err, errlen, "log patterns: %s", why);
-        return NULL;
-    }
-    FILE *f = fopen(path, "re");
-    if (!f) {
-        cp_errmsg(err, errlen, "%s: %s", path, strerror(errno));
-        return NULL;
-    }
-    char *buf = malloc(PATTERNS_MAX_BYTES + 1);
-    size_t n = buf ? fread(buf, 1, PATTERNS_MAX_BYTES + 1, f) : 0;
-    fclose(f);
-    if (!buf || n > PATTERNS_MAX_BYTES) {
-        cp_errmsg(err, errlen, "%s: %s", path, buf ? "over 4 MiB" : "out of memory");
-        free(buf);
+    size_t n;
+    char e1[600];
+    char *buf = cp_data_read("rules/logs/patterns.json", "log patterns", PATTERNS_MAX_BYTES, &n, e1,
+                             sizeof(e1));
+    if (!buf) {
+        cp_errmsg(err, errlen, "%s", e1);
         return NULL;
     }
     char e2[400];
     struct logerr_set *s = logerr_load_json(buf, n, e2, sizeof(e2));
     free(buf);
-    if (!s)
-        cp_errmsg(err, errlen, "%s: %s", path, e2);
+    if (!s) {
+        char path[4096];
+        cp_errmsg(err, errlen, "%s: %s",
+                  cp_datapath("rules/logs/patterns.json", path, sizeof(path), NULL, 0)
+                      ? path
+                      : "rules/logs/patterns.json",
+                  e2);
+    }
     return s;
 }
 

@@ -218,29 +218,19 @@ int xid_parse(struct xid_ctx *ctx, const char *line, struct xid_event *ev)
 
 cJSON *xid_catalog_load(char *err, size_t errlen)
 {
-    char path[4096], why[512];
-    if (!cp_datapath("rules/gpu/xid.json", path, sizeof(path), why, sizeof(why))) {
-        cp_errmsg(err, errlen, "Xid catalogue: %s", why);
+    size_t n;
+    char *buf = cp_data_read("rules/gpu/xid.json", "Xid catalogue", XID_CATALOG_MAX, &n, err, errlen);
+    if (!buf)
         return NULL;
-    }
-    FILE *f = fopen(path, "re");
-    if (!f) {
-        cp_errmsg(err, errlen, "%s: %s", path, strerror(errno));
-        return NULL;
-    }
-    char *buf = malloc(XID_CATALOG_MAX + 1);
-    size_t n = buf ? fread(buf, 1, XID_CATALOG_MAX + 1, f) : 0;
-    fclose(f);
-    if (!buf || n > XID_CATALOG_MAX) {
-        free(buf);
-        cp_errmsg(err, errlen, "%s: %s", path, buf ? "over 4 MiB" : "out of memory");
-        return NULL;
-    }
     cJSON *j = cJSON_ParseWithLength(buf, n);
     free(buf);
     if (!cJSON_IsObject(j) || !cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(j, "xids"))) {
         cJSON_Delete(j);
-        cp_errmsg(err, errlen, "%s: not a JSON object with \"xids\"", path);
+        char path[4096];
+        cp_errmsg(err, errlen, "%s: not a JSON object with \"xids\"",
+                  cp_datapath("rules/gpu/xid.json", path, sizeof(path), NULL, 0)
+                      ? path
+                      : "rules/gpu/xid.json");
         return NULL;
     }
     return j;
