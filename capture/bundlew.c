@@ -24,6 +24,44 @@ size_t bw_compress_frame(ZSTD_CCtx *cctx, int level, void *dst, size_t dstcap, c
     return ZSTD_isError(r) ? 0 : r;
 }
 
+/* Feeds src[in->pos, upto) to the compressor with op (flush or end) until it is all out. */
+static int stage(ZSTD_CCtx *cctx, ZSTD_outBuffer *out, const void *src, size_t from, size_t upto,
+                 ZSTD_EndDirective op)
+{
+    ZSTD_inBuffer in = {src, upto, from};
+    for (;;) {
+        size_t before = out->pos, r = ZSTD_compressStream2(cctx, out, &in, op);
+        if (ZSTD_isError(r))
+            return -1;
+        if (r == 0 && in.pos == in.size)
+            return 0;
+        if (out->pos == out->size && out->pos == before)
+            return -1; /* no room left: never loop on a full buffer */
+    }
+}
+
+size_t bw_compress_frame_staged(ZSTD_CCtx *cctx, int level, void *dst, size_t dstcap,
+                                const void *src, size_t len)
+{
+    static const size_t steps[] = {4096, 32768};
+    ZSTD_CCtx_reset(cctx, ZSTD_reset_session_and_parameters);
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level);
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 1);
+    if (ZSTD_isError(ZSTD_CCtx_setPledgedSrcSize(cctx, len)))
+        return 0;
+    ZSTD_outBuffer out = {dst, dstcap, 0};
+    size_t done = 0;
+    for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]) && steps[i] < len; i++) {
+        if (stage(cctx, &out, src, done, steps[i], ZSTD_e_flush))
+            return 0;
+        done = steps[i];
+    }
+    if (stage(cctx, &out, src, done, len, ZSTD_e_end))
+        return 0;
+    return out.pos;
+}
+
 int bw_init(struct bw *w, int fd, int level, time_t mtime)
 {
     memset(w, 0, sizeof(*w));

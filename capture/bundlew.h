@@ -74,4 +74,12 @@ char *bw_read_small(struct bw *w, const char *name, size_t max);
  * Returns the compressed size or 0 on error. `dst` must hold ZSTD_compressBound(len). */
 size_t bw_compress_frame(ZSTD_CCtx *cctx, int level, void *dst, size_t dstcap, const void *src,
                          size_t len);
+
+/* The same for a core frame, with its first blocks small: a reader decodes whole blocks (up to
+ * 128 KiB each) from a frame's start, and what it wants first sits near a frame's start (an ELF
+ * header at a segment start, a thread's stack top a page above a cut; see core_frame_cuts). The
+ * frame is flushed after 4 KiB and after 32 KiB, which ends a block there; the window carries on,
+ * so compression barely changes. 0 on error. */
+size_t bw_compress_frame_staged(ZSTD_CCtx *cctx, int level, void *dst, size_t dstcap,
+                                const void *src, size_t len);
 #endif

@@ -51,7 +51,7 @@ static void *worker(void *arg)
         struct slot *s = &r->s[r->next_job % r->n];
         r->next_job++;
         pthread_mutex_unlock(&r->mu);
-        s->outlen = cctx ? bw_compress_frame(cctx, r->level, s->out, s->outcap, s->in, s->inlen) : 0;
+        s->outlen = cctx ? bw_compress_frame_staged(cctx, r->level, s->out, s->outcap, s->in, s->inlen) : 0;
         s->failed = s->outlen == 0;
         pthread_mutex_lock(&r->mu);
         s->state = 2;
