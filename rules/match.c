@@ -44,22 +44,6 @@ static int gnum(const cJSON *o, const char *path, double *out)
 
 /* ---- patterns ---- */
 
-int rule_regex_ok(const char *re, char *err, size_t errlen);
-int rule_regex_ok(const char *re, char *err, size_t errlen)
-{
-    regex_t rx;
-    int rc = regcomp(&rx, re, REG_EXTENDED | REG_ICASE | REG_NOSUB);
-    if (rc) {
-        char m[128];
-        regerror(rc, &rx, m, sizeof(m));
-        if (err && errlen)
-            snprintf(err, errlen, "bad regex `%s`: %s", re, m);
-        return 0;
-    }
-    regfree(&rx);
-    return 1;
-}
-
 /* Compiled regexes, kept for the process: the same few hundred patterns are matched against every
  * log and kernel line. Single-threaded, like the rest of the analyzer. */
 #define RX_CACHE 512
@@ -88,6 +72,29 @@ static const regex_t *rx_get(const char *re)
     rx_cache[rx_n].ok = regcomp(&rx_cache[rx_n].rx, re, REG_EXTENDED | REG_ICASE | REG_NOSUB) == 0;
     rx_n++;
     return rx_cache[rx_n - 1].ok ? &rx_cache[rx_n - 1].rx : NULL;
+}
+
+/* Checks a rule's regex by compiling it into the cache rx_get keeps: validating the rule base
+ * (when it is loaded, and again when its rules are listed) and matching then compile each
+ * pattern once per process. */
+int rule_regex_ok(const char *re, char *err, size_t errlen);
+int rule_regex_ok(const char *re, char *err, size_t errlen)
+{
+    if (rx_get(re))
+        return 1;
+    regex_t rx; /* not compilable (or no memory): compile it once more for the message */
+    int rc = regcomp(&rx, re, REG_EXTENDED | REG_ICASE | REG_NOSUB);
+    if (rc) {
+        char m[128];
+        regerror(rc, &rx, m, sizeof(m));
+        if (err && errlen)
+            snprintf(err, errlen, "bad regex `%s`: %s", re, m);
+        return 0;
+    }
+    regfree(&rx);
+    if (err && errlen)
+        snprintf(err, errlen, "regex `%s`: out of memory", re);
+    return 0;
 }
 
 static int rx_match(const char *re, const char *text)
