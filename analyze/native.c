@@ -492,6 +492,10 @@ static int analyze(struct job *j, int fd, struct core *c)
         add_str(w, "message", unwind_warning(s));
         rc = emit(fd, "warning", w) ? 3 : 0;
     }
+    if (!j->o.in_process) { /* the sandboxed child: _exit follows, the kernel frees faster */
+        unwind_end_for_exit(s);
+        return rc;
+    }
     python_free(&py);
     cause_free(&z);
     unwind_end(s);
@@ -509,7 +513,8 @@ static int child_main(void *arg, int fd)
     if (core_open(j->b, "core", &c, err, sizeof(err)))
         return emit_error(fd, err);
     int rc = analyze(j, fd, c);
-    core_close(c);
+    if (j->o.in_process)
+        core_close(c);
     if (!rc)
         rc = emit(fd, "end", cJSON_CreateObject()) ? 3 : 0;
     return rc;

@@ -329,6 +329,12 @@ int unwind_begin(struct core *c, const struct unwind_opts *o, struct unwind_sess
     return 0;
 }
 
+void unwind_end_for_exit(struct unwind_session *s)
+{
+    if (s && s->dwfl)
+        modules_cache_store(s->mods, s->dwfl);
+}
+
 void unwind_end(struct unwind_session *s)
 {
     if (!s)

@@ -92,6 +92,9 @@ const char *unwind_addrname(struct unwind_session *s, uint64_t pc);
 int unwind_begin(struct core *c, const struct unwind_opts *o, struct unwind_session **out,
                  char *err, size_t errlen);
 void unwind_end(struct unwind_session *s);
+/* For a process that exits next (the sandboxed child): what unwind_end stores in the debuginfo
+ * cache, without freeing anything (libdw's teardown of a large debug file takes 1-2 ms). */
+void unwind_end_for_exit(struct unwind_session *s);
 
 /* Walks thread t (a pointer into the core's thread array). Returns 0 (out filled, possibly with a
  * stop reason) or < 0 when out of memory. */
