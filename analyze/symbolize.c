@@ -235,12 +235,16 @@ static void call_site(Dwarf_Die *die, const char **file, int *line, int *col)
         *col = (int)v;
 }
 
-/* The concrete chain of scopes containing the innermost scope at addr (module-relative). */
-static int scope_chain(Dwfl_Module *dm, Dwarf_Addr lookup, Dwarf_Die **chain)
+/* The concrete chain of scopes containing the innermost scope at lookup: dwarf_getscopes continues
+ * into the abstract origin of an inlined instance, dwarf_getscopes_die on its innermost scope gives
+ * the containing DIEs of the concrete tree. */
+static int scope_chain(Dwfl_Module *dm, Dwarf_Addr lookup, Dwarf_Addr *biasp, Dwarf_Die **chain)
 {
     Dwarf_Addr bias = 0;
     Dwarf_Die *cudie = dwfl_module_addrdie(dm, lookup, &bias);
     Dwarf_Die *scopes = NULL, inner;
+    *chain = NULL;
+    *biasp = bias;
     if (!cudie)
         return 0;
     int n = dwarf_getscopes(cudie, lookup - bias, &scopes);
@@ -257,13 +261,48 @@ static int scope_chain(Dwfl_Module *dm, Dwarf_Addr lookup, Dwarf_Die **chain)
     return n > 0 ? n : 0;
 }
 
+/* scope_chain results by (module, address): the symbolization and the tail-call search walk the
+ * same compilation units for the same addresses (dwarf_getscopes walks a CU's DIE tree). */
+#define SCOPES_SLOTS 256u
+static struct scopes_memo {
+    Dwfl_Module *m; /* NULL: empty */
+    Dwarf_Addr addr, bias;
+    int n;
+    Dwarf_Die *v;
+} scopes_memo[SCOPES_SLOTS];
+
+int symbolize_scopes(Dwfl_Module *m, Dwarf_Addr addr, Dwarf_Addr *bias, Dwarf_Die **chain)
+{
+    *chain = NULL;
+    *bias = 0;
+    if (!m)
+        return 0;
+    struct scopes_memo *e =
+        &scopes_memo[((addr * 0x9E3779B97F4A7C15ull) >> 32 ^ (uintptr_t)m >> 4) % SCOPES_SLOTS];
+    if (e->m != m || e->addr != addr) {
+        Dwarf_Die *v = NULL;
+        Dwarf_Addr b = 0;
+        int n = scope_chain(m, addr, &b, &v);
+        free(e->v);
+        *e = (struct scopes_memo){m, addr, b, n, v};
+    }
+    *bias = e->bias;
+    if (e->n <= 0)
+        return 0;
+    if (!(*chain = malloc((size_t)e->n * sizeof(**chain))))
+        return 0;
+    memcpy(*chain, e->v, (size_t)e->n * sizeof(**chain));
+    return e->n;
+}
+
 /* One frame per inlined subroutine, then the subprogram. Returns the number added, -1 on OOM. */
 static int add_dwarf_frames(struct sym_list *l, const struct sym_frame *proto, Dwfl_Module *dm,
                             Dwarf_Addr lookup, const char *symname, const char *file, int line,
                             int col)
 {
     Dwarf_Die *chain = NULL;
-    int n = scope_chain(dm, lookup, &chain), added = 0;
+    Dwarf_Addr bias;
+    int n = symbolize_scopes(dm, lookup, &bias, &chain), added = 0;
     for (int i = 0; i < n && added < MAX_INLINE_DEPTH; i++) {
         if (!is_function(&chain[i]))
             continue;
@@ -317,6 +356,9 @@ const char *symbolize_addrinfo(Dwfl_Module *m, GElf_Addr addr, GElf_Off *off, GE
 void symbolize_forget(void)
 {
     memset(addrinfo_memo, 0, sizeof(addrinfo_memo));
+    for (size_t i = 0; i < SCOPES_SLOTS; i++)
+        free(scopes_memo[i].v);
+    memset(scopes_memo, 0, sizeof(scopes_memo));
 }
 
 int symbolize_pc(Dwfl *dwfl, const struct modules *mods, uint64_t pc, int activation,

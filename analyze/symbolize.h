@@ -62,6 +62,11 @@ void symbolize_list_truncate(struct sym_list *l, size_t n);
 const char *symbolize_addrinfo(Dwfl_Module *m, GElf_Addr addr, GElf_Off *off, GElf_Sym *sym);
 void symbolize_forget(void);
 
+/* The concrete scopes containing the innermost scope at addr (absolute), innermost first, as a
+ * malloc()ed array in *chain (the count is returned; 0: none), and the module's DWARF bias in
+ * *bias; remembered by (m, addr) like symbolize_addrinfo (symbolize_forget empties it too). */
+int symbolize_scopes(Dwfl_Module *m, Dwarf_Addr addr, Dwarf_Addr *bias, Dwarf_Die **chain);
+
 /* Demangles a C++ symbol (NULL when it is not one); with_params = 0 strips the parameter list,
  * qualifiers and clone suffixes. The result is malloc()ed. */
 char *symbolize_demangle(const char *sym, int with_params);

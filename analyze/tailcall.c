@@ -183,31 +183,13 @@ static uint64_t function_entry(Dwfl *dwfl, uint64_t lookup)
     return lookup - off;
 }
 
-/* The concrete scopes containing addr (absolute), innermost first: dwarf_getscopes continues
- * into the abstract origin of an inlined instance, dwarf_getscopes_die on its innermost scope
- * gives the containing DIEs of the concrete tree. Returns the count (*scopes malloc()ed). */
-static int concrete_scopes(Dwfl_Module *m, uint64_t addr, Dwarf_Addr *biasp, Dwarf_Die **scopes)
-{
-    Dwarf_Die *cu = dwfl_module_addrdie(m, addr, biasp), *s = NULL, inner;
-    *scopes = NULL;
-    int n = cu ? dwarf_getscopes(cu, addr - *biasp, &s) : 0;
-    if (n <= 0) {
-        free(s);
-        return 0;
-    }
-    inner = s[0];
-    free(s);
-    n = dwarf_getscopes_die(&inner, scopes);
-    return n > 0 ? n : 0;
-}
-
 /* The call site in the scopes containing lookup whose return pc is ret (absolute). */
 static int find_site(Dwfl_Module *m, uint64_t lookup, uint64_t ret, Dwarf_Die *out,
                      Dwarf_Addr *biasp)
 {
     Dwarf_Addr bias = 0;
     Dwarf_Die *scopes = NULL;
-    int n = concrete_scopes(m, lookup, &bias, &scopes), found = 0;
+    int n = symbolize_scopes(m, lookup, &bias, &scopes), found = 0;
     for (int i = 0; i < n && !found; i++) {
         Dwarf_Die child;
         if (dwarf_child(&scopes[i], &child) != 0)
@@ -267,7 +249,7 @@ static void search_from(struct search *s, uint64_t entry)
     Dwfl_Module *m = dwfl_addrmodule(s->dwfl, entry);
     Dwarf_Addr bias = 0;
     Dwarf_Die *scopes = NULL;
-    int n = m ? concrete_scopes(m, entry, &bias, &scopes) : 0;
+    int n = m ? symbolize_scopes(m, entry, &bias, &scopes) : 0;
     for (int i = 0; i < n; i++)
         if (dwarf_tag(&scopes[i]) == DW_TAG_subprogram) {
             visit(s, m, bias, &scopes[i], 0);

@@ -297,6 +297,7 @@ int unwind_begin(struct core *c, const struct unwind_opts *o, struct unwind_sess
                  char *err, size_t errlen)
 {
     *out = NULL;
+    symbolize_forget(); /* its memos are keyed by module pointers: a new Dwfl starts clean */
     struct unwind_session *s = calloc(1, sizeof(*s));
     if (!s) {
         cp_errmsg(err, errlen, "out of memory");
