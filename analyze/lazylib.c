@@ -9,7 +9,7 @@ void *cp_lazylib_open(struct cp_lazylib *l, char *err, size_t errlen)
     if (l->handle)
         return l->handle;
     if (!l->failed) {
-        l->handle = dlopen(l->soname, RTLD_NOW | RTLD_LOCAL);
+        l->handle = dlopen(l->soname, RTLD_NOW | (l->global ? RTLD_GLOBAL : RTLD_LOCAL));
         if (!l->handle) {
             const char *e = dlerror();
             snprintf(l->why, sizeof(l->why), "%s", e ? e : "dlopen failed");

@@ -1,11 +1,13 @@
 /* lazylib.h - a shared library opened the first time a bundle needs it, not at every start.
  *
- * libxml2 (which pulls in ICU) and libzip (which pulls in libcrypto) add about 5 ms of mapping and
- * relocation to every `crashpack` start on the CI VMs, while most runs read no nvidia-smi XML and
- * no checkpoint. gpu_smi.c and checkpoint.c open them here, by the SONAME the build linked against
- * (CMake reads it from the library: CP_SONAME_LIBXML2, CP_SONAME_LIBZIP), and resolve each
- * function into a pointer of the function's own declared type (so the headers still check every
- * call). Single-threaded use: the first call opens, later calls return the same handle.
+ * Every shared library linked in is mapped and relocated at every `crashpack` start. Those that
+ * most runs never call are opened here instead, by the SONAME CMake reads from the library
+ * (CP_SONAME_*): libxml2 with ICU and libzip with libcrypto (~5 ms on the CI VMs; gpu_smi.c and
+ * checkpoint.c, for nvidia-smi XML and zip checkpoints), libstdc++ (~4 ms; symbolize.c, for the
+ * first C++ name to demangle) and libunwind (~1 ms; unwind_ucd.c, for the second unwinder).
+ * Each function is resolved into a pointer of the function's own declared type, so the headers
+ * still check every call. Single-threaded use: the first call opens, later calls return the
+ * same handle.
  */
 #ifndef CRASHPACK_LAZYLIB_H
 #define CRASHPACK_LAZYLIB_H
@@ -14,13 +16,15 @@
 
 struct cp_lazylib {
     const char *soname;
+    int global;     /* RTLD_GLOBAL: its symbols resolve the next libraries (libunwind-coredump
+                       leaves libunwind's to whoever loaded it) */
     void *handle;
     int failed;     /* dlopen failed once: not tried again */
     char why[256];  /* dlerror() of that failure */
 };
 
-/* The library's handle, opened on first use (RTLD_NOW | RTLD_LOCAL). NULL with err set ("libxml2.so.2
- * cannot be loaded: ...") when it cannot be. */
+/* The library's handle, opened on first use (RTLD_NOW, and RTLD_LOCAL unless global). NULL with
+ * err set ("libxml2.so.2 cannot be loaded: ...") when it cannot be. */
 void *cp_lazylib_open(struct cp_lazylib *l, char *err, size_t errlen);
 
 /* Symbol `name` of the opened library l; NULL with err set when it is missing. */

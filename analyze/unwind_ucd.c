@@ -11,6 +11,7 @@
 #include "core.h"
 #include "datadir.h"
 #include "errmsg.h"
+#include "lazylib.h"
 #include "modules.h"
 
 #include <elf.h>
@@ -67,6 +68,66 @@ static double now(void)
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* ---- libunwind, opened on first use ---- */
+
+/* libunwind-coredump and libunwind's remote API for this architecture, opened the first time a
+ * session starts (lazylib.h): most analyses never need them (libdwfl's stacks are complete), and
+ * the three libraries cost ~1 ms of every start. */
+#define CP_STR_(x) #x
+#define CP_XSTR(x) CP_STR_(x) /* unw_* are macros for the architecture's _Ux86_64_* names */
+static struct {
+    int ok;
+    __typeof__(&_UCD_create) create;
+    __typeof__(&_UCD_destroy) destroy;
+    __typeof__(&_UCD_select_thread) select_thread;
+    __typeof__(&_UCD_add_backing_file_at_vaddr) add_backing_file_at_vaddr;
+    __typeof__(&_UCD_find_proc_info) find_proc_info;
+    __typeof__(&_UCD_put_unwind_info) put_unwind_info;
+    __typeof__(&_UCD_get_dyn_info_list_addr) get_dyn_info_list_addr;
+    __typeof__(&_UCD_access_reg) access_reg;
+    __typeof__(&_UCD_access_fpreg) access_fpreg;
+    __typeof__(&_UCD_resume) resume;
+    __typeof__(&_UCD_get_proc_name) get_proc_name;
+    __typeof__(&unw_create_addr_space) create_addr_space;
+    __typeof__(&unw_destroy_addr_space) destroy_addr_space;
+    __typeof__(&unw_init_remote) init_remote;
+    __typeof__(&unw_get_reg) get_reg;
+    __typeof__(&unw_get_proc_info) get_proc_info;
+    __typeof__(&unw_is_signal_frame) is_signal_frame;
+    __typeof__(&unw_step) step;
+    __typeof__(&unw_strerror) strerror;
+} U;
+
+#define UCD_FN(slot, fn)                                                                           \
+    ((U.slot = (__typeof__(U.slot))cp_lazylib_sym(&ucd, #fn, err, errlen)) ? 0 : -1)
+#define UNW_FN(slot, fn)                                                                           \
+    ((U.slot = (__typeof__(U.slot))cp_lazylib_sym(&unw, CP_XSTR(fn), err, errlen)) ? 0 : -1)
+
+static int unw_load(char *err, size_t errlen)
+{
+    static struct cp_lazylib ucd = {.soname = CP_SONAME_LIBUNWIND_COREDUMP};
+    static struct cp_lazylib unw = {.soname = CP_SONAME_LIBUNWIND_ARCH, .global = 1};
+    if (U.ok)
+        return 0;
+    /* libunwind first, globally: libunwind-coredump calls its _U<arch>_* functions */
+    if (!cp_lazylib_open(&unw, err, errlen) || UCD_FN(create, _UCD_create) || UCD_FN(destroy, _UCD_destroy) ||
+        UCD_FN(select_thread, _UCD_select_thread) ||
+        UCD_FN(add_backing_file_at_vaddr, _UCD_add_backing_file_at_vaddr) ||
+        UCD_FN(find_proc_info, _UCD_find_proc_info) ||
+        UCD_FN(put_unwind_info, _UCD_put_unwind_info) ||
+        UCD_FN(get_dyn_info_list_addr, _UCD_get_dyn_info_list_addr) ||
+        UCD_FN(access_reg, _UCD_access_reg) || UCD_FN(access_fpreg, _UCD_access_fpreg) ||
+        UCD_FN(resume, _UCD_resume) || UCD_FN(get_proc_name, _UCD_get_proc_name) ||
+        UNW_FN(create_addr_space, unw_create_addr_space) ||
+        UNW_FN(destroy_addr_space, unw_destroy_addr_space) ||
+        UNW_FN(init_remote, unw_init_remote) || UNW_FN(get_reg, unw_get_reg) ||
+        UNW_FN(get_proc_info, unw_get_proc_info) || UNW_FN(is_signal_frame, unw_is_signal_frame) ||
+        UNW_FN(step, unw_step) || UNW_FN(strerror, unw_strerror))
+        return -1;
+    U.ok = 1;
+    return 0;
+}
+
 /* ---- accessors ---- */
 
 static void ensure_backing(struct ucd_session *s, uint64_t ip)
@@ -85,7 +146,7 @@ static void ensure_backing(struct ucd_session *s, uint64_t ip)
         dwfl_module_getelf(dm, &bias); /* looks the file up (build-id checked): sets found_at */
     if (!m->found_at || m->debug_only || m->found_at[0] != '/')
         return;
-    if (_UCD_add_backing_file_at_vaddr(s->ui, (unsigned long)m->start, m->found_at) == 0)
+    if (U.add_backing_file_at_vaddr(s->ui, (unsigned long)m->start, m->found_at) == 0)
         s->backing[i] = 1;
 }
 
@@ -94,7 +155,7 @@ static int acc_find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_
 {
     if (current)
         ensure_backing(current, ip);
-    return _UCD_find_proc_info(as, ip, pi, need, arg);
+    return U.find_proc_info(as, ip, pi, need, arg);
 }
 
 /* Reads from the module file by its program headers: the bytes a mapping really shows, also where
@@ -140,16 +201,22 @@ static int acc_access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val,
     return 0;
 }
 
-static unw_accessors_t accessors = {
-    .find_proc_info = acc_find_proc_info,
-    .put_unwind_info = _UCD_put_unwind_info,
-    .get_dyn_info_list_addr = _UCD_get_dyn_info_list_addr,
-    .access_mem = acc_access_mem,
-    .access_reg = _UCD_access_reg,
-    .access_fpreg = _UCD_access_fpreg,
-    .resume = _UCD_resume,
-    .get_proc_name = _UCD_get_proc_name,
-};
+/* Our memory reader and proc-info hook, libunwind-coredump's for the rest (filled once loaded). */
+static unw_accessors_t accessors;
+
+static void accessors_fill(void)
+{
+    accessors = (unw_accessors_t){
+        .find_proc_info = acc_find_proc_info,
+        .put_unwind_info = U.put_unwind_info,
+        .get_dyn_info_list_addr = U.get_dyn_info_list_addr,
+        .access_mem = acc_access_mem,
+        .access_reg = U.access_reg,
+        .access_fpreg = U.access_fpreg,
+        .resume = U.resume,
+        .get_proc_name = U.get_proc_name,
+    };
+}
 
 /* ---- the stand-in core ---- */
 
@@ -279,7 +346,7 @@ static struct UCD_info *open_standin(const struct buf *b, char *err, size_t errl
     if (fd >= 0) {
         if (!write_all(fd, b->p, b->len)) {
             snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-            ui = _UCD_create(path);
+            ui = U.create(path);
         }
         close(fd);
         if (ui)
@@ -298,7 +365,7 @@ static struct UCD_info *open_standin(const struct buf *b, char *err, size_t errl
     if (fd >= 0) {
         int bad = write_all(fd, b->p, b->len);
         if (close(fd) == 0 && !bad)
-            ui = _UCD_create(path);
+            ui = U.create(path);
         unlink(path);
     }
     rmdir(dir);
@@ -319,6 +386,9 @@ int ucd_begin(struct unwind_session *u, struct core *c, struct ucd_session **out
         cp_errmsg(err, errlen, "%s", "libunwind: the core has no threads");
         return -1;
     }
+    if (unw_load(err, errlen))
+        return -1;
+    accessors_fill();
     struct ucd_session *s = calloc(1, sizeof(*s));
     struct buf b = {0};
     if (!s)
@@ -338,7 +408,7 @@ int ucd_begin(struct unwind_session *u, struct core *c, struct ucd_session **out
     b.p = NULL;
     if (!s->ui)
         goto fail;
-    s->as = unw_create_addr_space(&accessors, 0);
+    s->as = U.create_addr_space(&accessors, 0);
     if (!s->as) {
         cp_errmsg(err, errlen, "%s", "libunwind: unw_create_addr_space failed");
         goto fail;
@@ -358,9 +428,9 @@ void ucd_end(struct ucd_session *s)
     if (!s)
         return;
     if (s->as)
-        unw_destroy_addr_space(s->as);
+        U.destroy_addr_space(s->as);
     if (s->ui)
-        _UCD_destroy(s->ui);
+        U.destroy(s->ui);
     free(s->backing);
     free(s->rec);
     free(s);
@@ -399,7 +469,7 @@ static int had_info(unw_cursor_t *cur, uint64_t ip)
 {
     unw_proc_info_t pi;
     memset(&pi, 0, sizeof(pi));
-    if (unw_get_proc_info(cur, &pi) < 0)
+    if (U.get_proc_info(cur, &pi) < 0)
         return 0;
     return !(pi.start_ip == ip && pi.end_ip == ip + 1 && !pi.handler && !pi.lsda) &&
            pi.end_ip > pi.start_ip;
@@ -412,22 +482,22 @@ static void walk(struct walk *w, size_t idx)
     const struct recovery *r = &s->rec[idx];
     if (r->on && push(w, r->pc0, r->sp0, 1, UNWIND_TRUST_CONTEXT))
         return;
-    _UCD_select_thread(s->ui, (int)idx);
+    U.select_thread(s->ui, (int)idx);
     unw_cursor_t cur;
-    int rc = unw_init_remote(&cur, s->as, s->ui);
+    int rc = U.init_remote(&cur, s->as, s->ui);
     if (rc < 0) {
-        cp_errmsg(o->stop, sizeof(o->stop), "libunwind: unw_init_remote: %s", unw_strerror(rc));
+        cp_errmsg(o->stop, sizeof(o->stop), "libunwind: unw_init_remote: %s", U.strerror(rc));
         return;
     }
     int first = 1, prev_info = 0, act = !r->on;
     uint64_t last_pc = 0, last_sp = 0;
     for (;;) {
         unw_word_t ip = 0, sp = 0;
-        if (unw_get_reg(&cur, UNW_REG_IP, &ip) < 0) {
+        if (U.get_reg(&cur, UNW_REG_IP, &ip) < 0) {
             cp_errmsg(o->stop, sizeof(o->stop), "%s", "libunwind: no pc for the next frame");
             return;
         }
-        unw_get_reg(&cur, UNW_REG_SP, &sp);
+        U.get_reg(&cur, UNW_REG_SP, &sp);
         if (!first && ip == last_pc && sp == last_sp) {
             cp_errmsg(o->stop, sizeof(o->stop), "the unwinder looped at pc 0x%llx",
                 (unsigned long long)ip);
@@ -441,15 +511,15 @@ static void walk(struct walk *w, size_t idx)
         last_pc = ip;
         last_sp = sp;
         prev_info = had_info(&cur, ip);
-        act = unw_is_signal_frame(&cur) > 0; /* the next frame is the interrupted one */
+        act = U.is_signal_frame(&cur) > 0; /* the next frame is the interrupted one */
         first = 0;
-        rc = unw_step(&cur);
+        rc = U.step(&cur);
         if (rc == 0) {
             o->complete = 1;
             return;
         }
         if (rc < 0) {
-            cp_errmsg(o->stop, sizeof(o->stop), "libunwind: %s", unw_strerror(rc));
+            cp_errmsg(o->stop, sizeof(o->stop), "libunwind: %s", U.strerror(rc));
             return;
         }
     }
