@@ -74,12 +74,12 @@ char *cp_datapath(const char *rel, char *buf, size_t len, char *errbuf, size_t e
     return buf;
 }
 
-char *cp_data_read(const char *rel, const char *what, size_t max, size_t *len, char *err,
-                   size_t errlen)
+char *cp_data_read(const char *rel, const char *what, size_t max, size_t *len, char *path,
+                   size_t pathlen, char *err, size_t errlen)
 {
-    char path[4096], why[512];
+    char why[512];
     *len = 0;
-    if (!cp_datapath(rel, path, sizeof(path), why, sizeof(why))) {
+    if (!cp_datapath(rel, path, pathlen, why, sizeof(why))) {
         cp_errmsg(err, errlen, "%s: %s", what, why);
         return NULL;
     }
@@ -91,18 +91,20 @@ char *cp_data_read(const char *rel, const char *what, size_t max, size_t *len, c
             fclose(f);
         return NULL;
     }
-    /* the size as stat says it, and one byte more to see a file that grew past it */
-    size_t want = st.st_size > 0 && (uint64_t)st.st_size <= max ? (size_t)st.st_size : max;
+    if (st.st_size < 0 || (uint64_t)st.st_size > max) {
+        cp_errmsg(err, errlen, "%s: over the size limit (%zu bytes)", path, max);
+        fclose(f);
+        return NULL;
+    }
+    /* the size stat gives, and one byte more to notice a file that grew since */
+    size_t want = (size_t)st.st_size;
     char *buf = malloc(want + 2);
     size_t n = buf ? fread(buf, 1, want + 1, f) : 0;
     int rerr = buf && ferror(f);
     fclose(f);
-    if (!buf || rerr || n > want || (uint64_t)st.st_size > max) {
+    if (!buf || rerr || n > want) {
         cp_errmsg(err, errlen, "%s: %s", path,
-                  !buf                            ? "out of memory"
-                  : rerr                          ? "read error"
-                  : (uint64_t)st.st_size > max || n > max ? "over the size limit"
-                                                  : "changed while being read");
+                  !buf ? "out of memory" : rerr ? "read error" : "changed while being read");
         free(buf);
         return NULL;
     }

@@ -19,10 +19,11 @@ const char *cp_datadir(void);
 char *cp_datapath(const char *rel, char *buf, size_t len, char *errbuf, size_t errlen);
 
 /* Reads the data file `rel` (cp_datapath) whole into a malloc()ed, NUL-terminated buffer sized to
- * the file (not to max: a 4 MiB buffer for a 20 KiB file is 4 MiB of fresh memory). NULL with err
- * set ("<path>: over 4 MiB", "<path>: No such file...") when it cannot. what names the file in
- * the errors about the data root ("log patterns"). */
-char *cp_data_read(const char *rel, const char *what, size_t max, size_t *len, char *err,
-                   size_t errlen);
+ * the file (not to max: a 4 MiB buffer for a 20 KiB file is 4 MiB of fresh memory), and its full
+ * path into path (for the caller's own messages). NULL with err set ("<path>: over the size
+ * limit", "<path>: No such file...") when it cannot. what names the file in the errors about
+ * the data root ("log patterns"). */
+char *cp_data_read(const char *rel, const char *what, size_t max, size_t *len, char *path,
+                   size_t pathlen, char *err, size_t errlen);
 
 #endif

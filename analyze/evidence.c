@@ -378,15 +378,20 @@ static void add_kmsg(cJSON *r, struct bundle *b, const cJSON *cat, double pid, i
 
 /* ---- log tails ---- */
 
-/* Is there log text to scan: a non-empty logs/<name>.tail member, or torchelastic's error file?
- * (The pattern catalogue is only loaded, and its regular expressions compiled, when there is.) */
+/* A captured log tail: logs/<name>.tail. */
+static int is_log_tail(const char *name)
+{
+    size_t nl = strlen(name);
+    return !strncmp(name, "logs/", 5) && nl >= 10 && !strcmp(name + nl - 5, ".tail");
+}
+
+/* Is there log text to scan: a non-empty log tail, or torchelastic's error file? (The pattern
+ * catalogue is only loaded, and its regular expressions compiled, when there is.) */
 static int have_log_text(struct bundle *b)
 {
     for (size_t i = 0; i < bundle_member_count(b); i++) {
         const struct bundle_member *m = bundle_member(b, i);
-        size_t nl = strlen(m->name);
-        if (!strncmp(m->name, "logs/", 5) && nl >= 10 && !strcmp(m->name + nl - 5, ".tail") &&
-            m->size > 0)
+        if (is_log_tail(m->name) && m->size > 0)
             return 1;
     }
     return bundle_find(b, "ml/torchelastic_error.json") != NULL;
@@ -402,8 +407,7 @@ static void add_logs(cJSON *r, struct bundle *b, const struct logerr_set *pats)
     size_t total = 0;
     for (size_t i = 0; i < bundle_member_count(b); i++) {
         const struct bundle_member *m = bundle_member(b, i);
-        size_t nl = strlen(m->name);
-        if (strncmp(m->name, "logs/", 5) || nl < 10 || strcmp(m->name + nl - 5, ".tail"))
+        if (!is_log_tail(m->name))
             continue;
         cJSON_AddItemToArray(srcs, cJSON_CreateString(m->name));
         if (!pats)

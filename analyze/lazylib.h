@@ -30,8 +30,11 @@ void *cp_lazylib_open(struct cp_lazylib *l, char *err, size_t errlen);
 /* Symbol `name` of the opened library l; NULL with err set when it is missing. */
 void *cp_lazylib_sym(struct cp_lazylib *l, const char *name, char *err, size_t errlen);
 
-/* Resolves function `fn` of lib into slot (a pointer of __typeof__(&fn)): 0, or -1 with err. */
+/* Resolves function `fn` of lib into slot (a pointer of __typeof__(&fn)): 0, or -1 with err. fn
+ * is macro-expanded before it is named, so libunwind's unw_step finds _Ux86_64_step. */
+#define CP_LAZY_STR_(x) #x
+#define CP_LAZY_NAME(x) CP_LAZY_STR_(x)
 #define CP_LAZY_FN(lib, slot, fn, err, errlen)                                                     \
-    (((slot) = (__typeof__(slot))cp_lazylib_sym((lib), #fn, (err), (errlen))) ? 0 : -1)
+    (((slot) = (__typeof__(slot))cp_lazylib_sym((lib), CP_LAZY_NAME(fn), (err), (errlen))) ? 0 : -1)
 
 #endif

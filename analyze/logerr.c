@@ -177,24 +177,15 @@ fail:
 struct logerr_set *logerr_load(char *err, size_t errlen)
 {
     size_t n;
-    char e1[600];
-    char *buf = cp_data_read("rules/logs/patterns.json", "log patterns", PATTERNS_MAX_BYTES, &n, e1,
-                             sizeof(e1));
-    if (!buf) {
-        cp_errmsg(err, errlen, "%s", e1);
+    char path[4096], e2[400];
+    char *buf = cp_data_read("rules/logs/patterns.json", "log patterns", PATTERNS_MAX_BYTES, &n,
+                             path, sizeof(path), err, errlen);
+    if (!buf)
         return NULL;
-    }
-    char e2[400];
     struct logerr_set *s = logerr_load_json(buf, n, e2, sizeof(e2));
     free(buf);
-    if (!s) {
-        char path[4096];
-        cp_errmsg(err, errlen, "%s: %s",
-                  cp_datapath("rules/logs/patterns.json", path, sizeof(path), NULL, 0)
-                      ? path
-                      : "rules/logs/patterns.json",
-                  e2);
-    }
+    if (!s)
+        cp_errmsg(err, errlen, "%s: %s", path, e2);
     return s;
 }
 

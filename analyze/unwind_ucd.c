@@ -73,8 +73,6 @@ static double now(void)
 /* libunwind-coredump and libunwind's remote API for this architecture, opened the first time a
  * session starts (lazylib.h): most analyses never need them (libdwfl's stacks are complete), and
  * the three libraries cost ~1 ms of every start. */
-#define CP_STR_(x) #x
-#define CP_XSTR(x) CP_STR_(x) /* unw_* are macros for the architecture's _Ux86_64_* names */
 static struct {
     int ok;
     __typeof__(&_UCD_create) create;
@@ -98,10 +96,8 @@ static struct {
     __typeof__(&unw_strerror) strerror;
 } U;
 
-#define UCD_FN(slot, fn)                                                                           \
-    ((U.slot = (__typeof__(U.slot))cp_lazylib_sym(&ucd, #fn, err, errlen)) ? 0 : -1)
-#define UNW_FN(slot, fn)                                                                           \
-    ((U.slot = (__typeof__(U.slot))cp_lazylib_sym(&unw, CP_XSTR(fn), err, errlen)) ? 0 : -1)
+#define UCD_FN(slot, fn) CP_LAZY_FN(&ucd, U.slot, fn, err, errlen)
+#define UNW_FN(slot, fn) CP_LAZY_FN(&unw, U.slot, fn, err, errlen)
 
 static int unw_load(char *err, size_t errlen)
 {

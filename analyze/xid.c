@@ -219,18 +219,16 @@ int xid_parse(struct xid_ctx *ctx, const char *line, struct xid_event *ev)
 cJSON *xid_catalog_load(char *err, size_t errlen)
 {
     size_t n;
-    char *buf = cp_data_read("rules/gpu/xid.json", "Xid catalogue", XID_CATALOG_MAX, &n, err, errlen);
+    char path[4096];
+    char *buf = cp_data_read("rules/gpu/xid.json", "Xid catalogue", XID_CATALOG_MAX, &n, path,
+                             sizeof(path), err, errlen);
     if (!buf)
         return NULL;
     cJSON *j = cJSON_ParseWithLength(buf, n);
     free(buf);
     if (!cJSON_IsObject(j) || !cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(j, "xids"))) {
         cJSON_Delete(j);
-        char path[4096];
-        cp_errmsg(err, errlen, "%s: not a JSON object with \"xids\"",
-                  cp_datapath("rules/gpu/xid.json", path, sizeof(path), NULL, 0)
-                      ? path
-                      : "rules/gpu/xid.json");
+        cp_errmsg(err, errlen, "%s: not a JSON object with \"xids\"", path);
         return NULL;
     }
     return j;
