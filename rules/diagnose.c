@@ -48,7 +48,7 @@ int rules_diagnose(struct rulebase *rb, cJSON *report, char *err, size_t errlen)
 {
     cJSON_DeleteItemFromObjectCaseSensitive(report, "diagnoses");
     cJSON *out = cJSON_AddArrayToObject(report, "diagnoses");
-    cJSON *rules = rulebase_rules(rb, err, errlen);
+    const cJSON *rules = rulebase_effective(rb, err, errlen);
     if (!rules)
         return -1;
     int n = 0, cap = cJSON_GetArraySize(rules);
@@ -57,7 +57,6 @@ int rules_diagnose(struct rulebase *rb, cJSON *report, char *err, size_t errlen)
     if (!d || !src) {
         free(d);
         free(src);
-        cJSON_Delete(rules);
         cp_errmsg(err, errlen, "out of memory");
         return -1;
     }
@@ -109,7 +108,6 @@ int rules_diagnose(struct rulebase *rb, cJSON *report, char *err, size_t errlen)
         cJSON_AddItemToArray(out, d[i]);
     free(d);
     free(src);
-    cJSON_Delete(rules);
     return n;
 }
 
@@ -120,6 +118,7 @@ struct rulebase *diagnose_open(const char *dbpath_or_NULL, char *err, size_t err
     struct rulebase *rb = NULL;
     if (rulebase_open(NULL, path, &rb, err, errlen))
         return NULL;
+    (void)rulebase_effective(rb, NULL, 0); /* parsed now: analyze opens the base while it waits */
     return rb;
 }
 
@@ -139,7 +138,7 @@ int diagnose_with(cJSON *report, struct rulebase *rb, char *err, size_t errlen)
         cJSON_AddStringToObject(info, "error", err && err[0] ? err : "cannot open the rule base");
         return -1;
     }
-    cJSON *all = rulebase_rules(rb, NULL, 0), *r;
+    const cJSON *all = rulebase_effective(rb, NULL, 0), *r;
     int nb = 0, nu = 0;
     cJSON_ArrayForEach(r, all)
     {
@@ -149,7 +148,6 @@ int diagnose_with(cJSON *report, struct rulebase *rb, char *err, size_t errlen)
         else
             nb++;
     }
-    cJSON_Delete(all);
     cJSON_AddNumberToObject(info, "builtin_rules", nb);
     cJSON_AddNumberToObject(info, "user_rules", nu);
     int n = rules_diagnose(rb, report, err, errlen);

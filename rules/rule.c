@@ -22,6 +22,7 @@ int rule_leaf_known(const char *key);
 struct rulebase {
     sqlite3 *db;
     int have_kb;
+    cJSON *effective; /* rulebase_effective's parsed rules, kept until rulebase_close */
 };
 
 char *kb_default_path(char *buf, size_t len)
@@ -375,6 +376,7 @@ void rulebase_close(struct rulebase *rb)
 {
     if (!rb)
         return;
+    cJSON_Delete(rb->effective);
     sqlite3_close(rb->db);
     free(rb);
 }
@@ -419,6 +421,13 @@ cJSON *rulebase_rules(struct rulebase *rb, char *err, size_t errlen)
     }
     sqlite3_finalize(q);
     return arr;
+}
+
+const cJSON *rulebase_effective(struct rulebase *rb, char *err, size_t errlen)
+{
+    if (!rb->effective)
+        rb->effective = rulebase_rules(rb, err, errlen);
+    return rb->effective;
 }
 
 cJSON *rulebase_get(struct rulebase *rb, const char *id)

@@ -34,6 +34,8 @@ void rulebase_close(struct rulebase *rb);
 /* The effective rules, ordered by id: a new array of rule objects (caller deletes). Each carries
  * "source": "builtin" | "user" (and "overrides": true when a user rule replaced a built-in). */
 cJSON *rulebase_rules(struct rulebase *rb, char *err, size_t errlen);
+/* The same rules, parsed once and kept by rb (valid until rulebase_close): what matching reads. */
+const cJSON *rulebase_effective(struct rulebase *rb, char *err, size_t errlen);
 /* One rule by id (caller deletes), or NULL. */
 cJSON *rulebase_get(struct rulebase *rb, const char *id);
 
