@@ -595,23 +595,30 @@ static cJSON *empty_result(const struct native_opts *o)
     return r;
 }
 
-static int assemble(cJSON *r, char *out, size_t len)
+/* The child's lines, taken into the result as they arrive (the parent parses while the child
+ * still unwinds): complete lines only; a line cut by the child's death is left out. */
+struct feed {
+    cJSON *r;
+    size_t off; /* the first byte not taken yet */
+    int ended;
+    double dropped;
+};
+
+static int feed_lines(void *ctx, const char *buf, size_t len)
 {
-    int ended = 0;
-    double dropped = 0;
-    char *p = out, *end = out + len;
-    while (p < end) {
-        char *nl = memchr(p, '\n', (size_t)(end - p));
+    struct feed *f = ctx;
+    while (f->off < len) {
+        const char *p = buf + f->off;
+        const char *nl = memchr(p, '\n', len - f->off);
         if (!nl)
-            break; /* a line cut by the child's death */
+            break;
         cJSON *line = cJSON_ParseWithLength(p, (size_t)(nl - p));
         if (cJSON_IsObject(line))
-            take_line(r, line, &ended, &dropped);
+            take_line(f->r, line, &f->ended, &f->dropped);
         cJSON_Delete(line);
-        p = nl + 1;
+        f->off = (size_t)(nl - buf) + 1;
     }
-    cp_json_set(r, "frames_dropped", cJSON_CreateNumber(dropped));
-    return ended;
+    return f->ended;
 }
 
 static void set_error(cJSON *r, const char *status, int ended)
@@ -691,17 +698,22 @@ cJSON *native_finish(struct native_job *n, int *failed)
     const struct native_opts *o = &n->j.o;
     char *out = NULL, *status = n->status;
     size_t len = 0, slen = sizeof(n->status);
-    int rc = o->in_process   ? run_in_process(&n->j, &out, &len, status, slen)
-             : n->start_failed ? -1
-                               : sandbox_finish(n->h, &out, &len, status, slen);
-    cJSON *r = empty_result(o);
-    if (!r) {
-        free(out);
+    struct feed f = {.r = empty_result(o)};
+    if (!f.r) {
+        if (n->h && sandbox_finish(n->h, &out, &len, status, slen) >= 0)
+            free(out);
         free(n);
         return NULL;
     }
-    int ended = rc >= 0 && out ? assemble(r, out, len) : 0;
+    int rc = o->in_process     ? run_in_process(&n->j, &out, &len, status, slen)
+             : n->start_failed ? -1
+                               : sandbox_finish_seen(n->h, feed_lines, &f, &out, &len, status, slen);
+    if (rc >= 0 && out)
+        feed_lines(&f, out, len);
     free(out);
+    cJSON *r = f.r;
+    cp_json_set(r, "frames_dropped", cJSON_CreateNumber(f.dropped));
+    int ended = f.ended;
     /* a core whose headers or notes are damaged (core.h's warnings) gives a partial result */
     const cJSON *cw = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(r, "core"),
                                                        "warnings");

@@ -2,6 +2,7 @@
  *
  * Main data structure: a growing output buffer (struct sink) the parent fills from the pipe with
  * poll() until EOF or the wall-clock deadline, then the child's wait status turned into words.
+ * Children whose output said they were done are reaped later, from a small list (struct reaper).
  */
 #include "sandbox.h"
 #include "errmsg.h"
@@ -27,7 +28,36 @@ struct sink {
     char *buf;
     size_t len, cap, max;
     int overflow;
+    sandbox_seen_fn seen; /* NULL: none */
+    void *ctx;
+    int done; /* seen() said the child has done its work */
 };
+
+/* Children left to be reaped (sandbox_finish_seen): a few at most, one per analysis. */
+#define REAP_MAX 16
+static pid_t reap_pids[REAP_MAX];
+static size_t reap_n;
+
+static void reap_pending(int block)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < reap_n; i++) {
+        int st;
+        pid_t r;
+        while ((r = waitpid(reap_pids[i], &st, block ? 0 : WNOHANG)) < 0 && errno == EINTR)
+            ;
+        if (r == 0)
+            reap_pids[k++] = reap_pids[i]; /* still running (its exit is under way) */
+    }
+    reap_n = k;
+}
+
+static void reap_later(pid_t pid)
+{
+    if (reap_n == REAP_MAX)
+        reap_pending(1);
+    reap_pids[reap_n++] = pid;
+}
 
 
 static void set_limit(int what, uint64_t v)
@@ -111,6 +141,9 @@ static int drain(struct sink *s, int fd)
     }
     memcpy(s->buf + s->len, chunk, (size_t)n);
     s->len += (size_t)n;
+    s->buf[s->len] = 0;
+    if (s->seen && s->seen(s->ctx, s->buf, s->len))
+        s->done = 1;
     return 0;
 }
 
@@ -164,6 +197,7 @@ struct sandbox_child {
 struct sandbox_child *sandbox_start(sandbox_fn fn, void *arg, const struct sandbox_limits *l,
                                     char *status, size_t statuslen)
 {
+    reap_pending(0);
     struct sandbox_child *h = calloc(1, sizeof(*h));
     int p[2];
     if (!h) {
@@ -201,20 +235,31 @@ struct sandbox_child *sandbox_start(sandbox_fn fn, void *arg, const struct sandb
     return h;
 }
 
-int sandbox_finish(struct sandbox_child *h, char **out, size_t *outlen, char *status,
-                   size_t statuslen)
+int sandbox_finish_seen(struct sandbox_child *h, sandbox_seen_fn seen, void *ctx, char **out,
+                        size_t *outlen, char *status, size_t statuslen)
 {
     *out = NULL;
     *outlen = 0;
     const struct sandbox_limits *l = &h->l;
-    struct sink s = {.max = l->max_output ? l->max_output : (256u << 20)};
+    struct sink s = {.max = l->max_output ? l->max_output : (256u << 20), .seen = seen, .ctx = ctx};
     int timed_out = collect(&s, h->fd, h->deadline);
     if (timed_out || s.overflow)
         kill(h->pid, SIGKILL);
     close(h->fd);
     int st = 0;
-    while (waitpid(h->pid, &st, 0) < 0 && errno == EINTR)
-        ;
+    pid_t r;
+    if (s.done && !timed_out && !s.overflow) {
+        /* done, and its output closed: a status it already has counts, else it is exiting */
+        while ((r = waitpid(h->pid, &st, WNOHANG)) < 0 && errno == EINTR)
+            ;
+        if (r == 0)
+            reap_later(h->pid);
+        if (r <= 0)
+            st = 0;
+    } else {
+        while (waitpid(h->pid, &st, 0) < 0 && errno == EINTR)
+            ;
+    }
     describe(st, timed_out, &s, l, status, statuslen);
     if (!s.buf)
         s.buf = calloc(1, 1);
@@ -224,6 +269,12 @@ int sandbox_finish(struct sandbox_child *h, char **out, size_t *outlen, char *st
     *outlen = s.len;
     free(h);
     return !timed_out && !s.overflow && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
+}
+
+int sandbox_finish(struct sandbox_child *h, char **out, size_t *outlen, char *status,
+                   size_t statuslen)
+{
+    return sandbox_finish_seen(h, NULL, NULL, out, outlen, status, statuslen);
 }
 
 int sandbox_run(sandbox_fn fn, void *arg, const struct sandbox_limits *l, char **out,
