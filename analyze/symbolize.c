@@ -10,6 +10,7 @@
 
 #include "lazylib.h"
 #include "modules.h"
+#include "symtab.h"
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -343,7 +344,7 @@ const char *symbolize_addrinfo(Dwfl_Module *m, GElf_Addr addr, GElf_Off *off, GE
         GElf_Off o = 0;
         GElf_Sym y;
         memset(&y, 0, sizeof(y));
-        const char *name = m ? dwfl_module_addrinfo(m, addr, &o, &y, NULL, NULL, NULL) : NULL;
+        const char *name = m ? symtab_addrinfo(m, addr, &o, &y) : NULL;
         if (!m)
             return NULL;
         *e = (struct addrinfo_memo){m, addr, name, o, y};
@@ -359,6 +360,7 @@ void symbolize_forget(void)
     for (size_t i = 0; i < SCOPES_SLOTS; i++)
         free(scopes_memo[i].v);
     memset(scopes_memo, 0, sizeof(scopes_memo));
+    symtab_forget();
 }
 
 int symbolize_pc(Dwfl *dwfl, const struct modules *mods, uint64_t pc, int activation,

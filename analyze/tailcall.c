@@ -3,11 +3,12 @@
  * Main data structures: struct search - the function entry to reach, the path of tail-call sites
  * found so far (return pcs, absolute), how many complete paths were found (only a unique one is
  * used) and a budget of DIEs visited, so a hostile or huge DWARF tree cannot stall the analysis;
- * struct tailcall_cache - per module, its function symbols sorted by name, to resolve a call
- * site that names a declaration (a call into another compilation unit) in O(log n).
+ * struct tailcall_cache - the results per pair of frames. A call site that names a declaration
+ * (a call into another compilation unit) is resolved through the symbol table (symtab.h).
  */
 #include "tailcall.h"
 #include "symbolize.h"
+#include "symtab.h"
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -15,10 +16,8 @@
 #include <string.h>
 
 #define VISIT_BUDGET 200000
-#define MAX_SYMTAB 2000000
 
 struct search {
-    struct tailcall_cache *cache;
     Dwfl *dwfl;
     uint64_t target;                   /* entry of the callee to reach */
     uint64_t path[TAILCALL_MAX_CHAIN]; /* return pcs of the tail-call sites, caller side first */
@@ -51,18 +50,6 @@ static int site_is_tail(Dwarf_Die *site)
     return dwarf_attr(site, DW_AT_GNU_tail_call, &a) && dwarf_formflag(&a, &flag) == 0 && flag;
 }
 
-struct symidx {
-    const char *name; /* into the module's string table: valid while the Dwfl lives */
-    size_t len;       /* without a "@version" suffix */
-    uint64_t addr;
-};
-
-struct modidx {
-    Dwfl_Module *m;
-    struct symidx *v;
-    size_t n;
-};
-
 /* Results of tailcall_chain by (callee pc, activation, caller pc): threads of one process share
  * most of their frames (64 threads waiting in the same place), so each pair is searched once. */
 #define MEMO_SLOTS 1024u
@@ -74,8 +61,6 @@ struct memo {
 };
 
 struct tailcall_cache {
-    struct modidx *mods;
-    size_t n;
     struct memo memo[MEMO_SLOTS];
 };
 
@@ -86,77 +71,11 @@ struct tailcall_cache *tailcall_cache_new(void)
 
 void tailcall_cache_free(struct tailcall_cache *c)
 {
-    if (!c)
-        return;
-    for (size_t i = 0; i < c->n; i++)
-        free(c->mods[i].v);
-    free(c->mods);
     free(c);
 }
 
-static int symidx_cmp(const void *a, const void *b)
-{
-    const struct symidx *x = a, *y = b;
-    size_t l = x->len < y->len ? x->len : y->len;
-    int r = memcmp(x->name, y->name, l);
-    if (r)
-        return r;
-    if (x->len != y->len)
-        return x->len < y->len ? -1 : 1;
-    return x->addr < y->addr ? -1 : x->addr > y->addr;
-}
-
-/* The defined function symbols of m, sorted by name. */
-static struct modidx *module_index(struct tailcall_cache *c, Dwfl_Module *m)
-{
-    for (size_t i = 0; i < c->n; i++)
-        if (c->mods[i].m == m)
-            return &c->mods[i];
-    struct modidx *v = realloc(c->mods, (c->n + 1) * sizeof(*v));
-    if (!v)
-        return NULL;
-    c->mods = v;
-    struct modidx *x = &c->mods[c->n++];
-    *x = (struct modidx){.m = m};
-    int n = dwfl_module_getsymtab(m);
-    if (n > MAX_SYMTAB)
-        n = MAX_SYMTAB;
-    if (n <= 1 || !(x->v = malloc((size_t)n * sizeof(*x->v))))
-        return x;
-    for (int i = 1; i < n; i++) {
-        GElf_Sym sym;
-        GElf_Addr addr = 0;
-        const char *s = dwfl_module_getsym_info(m, i, &sym, &addr, NULL, NULL, NULL);
-        if (!s || GELF_ST_TYPE(sym.st_info) != STT_FUNC || sym.st_shndx == SHN_UNDEF || !addr)
-            continue;
-        const char *at = strchr(s, '@');
-        x->v[x->n++] = (struct symidx){s, at ? (size_t)(at - s) : strlen(s), addr};
-    }
-    qsort(x->v, x->n, sizeof(*x->v), symidx_cmp);
-    return x;
-}
-
-/* The address of the function named `name` in the module's symbol table (0: none). */
-static uint64_t symbol_address(struct tailcall_cache *c, Dwfl_Module *m, const char *name)
-{
-    struct modidx *x = c ? module_index(c, m) : NULL;
-    struct symidx key = {name, strlen(name), 0};
-    size_t lo = 0, hi = x ? x->n : 0;
-    while (lo < hi) { /* the first entry >= name (address 0 sorts first) */
-        size_t mid = lo + (hi - lo) / 2;
-        if (symidx_cmp(&x->v[mid], &key) < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (x && lo < x->n && x->v[lo].len == key.len && !memcmp(x->v[lo].name, name, key.len))
-        return x->v[lo].addr;
-    return 0;
-}
-
 /* Entry address of the function a call site calls (0: unknown, e.g. an indirect call). */
-static uint64_t site_target(struct tailcall_cache *c, Dwfl_Module *m, Dwarf_Die *site,
-                            Dwarf_Addr bias)
+static uint64_t site_target(Dwfl_Module *m, Dwarf_Die *site, Dwarf_Addr bias)
 {
     Dwarf_Attribute a;
     Dwarf_Die fn;
@@ -169,7 +88,7 @@ static uint64_t site_target(struct tailcall_cache *c, Dwfl_Module *m, Dwarf_Die 
     const char *name = dwarf_formstring(dwarf_attr_integrate(&fn, DW_AT_linkage_name, &a));
     if (!name)
         name = dwarf_diename(&fn);
-    return name ? symbol_address(c, m, name) : 0;
+    return name ? symtab_function(m, name) : 0;
 }
 
 /* Entry of the function containing pc (lookup address), from the symbol table. */
@@ -222,7 +141,7 @@ static void visit(struct search *s, Dwfl_Module *m, Dwarf_Addr bias, Dwarf_Die *
             return;
         if (is_call_site(&child) && site_is_tail(&child)) {
             Dwarf_Addr ret;
-            uint64_t t = site_target(s->cache, m, &child, bias);
+            uint64_t t = site_target(m, &child, bias);
             if (t && site_return_pc(&child, &ret) == 0) {
                 s->path[s->depth++] = ret + bias;
                 if (t == s->target) {
@@ -258,8 +177,8 @@ static void search_from(struct search *s, uint64_t entry)
     free(scopes);
 }
 
-static size_t chain(struct tailcall_cache *c, Dwfl *dwfl, uint64_t callee_pc,
-                    int callee_activation, uint64_t caller_pc, uint64_t *out, size_t max);
+static size_t chain(Dwfl *dwfl, uint64_t callee_pc, int callee_activation, uint64_t caller_pc,
+                    uint64_t *out, size_t max);
 
 size_t tailcall_chain(struct tailcall_cache *c, Dwfl *dwfl, uint64_t callee_pc,
                       int callee_activation, uint64_t caller_pc, uint64_t *out, size_t max)
@@ -270,7 +189,7 @@ size_t tailcall_chain(struct tailcall_cache *c, Dwfl *dwfl, uint64_t callee_pc,
                                (uint64_t)!!callee_activation) % MEMO_SLOTS];
     if (!(e->used && e->callee_pc == callee_pc && e->caller_pc == caller_pc &&
           e->activation == !!callee_activation)) {
-        e->n = chain(c, dwfl, callee_pc, callee_activation, caller_pc, e->out, TAILCALL_MAX_CHAIN);
+        e->n = chain(dwfl, callee_pc, callee_activation, caller_pc, e->out, TAILCALL_MAX_CHAIN);
         e->callee_pc = callee_pc;
         e->caller_pc = caller_pc;
         e->activation = !!callee_activation;
@@ -281,8 +200,8 @@ size_t tailcall_chain(struct tailcall_cache *c, Dwfl *dwfl, uint64_t callee_pc,
     return n;
 }
 
-static size_t chain(struct tailcall_cache *c, Dwfl *dwfl, uint64_t callee_pc,
-                    int callee_activation, uint64_t caller_pc, uint64_t *out, size_t max)
+static size_t chain(Dwfl *dwfl, uint64_t callee_pc, int callee_activation, uint64_t caller_pc,
+                    uint64_t *out, size_t max)
 {
     uint64_t callee = function_entry(dwfl, callee_activation ? callee_pc : callee_pc - 1);
     Dwfl_Module *m = dwfl_addrmodule(dwfl, caller_pc - 1);
@@ -290,10 +209,10 @@ static size_t chain(struct tailcall_cache *c, Dwfl *dwfl, uint64_t callee_pc,
     Dwarf_Addr bias = 0;
     if (!callee || !m || !find_site(m, caller_pc - 1, caller_pc, &site, &bias))
         return 0;
-    uint64_t first = site_target(c, m, &site, bias);
+    uint64_t first = site_target(m, &site, bias);
     if (!first || first == callee)
         return 0;
-    struct search s = {.cache = c, .dwfl = dwfl, .target = callee, .budget = VISIT_BUDGET};
+    struct search s = {.dwfl = dwfl, .target = callee, .budget = VISIT_BUDGET};
     search_from(&s, first);
     if (s.paths != 1)
         return 0; /* none, or ambiguous: claim nothing */
