@@ -804,24 +804,12 @@ static int parse_args(struct analyze_args *A, int argc, char **argv)
 
 /* Starts the native analysis's child (it needs only the manifest's tid and comm from r), so the
  * evidence is decoded while it runs. NULL when there is no core (or no memory). */
-static struct native_job *start_native(struct bundle *b, cJSON *r, struct analyze_args *A)
-{
-    if (!bundle_find(b, "core"))
-        return NULL;
-    const cJSON *tid = cp_jpath(r, "process.crashed_tid");
-    A->native.manifest_tid = cJSON_IsNumber(tid) && tid->valuedouble > 0 &&
-                                     tid->valuedouble < 2147483648.0
-                                 ? (int32_t)tid->valuedouble
-                                 : 0;
-    A->native.comm = gstr(r, "process.comm");
-    return native_start(b, &A->native);
-}
-
-/* Collects the native analysis started by start_native and merges it into r. Returns 1 when it
+/* Collects the native analysis started in cmd_analyze and merges it into r. Returns 1 when it
  * did not complete. */
 static int add_native(struct bundle *b, cJSON *r, struct analyze_args *A, struct native_job *nj)
 {
     if (!bundle_find(b, "core")) {
+        native_cancel(nj);
         report_native_skipped(r, "no core in this bundle (a metadata-only capture)");
         stacks_annotate(r, NULL, &text_ops);
         return 0;
@@ -859,9 +847,14 @@ int cmd_analyze(int argc, char **argv)
     if (rc >= 0)
         return rc;
 
+    /* the child that unwinds starts first and opens the bundle itself: forked before this process
+     * has touched the bundle, it copies few pages on write. It works while this process decodes
+     * the evidence and loads the rule base. */
+    struct native_job *nj = !A.members_only ? native_start_path(A.path, &A.native) : NULL;
     struct bundle *b = NULL;
     char err[512];
     if (bundle_open(A.path, &b, err, sizeof(err))) {
+        native_cancel(nj);
         fprintf(stderr, "crashpack analyze: ");
         put_safe(stderr, err);
         fputc('\n', stderr);
@@ -869,14 +862,16 @@ int cmd_analyze(int argc, char **argv)
     }
     cJSON *r = build_report(b, A.path);
     int complete = bundle_complete(b);
-    /* the child unwinds while this process decodes the evidence */
-    struct native_job *nj = r && !A.members_only ? start_native(b, r, &A) : NULL;
+    if (!r) {
+        native_cancel(nj);
+        nj = NULL;
+    }
     if (r && !A.members_only) {
         char everr[1024] = "";
         if (evidence_add(r, b, everr, sizeof(everr)))
             cJSON_AddStringToObject(r, "evidence_error", everr);
     }
-    /* and loads the rule base, which the last step needs */
+    /* the rule base, which the last step needs */
     char derr[512] = "";
     struct rulebase *rb = r && !A.members_only ? diagnose_open(A.db, derr, sizeof(derr)) : NULL;
     int native_failed = r && !A.members_only ? add_native(b, r, &A, nj) : 0;

@@ -38,11 +38,14 @@
 #define DEFAULT_CPU_S 120u
 #define DEFAULT_WALL_S 180u
 #define DEFAULT_AS (32ull << 30) /* libdw maps whole files: a CUDA process maps several GiB */
+#define MANIFEST_MAX (16u << 20)
 #define MAX_OUTPUT (512u << 20)
 
 struct job {
-    struct bundle *b;
+    struct bundle *b;  /* NULL: open `path` (native_start_path) */
+    const char *path;
     struct native_opts o;
+    char comm[64];     /* the manifest's comm, when this job read it */
 };
 
 /* ---- small JSON helpers ---- */
@@ -64,19 +67,30 @@ static void add_str(cJSON *o, const char *key, const char *s)
         cJSON_AddNullToObject(o, key);
 }
 
-/* Sends one line (and frees j). */
+/* Sends one line (and frees j): printed into a buffer kept for the next line, and written with
+ * its newline in one write (a 64-thread core sends ~70 lines of ~4 KiB). */
+#define EMIT_BUF (256u << 10)
 static int emit(int fd, const char *type, cJSON *j)
 {
+    static char *buf;
     if (!j)
         return -1;
     cJSON_AddStringToObject(j, "t", type);
-    char *s = cJSON_PrintUnformatted(j);
+    if (!buf)
+        buf = malloc(EMIT_BUF);
+    /* cJSON asks for 5 bytes of slack; one more is the newline's */
+    char *s = buf && cJSON_PrintPreallocated(j, buf, (int)EMIT_BUF - 8, 0)
+                  ? buf
+                  : cJSON_PrintUnformatted(j); /* a line longer than the buffer */
     cJSON_Delete(j);
     if (!s)
         return -1;
-    int rc = write_all(fd, s, strlen(s));
-    if (!rc)
-        rc = write_all(fd, "\n", 1);
+    size_t len = strlen(s);
+    if (s == buf) {
+        buf[len] = '\n';
+        return write_all(fd, buf, len + 1);
+    }
+    int rc = write_all(fd, s, len) || write_all(fd, "\n", 1);
     free(s);
     return rc;
 }
@@ -502,6 +516,26 @@ static int analyze(struct job *j, int fd, struct core *c)
     return rc;
 }
 
+/* What native_start's caller takes from the report, read here from manifest.json: the kernel's
+ * crashed tid and the program name. */
+static void manifest_hints(struct job *j)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    int rc = bundle_read_all(j->b, "manifest.json", MANIFEST_MAX, &buf, &len);
+    cJSON *m = rc == BUNDLE_OK || rc == BUNDLE_ETRUNC ? cJSON_ParseWithLength(buf, len) : NULL;
+    free(buf);
+    const cJSON *tid = cJSON_GetObjectItemCaseSensitive(m, "tid");
+    const cJSON *comm = cJSON_GetObjectItemCaseSensitive(m, "comm");
+    if (cJSON_IsNumber(tid) && tid->valuedouble > 0 && tid->valuedouble < 2147483648.0)
+        j->o.manifest_tid = (int32_t)tid->valuedouble;
+    if (cJSON_IsString(comm)) {
+        snprintf(j->comm, sizeof(j->comm), "%s", comm->valuestring);
+        j->o.comm = j->comm;
+    }
+    cJSON_Delete(m);
+}
+
 static int child_main(void *arg, int fd)
 {
     struct job *j = arg;
@@ -509,12 +543,24 @@ static int child_main(void *arg, int fd)
     unsetenv("DEBUGINFOD_URLS"); /* never the network; the same answer for the same input */
     if (j->o.unwind.deadline <= 0)
         j->o.unwind.deadline = now() + 0.8 * (j->o.wall_s ? j->o.wall_s : DEFAULT_WALL_S);
+    struct bundle *own = NULL;
+    if (!j->b) {
+        if (bundle_open(j->path, &own, err, sizeof(err)))
+            return emit_error(fd, err);
+        j->b = own;
+        manifest_hints(j);
+    }
     struct core *c = NULL;
     if (core_open(j->b, "core", &c, err, sizeof(err)))
         return emit_error(fd, err);
     int rc = analyze(j, fd, c);
-    if (j->o.in_process)
+    if (j->o.in_process) {
         core_close(c);
+        if (own) {
+            bundle_close(own);
+            j->b = NULL;
+        }
+    }
     if (!rc)
         rc = emit(fd, "end", cJSON_CreateObject()) ? 3 : 0;
     return rc;
@@ -667,12 +713,13 @@ struct native_job {
     char status[512];
 };
 
-struct native_job *native_start(struct bundle *b, const struct native_opts *o)
+static struct native_job *start(struct bundle *b, const char *path, const struct native_opts *o)
 {
     struct native_job *n = calloc(1, sizeof(*n));
     if (!n)
         return NULL;
     n->j.b = b;
+    n->j.path = path;
     n->j.o = *o;
     if (!o->in_process) {
         struct sandbox_limits l = {
@@ -685,6 +732,25 @@ struct native_job *native_start(struct bundle *b, const struct native_opts *o)
         n->start_failed = !n->h;
     }
     return n;
+}
+
+struct native_job *native_start(struct bundle *b, const struct native_opts *o)
+{
+    return start(b, NULL, o);
+}
+
+struct native_job *native_start_path(const char *path, const struct native_opts *o)
+{
+    return start(NULL, path, o);
+}
+
+void native_cancel(struct native_job *n)
+{
+    if (!n)
+        return;
+    if (n->h)
+        sandbox_cancel(n->h);
+    free(n);
 }
 
 cJSON *native_run(struct bundle *b, const struct native_opts *o, int *failed)

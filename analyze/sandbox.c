@@ -271,6 +271,15 @@ int sandbox_finish_seen(struct sandbox_child *h, sandbox_seen_fn seen, void *ctx
     return !timed_out && !s.overflow && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
 }
 
+void sandbox_cancel(struct sandbox_child *h)
+{
+    kill(h->pid, SIGKILL);
+    close(h->fd);
+    while (waitpid(h->pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+    free(h);
+}
+
 int sandbox_finish(struct sandbox_child *h, char **out, size_t *outlen, char *status,
                    size_t statuslen)
 {

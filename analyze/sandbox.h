@@ -42,6 +42,9 @@ struct sandbox_child *sandbox_start(sandbox_fn fn, void *arg, const struct sandb
 int sandbox_finish(struct sandbox_child *h, char **out, size_t *outlen, char *status,
                    size_t statuslen);
 
+/* Kills the child, waits for it and frees the handle: its output is not wanted. */
+void sandbox_cancel(struct sandbox_child *h);
+
 /* sandbox_finish() that hands the output over as it arrives: seen(ctx, buf, len) is called after
  * each read with everything collected so far (buf is NUL-terminated), so the caller can parse it
  * while the child still works. When seen() returns nonzero, the output says the child has done
