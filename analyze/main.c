@@ -1,5 +1,6 @@
 /* main.c - `crashpack <verb> ...`: one table, one function per verb (see commands.h). */
 #include "commands.h"
+#include "sandbox.h"
 
 #include <limits.h>
 #include <malloc.h>
@@ -93,8 +94,11 @@ int main(int argc, char **argv)
         return 0;
     }
     for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
-        if (!strcmp(argv[1], verbs[i].name))
-            return verbs[i].fn(argc - 1, argv + 1);
+        if (!strcmp(argv[1], verbs[i].name)) {
+            int rc = verbs[i].fn(argc - 1, argv + 1);
+            sandbox_reap(); /* children whose exit was not waited for (sandbox.h) */
+            return rc;
+        }
     fprintf(stderr, "crashpack: unknown command `%s`\n\n", argv[1]);
     usage(stderr);
     return 2;

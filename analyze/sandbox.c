@@ -52,6 +52,11 @@ static void reap_pending(int block)
     reap_n = k;
 }
 
+void sandbox_reap(void)
+{
+    reap_pending(1);
+}
+
 static void reap_later(pid_t pid)
 {
     if (reap_n == REAP_MAX)

@@ -42,6 +42,10 @@ struct sandbox_child *sandbox_start(sandbox_fn fn, void *arg, const struct sandb
 int sandbox_finish(struct sandbox_child *h, char **out, size_t *outlen, char *status,
                    size_t statuslen);
 
+/* Waits for the children sandbox_finish_seen() left to be reaped (a command's last step: their
+ * resource use then counts in the process's children, as getrusage and time(1) report it). */
+void sandbox_reap(void);
+
 /* Kills the child, waits for it and frees the handle: its output is not wanted. */
 void sandbox_cancel(struct sandbox_child *h);
 
@@ -50,8 +54,8 @@ void sandbox_cancel(struct sandbox_child *h);
  * while the child still works. When seen() returns nonzero, the output says the child has done
  * its work (native.c's "end" line): once its end of the pipe closes, the child counts as having
  * exited with status 0 unless it is already known otherwise, and it is reaped later (by the next
- * sandbox_start; at most 16 wait, the process's exit hands the rest to init) instead of waiting
- * while the kernel tears down its address space (1-2 ms for an analysis child). */
+ * sandbox_start or sandbox_reap; at most 16 wait) instead of waiting while the kernel tears down
+ * its address space (1-2 ms for an analysis child). */
 typedef int (*sandbox_seen_fn)(void *ctx, const char *buf, size_t len);
 int sandbox_finish_seen(struct sandbox_child *h, sandbox_seen_fn seen, void *ctx, char **out,
                         size_t *outlen, char *status, size_t statuslen);
