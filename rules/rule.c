@@ -1,4 +1,10 @@
-/* rule.c - the rule base (SQLite), rule validation and self-tests (see rule.h). */
+/* rule.c - the rule base (built-in rule files, and a knowledge base's user rules read with
+ * SQLite), rule validation and self-tests (see rule.h).
+ *
+ * Main data structure: struct rulebase - the validated built-in rules sorted by id (parsed once,
+ * at open), the knowledge base opened read-only when it has a user_rules table, and the effective
+ * rules once asked for (rulebase_effective).
+ */
 #include "rule.h"
 #include "datadir.h"
 #include "errmsg.h"
@@ -20,8 +26,8 @@ int rule_regex_ok(const char *re, char *err, size_t errlen);
 int rule_leaf_known(const char *key);
 
 struct rulebase {
-    sqlite3 *db;
-    int have_kb;
+    cJSON *builtins;  /* validated built-in rules, by id */
+    sqlite3 *kb;      /* the knowledge base (read-only), NULL: none or no user_rules table */
     cJSON *effective; /* rulebase_effective's parsed rules, kept until rulebase_close */
 };
 
@@ -258,7 +264,21 @@ static int cmpstr(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static int load_builtins(sqlite3 *db, const char *dir, char *err, size_t errlen)
+struct loaded {
+    cJSON *rule;
+    const char *id;
+    size_t file; /* its place in file-name order */
+};
+
+static int by_id(const void *a, const void *b)
+{
+    const struct loaded *x = a, *y = b;
+    int r = strcmp(x->id, y->id);
+    return r ? r : x->file < y->file ? -1 : x->file > y->file;
+}
+
+/* The built-in rule files of dir, each parsed and validated, into rb->builtins sorted by id. */
+static int load_builtins(struct rulebase *rb, const char *dir, char *err, size_t errlen)
 {
     DIR *d = opendir(dir);
     if (!d) {
@@ -280,46 +300,46 @@ static int load_builtins(sqlite3 *db, const char *dir, char *err, size_t errlen)
     }
     closedir(d);
     qsort(names, n, sizeof(*names), cmpstr);
-    sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(db, "INSERT INTO builtin(id, json, file) VALUES (?1, ?2, ?3)", -1,
-                                &st, NULL);
-    for (size_t i = 0; i < n && rc == SQLITE_OK; i++) {
+    struct loaded *v = calloc(n + 1, sizeof(*v));
+    int rc = v ? 0 : -1;
+    size_t nv = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
         char path[PATH_MAX], sub[512];
         snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
         cJSON *j = read_json_file(path, sub, sizeof(sub));
         if (!j || rule_validate(j, sub, sizeof(sub))) {
             cp_errmsg(err, errlen, "built-in rule file %s: %s", path, sub);
             cJSON_Delete(j);
-            rc = SQLITE_ERROR;
+            rc = -1;
             break;
         }
-        char *s = cJSON_PrintUnformatted(j);
-        sqlite3_bind_text(st, 1, cJSON_GetObjectItem(j, "id")->valuestring, -1, SQLITE_TRANSIENT);
-        sqlite3_bind_text(st, 2, s, -1, SQLITE_TRANSIENT);
-        sqlite3_bind_text(st, 3, path, -1, SQLITE_TRANSIENT);
-        int s2 = sqlite3_step(st);
-        sqlite3_reset(st);
-        free(s);
-        if (s2 == SQLITE_CONSTRAINT) {
-            cp_errmsg(err, errlen, "built-in rule file %s: duplicate id %s", path,
-                      cJSON_GetObjectItem(j, "id")->valuestring);
-            cJSON_Delete(j);
-            rc = SQLITE_ERROR;
-            break;
-        }
-        cJSON_Delete(j);
-        if (s2 != SQLITE_DONE) {
-            cp_errmsg(err, errlen, "rule base: %s", sqlite3_errmsg(db));
-            rc = SQLITE_ERROR;
-        }
+        v[nv++] = (struct loaded){j, cJSON_GetObjectItem(j, "id")->valuestring, i};
     }
-    sqlite3_finalize(st);
+    if (!v)
+        cp_errmsg(err, errlen, "out of memory");
+    if (!rc)
+        qsort(v, nv, sizeof(*v), by_id);
+    for (size_t i = 1; i < nv && !rc; i++)
+        if (!strcmp(v[i].id, v[i - 1].id)) {
+            cp_errmsg(err, errlen, "built-in rule file %s/%s: duplicate id %s", dir,
+                      names[v[i].file], v[i].id);
+            rc = -1;
+        }
+    rb->builtins = cJSON_CreateArray();
+    for (size_t i = 0; i < nv; i++)
+        if (rc || !rb->builtins)
+            cJSON_Delete(v[i].rule);
+        else
+            cJSON_AddItemToArray(rb->builtins, v[i].rule);
+    if (!rc && !rb->builtins) {
+        cp_errmsg(err, errlen, "out of memory");
+        rc = -1;
+    }
+    free(v);
     for (size_t i = 0; i < n; i++)
         free(names[i]);
     free(names);
-    if (rc != SQLITE_OK && err && !*err)
-        cp_errmsg(err, errlen, "rule base: %s", sqlite3_errmsg(db));
-    return rc == SQLITE_OK ? 0 : -1;
+    return rc;
 }
 
 int rulebase_open(const char *builtin_dir, const char *kbpath, struct rulebase **out, char *err,
@@ -335,38 +355,32 @@ int rulebase_open(const char *builtin_dir, const char *kbpath, struct rulebase *
             return -1;
     }
     struct rulebase *rb = calloc(1, sizeof(*rb));
-    if (!rb || sqlite3_open_v2(":memory:", &rb->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_URI, NULL)) {
-        cp_errmsg(err, errlen, "cannot open the in-memory rule base");
-        rulebase_close(rb);
+    if (!rb) {
+        cp_errmsg(err, errlen, "out of memory");
         return -1;
     }
-    if (sqlite3_exec(rb->db,
-                     "CREATE TABLE builtin(id TEXT PRIMARY KEY, json TEXT NOT NULL, file TEXT);", NULL,
-                     NULL, NULL) != SQLITE_OK ||
-        load_builtins(rb->db, builtin_dir, err, errlen)) {
-        if (err && !*err)
-            cp_errmsg(err, errlen, "rule base: %s", sqlite3_errmsg(rb->db));
+    if (load_builtins(rb, builtin_dir, err, errlen)) {
         rulebase_close(rb);
         return -1;
     }
     struct stat st;
-    if (kbpath && stat(kbpath, &st) == 0) {
-        char *uri = sqlite3_mprintf("file:%s?mode=ro", kbpath);
-        char *sql = sqlite3_mprintf("ATTACH %Q AS kb", uri);
-        int rc = sqlite3_exec(rb->db, sql, NULL, NULL, NULL);
-        sqlite3_free(sql);
-        sqlite3_free(uri);
-        if (rc == SQLITE_OK) {
-            sqlite3_busy_timeout(rb->db, 5000);
-            sqlite3_stmt *q = NULL;
-            if (sqlite3_prepare_v2(rb->db,
-                                   "SELECT 1 FROM kb.sqlite_master WHERE type='table' AND "
-                                   "name='user_rules'",
-                                   -1, &q, NULL) == SQLITE_OK &&
-                sqlite3_step(q) == SQLITE_ROW)
-                rb->have_kb = 1;
-            sqlite3_finalize(q);
+    if (kbpath && stat(kbpath, &st) == 0 &&
+        sqlite3_open_v2(kbpath, &rb->kb, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
+        sqlite3_busy_timeout(rb->kb, 5000);
+        sqlite3_stmt *q = NULL;
+        int have = sqlite3_prepare_v2(rb->kb,
+                                      "SELECT 1 FROM sqlite_master WHERE type='table' AND "
+                                      "name='user_rules'",
+                                      -1, &q, NULL) == SQLITE_OK &&
+                   sqlite3_step(q) == SQLITE_ROW;
+        sqlite3_finalize(q);
+        if (!have) {
+            sqlite3_close(rb->kb);
+            rb->kb = NULL;
         }
+    } else if (rb->kb) {
+        sqlite3_close(rb->kb); /* an unreadable file: built-in rules only, as without one */
+        rb->kb = NULL;
     }
     *out = rb;
     return 0;
@@ -377,45 +391,59 @@ void rulebase_close(struct rulebase *rb)
     if (!rb)
         return;
     cJSON_Delete(rb->effective);
-    sqlite3_close(rb->db);
+    cJSON_Delete(rb->builtins);
+    sqlite3_close(rb->kb);
     free(rb);
 }
 
-static const char *effective_sql(const struct rulebase *rb)
+static void add_rule(cJSON *arr, cJSON *rule, const char *source, int overrides)
 {
-    return rb->have_kb
-               ? "SELECT u.id, u.json, 'user', b.id IS NOT NULL FROM kb.user_rules u "
-                 "LEFT JOIN builtin b ON b.id = u.id "
-                 "UNION ALL SELECT id, json, 'builtin', 0 FROM builtin "
-                 "WHERE id NOT IN (SELECT id FROM kb.user_rules) ORDER BY 1"
-               : "SELECT id, json, 'builtin', 0 FROM builtin ORDER BY 1";
+    cJSON_DeleteItemFromObjectCaseSensitive(rule, "source");
+    cJSON_AddStringToObject(rule, "source", source);
+    if (overrides)
+        cJSON_AddTrueToObject(rule, "overrides");
+    cJSON_AddItemToArray(arr, rule);
 }
 
 cJSON *rulebase_rules(struct rulebase *rb, char *err, size_t errlen)
 {
     sqlite3_stmt *q = NULL;
-    if (sqlite3_prepare_v2(rb->db, effective_sql(rb), -1, &q, NULL) != SQLITE_OK) {
-        cp_errmsg(err, errlen, "rule base: %s", sqlite3_errmsg(rb->db));
+    if (rb->kb && sqlite3_prepare_v2(rb->kb, "SELECT id, json FROM user_rules ORDER BY id", -1, &q,
+                                     NULL) != SQLITE_OK) {
+        cp_errmsg(err, errlen, "rule base: %s", sqlite3_errmsg(rb->kb));
         return NULL;
     }
+    /* a merge of two lists sorted by id; a user rule replaces the built-in of its id (even when
+     * it is broken: then neither is used, as the user asked for that id to change) */
     cJSON *arr = cJSON_CreateArray();
-    int rc;
-    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+    const cJSON *b = rb->builtins ? rb->builtins->child : NULL;
+    int rc = q ? sqlite3_step(q) : SQLITE_DONE;
+    while (rc == SQLITE_ROW || b) {
+        if (rc == SQLITE_ROW && !sqlite3_column_text(q, 0)) { /* no id: not a rule */
+            rc = sqlite3_step(q);
+            continue;
+        }
+        const char *uid = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(q, 0) : NULL;
+        const char *bid = b ? cJSON_GetObjectItem(b, "id")->valuestring : NULL;
+        int c = !uid ? 1 : !bid ? -1 : strcmp(uid, bid);
+        if (c > 0) {
+            add_rule(arr, cJSON_Duplicate(b, 1), "builtin", 0);
+            b = b->next;
+            continue;
+        }
         const char *js = (const char *)sqlite3_column_text(q, 1);
         cJSON *j = js ? cJSON_Parse(js) : NULL;
         char sub[256];
-        if (!j || rule_validate(j, sub, sizeof(sub))) {
+        if (!j || rule_validate(j, sub, sizeof(sub)))
             cJSON_Delete(j); /* a broken user rule is skipped, never fatal */
-            continue;
-        }
-        cJSON_DeleteItemFromObjectCaseSensitive(j, "source");
-        cJSON_AddStringToObject(j, "source", (const char *)sqlite3_column_text(q, 2));
-        if (sqlite3_column_int(q, 3))
-            cJSON_AddTrueToObject(j, "overrides");
-        cJSON_AddItemToArray(arr, j);
+        else
+            add_rule(arr, j, "user", c == 0);
+        if (c == 0)
+            b = b->next;
+        rc = sqlite3_step(q);
     }
-    if (rc != SQLITE_DONE) {
-        cp_errmsg(err, errlen, "rule base: %s", sqlite3_errmsg(rb->db));
+    if (q && rc != SQLITE_DONE) {
+        cp_errmsg(err, errlen, "rule base: %s", sqlite3_errmsg(rb->kb));
         cJSON_Delete(arr);
         arr = NULL;
     }
