@@ -291,7 +291,92 @@ static void symcache_free(struct symcache *cache)
     free(cache);
 }
 
-static cJSON *thread_line(struct unwind_session *s, struct symcache *cache,
+static cJSON *frames_array(struct unwind_session *s, struct symcache *cache,
+                           const struct unwind_stack *st)
+{
+    cJSON *frames = cJSON_CreateArray();
+    for (size_t i = 0; frames && i < st->nframes; i++) {
+        const struct unwind_frame *uf = &st->frames[i];
+        const struct sym_list *l = symbolize_cached(cache, s, uf->pc, uf->activation);
+        if (!l)
+            break;
+        if (uf->tail_call && l->n > 1) { /* as gdb: the innermost scope at the call site */
+            struct sym_frame f0 = l->v[0];
+            f0.inline_ = 0;
+            frame_json(frames, &f0, i, uf);
+            continue;
+        }
+        for (size_t k = 0; k < l->n; k++)
+            frame_json(frames, &l->v[k], i, uf);
+    }
+    return frames;
+}
+
+/* frames[] already printed, by stack: the waiting threads of a process share a few stacks (63 of
+ * a 64-thread core have 3), and each is built and printed once; a thread line then carries the
+ * text as it is (cJSON_CreateRaw). What frames[] shows of a frame is its pc, activation, trust
+ * and tail_call, so stacks equal in those print the same. */
+#define PRINTED_MAX 4096
+struct printed {
+    size_t n;
+    struct unwind_frame *f;
+    char *json;
+};
+struct printed_set {
+    struct printed *v;
+    size_t n;
+};
+
+static int same_stack(const struct printed *p, const struct unwind_stack *st)
+{
+    if (p->n != st->nframes)
+        return 0;
+    for (size_t i = 0; i < p->n; i++) {
+        const struct unwind_frame *a = &p->f[i], *b = &st->frames[i];
+        if (a->pc != b->pc || !a->activation != !b->activation || a->trust != b->trust ||
+            !a->tail_call != !b->tail_call)
+            return 0;
+    }
+    return 1;
+}
+
+/* The printed frames[] of st (NULL: out of memory). */
+static const char *printed_frames(struct printed_set *ps, struct unwind_session *s,
+                                  struct symcache *cache, const struct unwind_stack *st)
+{
+    for (size_t i = 0; i < ps->n; i++)
+        if (same_stack(&ps->v[i], st))
+            return ps->v[i].json;
+    if (ps->n == PRINTED_MAX)
+        return NULL;
+    cJSON *arr = frames_array(s, cache, st);
+    char *json = arr ? cJSON_PrintUnformatted(arr) : NULL;
+    cJSON_Delete(arr);
+    struct printed *v = json ? realloc(ps->v, (ps->n + 1) * sizeof(*v)) : NULL;
+    struct unwind_frame *f = v ? malloc((st->nframes + 1) * sizeof(*f)) : NULL;
+    if (v)
+        ps->v = v;
+    if (!f) {
+        free(json);
+        return NULL;
+    }
+    memcpy(f, st->frames, st->nframes * sizeof(*f));
+    ps->v[ps->n++] = (struct printed){st->nframes, f, json};
+    return json;
+}
+
+static void printed_free(struct printed_set *ps)
+{
+    for (size_t i = 0; i < ps->n; i++) {
+        free(ps->v[i].f);
+        free(ps->v[i].json);
+    }
+    free(ps->v);
+}
+
+/* One thread's line. ps (NULL: none) supplies frames[] as printed text, for a thread without
+ * Python frames (python_thread_json reads the array). */
+static cJSON *thread_line(struct unwind_session *s, struct symcache *cache, struct printed_set *ps,
                           const struct unwind_stack *st, int crashed,
                           const struct thread_how *how)
 {
@@ -307,21 +392,8 @@ static cJSON *thread_line(struct unwind_session *s, struct symcache *cache,
     } else {
         cJSON_AddNullToObject(j, "unwinder_fallback");
     }
-    cJSON *frames = cJSON_AddArrayToObject(j, "frames");
-    for (size_t i = 0; i < st->nframes; i++) {
-        const struct unwind_frame *uf = &st->frames[i];
-        const struct sym_list *l = symbolize_cached(cache, s, uf->pc, uf->activation);
-        if (!l)
-            break;
-        if (uf->tail_call && l->n > 1) { /* as gdb: the innermost scope at the call site */
-            struct sym_frame f0 = l->v[0];
-            f0.inline_ = 0;
-            frame_json(frames, &f0, i, uf);
-            continue;
-        }
-        for (size_t k = 0; k < l->n; k++)
-            frame_json(frames, &l->v[k], i, uf);
-    }
+    const char *text = ps ? printed_frames(ps, s, cache, st) : NULL;
+    cJSON_AddItemToObject(j, "frames", text ? cJSON_CreateRaw(text) : frames_array(s, cache, st));
     cJSON_AddNumberToObject(j, "frames_dropped", (double)st->dropped);
     cJSON_AddBoolToObject(j, "unwind_complete", st->complete);
     add_str(j, "unwind_stop", st->stop[0] ? st->stop : NULL);
@@ -443,6 +515,7 @@ static int unwind_all(int fd, struct core *c, struct unwind_session *s, const st
     if (!cache)
         return emit_error(fd, "out of memory while unwinding");
     struct second u = {0};
+    struct printed_set ps = {0};
     int rc = 0;
     for (size_t k = 0; k < c->nthreads && !rc; k++) {
         if (crash_after >= 0 && (long)k == crash_after)
@@ -458,12 +531,14 @@ static int unwind_all(int fd, struct core *c, struct unwind_session *s, const st
             rc = emit_error(fd, "out of memory while unwinding");
             break;
         }
-        cJSON *tl = thread_line(s, cache, &st, (int)i == z->crashed, &how);
+        cJSON *tl = thread_line(s, cache, python_thread_known(py, st.tid) ? NULL : &ps, &st,
+                                (int)i == z->crashed, &how);
         if (tl)
             python_thread_json(py, st.tid, tl);
         rc = emit(fd, "thread", tl) ? 3 : 0;
         unwind_stack_free(&st);
     }
+    printed_free(&ps);
     ucd_end(u.ucd);
     symcache_free(cache);
     return rc;

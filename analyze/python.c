@@ -751,6 +751,14 @@ static int is_eval_frame(const cJSON *f)
            (cJSON_IsString(sym) && !strcmp(sym->valuestring, EVAL_FUNCTION));
 }
 
+int python_thread_known(const struct py_state *st, int64_t tid)
+{
+    for (size_t i = 0; st && i < st->nthreads; i++)
+        if (st->threads[i].native_tid == tid)
+            return 1;
+    return 0;
+}
+
 void python_thread_json(const struct py_state *st, int64_t tid, cJSON *t)
 {
     const struct py_thread *pt = NULL;

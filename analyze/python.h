@@ -105,6 +105,8 @@ cJSON *python_state_json(const struct py_state *st);
 /* Adds python, python_frames and python_merge (see above) to thread object t, whose "frames"
  * array is already there. */
 void python_thread_json(const struct py_state *st, int64_t tid, cJSON *t);
+/* 1 when the native thread tid runs Python (python_thread_json then reads its frames array). */
+int python_thread_known(const struct py_state *st, int64_t tid);
 
 /* CPython 3.11's PyCode_Addr2Line over a copy of co_linetable: the line of the instruction at byte
  * offset addrq (addrq < 0: firstlineno). -1 when the table has no line for it. */
