@@ -814,6 +814,15 @@ static int add_native(struct bundle *b, cJSON *r, struct analyze_args *A, struct
         stacks_annotate(r, NULL, &text_ops);
         return 0;
     }
+    cJSON *threads = NULL; /* read while the child still works */
+    if (bundle_find(b, "proc/threads.json")) {
+        char *buf = NULL;
+        size_t len = 0;
+        int rc = bundle_read_all(b, "proc/threads.json", THREADS_JSON_MAX, &buf, &len);
+        if (rc == BUNDLE_OK)
+            threads = cJSON_ParseWithLength(buf, len);
+        free(buf);
+    }
     int failed = 0;
     cJSON *nat = nj ? native_finish(nj, &failed) : NULL;
     cJSON *sinfo = NULL; /* stacks.json: the crashed host's analysis, used where binaries lack */
@@ -822,16 +831,8 @@ static int add_native(struct bundle *b, cJSON *r, struct analyze_args *A, struct
     if (!nat) {
         report_native_skipped(r, "out of memory");
         cJSON_Delete(sinfo);
+        cJSON_Delete(threads);
         return 1;
-    }
-    cJSON *threads = NULL;
-    if (bundle_find(b, "proc/threads.json")) {
-        char *buf = NULL;
-        size_t len = 0;
-        int rc = bundle_read_all(b, "proc/threads.json", THREADS_JSON_MAX, &buf, &len);
-        if (rc == BUNDLE_OK)
-            threads = cJSON_ParseWithLength(buf, len);
-        free(buf);
     }
     report_native_merge(r, nat, cJSON_IsArray(threads) ? threads : NULL, &text_ops);
     stacks_annotate(r, sinfo, &text_ops);
@@ -874,11 +875,15 @@ int cmd_analyze(int argc, char **argv)
     /* the rule base, which the last step needs */
     char derr[512] = "";
     struct rulebase *rb = r && !A.members_only ? diagnose_open(A.db, derr, sizeof(derr)) : NULL;
+    /* and the signature's skip and prefix lists */
+    char lerr[512] = "";
+    struct siglists *L = r && !A.members_only ? siglists_load(NULL, lerr, sizeof(lerr)) : NULL;
     int native_failed = r && !A.members_only ? add_native(b, r, &A, nj) : 0;
     if (r && !A.members_only)
         hang_analyze(b, r); /* after the frames: threads[].hang_state, hang.deadlocks */
     if (r && !A.members_only) /* after hang: a snap's kind is "hang"; failures in signature_info.error */
-        signature_apply(r, A.explain, err, sizeof(err));
+        signature_compute(r, L, lerr, A.explain, err, sizeof(err));
+    siglists_free(L);
     bundle_close(b);
     if (!r) {
         fprintf(stderr, "crashpack analyze: out of memory\n");
