@@ -9,9 +9,9 @@
  * crash_kind, abort_message, exception, frame, python_frame, xid, kernel_log, log_error, smi,
  * checkpoint, env); rule_validate() says which keys each takes.
  *
- * The rule base is an SQLite database: the built-in rules are loaded from the data directory
- * (cp_datapath("rules/builtin")) into an in-memory table, and a knowledge base's user_rules table
- * (db/schema.h), when there is one, is overlaid on it: a user rule with a built-in's id replaces it.
+ * The rule base: the built-in rules, parsed once from the data directory
+ * (cp_datapath("rules/builtin")), and a knowledge base's user_rules table (SQLite, db/schema.c),
+ * when there is one, overlaid on them: a user rule with a built-in's id replaces it.
  *
  * Library code: never prints or exits; errors come back as text in (err, errlen).
  */
