@@ -427,7 +427,7 @@ static char *typeinfo_name(struct unwind_session *s, uint64_t ti)
         Dwfl_Module *dm = dwfl_addrmodule(unwind_dwfl(s), ti);
         GElf_Off off = 0;
         GElf_Sym sym;
-        const char *nm = dm ? dwfl_module_addrinfo(dm, ti, &off, &sym, NULL, NULL, NULL) : NULL;
+        const char *nm = dm ? symbolize_addrinfo(dm, ti, &off, &sym) : NULL;
         if (!nm || off || strncmp(nm, "_ZTI", 4))
             return NULL;
         m = strdup(nm + 4);
@@ -469,7 +469,7 @@ static int has_message_string(struct unwind_session *s, uint64_t ti)
         GElf_Sym sym;
         if (read_u64(s, ti, &vptr) || !(dm = dwfl_addrmodule(unwind_dwfl(s), vptr)))
             return 0;
-        const char *nm = dwfl_module_addrinfo(dm, vptr, &off, &sym, NULL, NULL, NULL);
+        const char *nm = symbolize_addrinfo(dm, vptr, &off, &sym);
         if (!nm || !strstr(nm, "__si_class_type_info") || read_u64(s, ti + 16, &base))
             return 0;
         ti = base;

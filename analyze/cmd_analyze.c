@@ -802,8 +802,6 @@ static int parse_args(struct analyze_args *A, int argc, char **argv)
     return -1;
 }
 
-/* Starts the native analysis's child (it needs only the manifest's tid and comm from r), so the
- * evidence is decoded while it runs. NULL when there is no core (or no memory). */
 /* Collects the native analysis started in cmd_analyze and merges it into r. Returns 1 when it
  * did not complete. */
 static int add_native(struct bundle *b, cJSON *r, struct analyze_args *A, struct native_job *nj)

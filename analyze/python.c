@@ -751,20 +751,22 @@ static int is_eval_frame(const cJSON *f)
            (cJSON_IsString(sym) && !strcmp(sym->valuestring, EVAL_FUNCTION));
 }
 
-int python_thread_known(const struct py_state *st, int64_t tid)
+static const struct py_thread *thread_by_tid(const struct py_state *st, int64_t tid)
 {
     for (size_t i = 0; st && i < st->nthreads; i++)
         if (st->threads[i].native_tid == tid)
-            return 1;
-    return 0;
+            return &st->threads[i];
+    return NULL;
+}
+
+int python_thread_known(const struct py_state *st, int64_t tid)
+{
+    return thread_by_tid(st, tid) != NULL;
 }
 
 void python_thread_json(const struct py_state *st, int64_t tid, cJSON *t)
 {
-    const struct py_thread *pt = NULL;
-    for (size_t i = 0; st && i < st->nthreads && !pt; i++)
-        if (st->threads[i].native_tid == tid)
-            pt = &st->threads[i];
+    const struct py_thread *pt = thread_by_tid(st, tid);
     cJSON *arr = cJSON_CreateArray();
     if (!pt) {
         cJSON_AddNullToObject(t, "python");

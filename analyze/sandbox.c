@@ -2,7 +2,7 @@
  *
  * Main data structure: a growing output buffer (struct sink) the parent fills from the pipe with
  * poll() until EOF or the wall-clock deadline, then the child's wait status turned into words.
- * Children whose output said they were done are reaped later, from a small list (struct reaper).
+ * Children whose output said they were done are reaped later, from a small list (reap_pids).
  */
 #include "sandbox.h"
 #include "errmsg.h"

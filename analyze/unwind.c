@@ -34,8 +34,6 @@ struct tid_index {
     size_t i;
 };
 
-#define NAME_SLOTS 256u
-
 struct unwind_session {
     struct core *core;
     struct modules *mods;
@@ -47,11 +45,6 @@ struct unwind_session {
     struct tid_index *byid; /* sorted by tid */
     struct tailcall_cache *tailcalls;
     struct dcache *dcache;
-    struct name_slot {
-        uint64_t pc;
-        const char *name;
-        int used;
-    } names[NAME_SLOTS]; /* unwind_addrname() results */
     uint64_t read_fail; /* an address a memory_read callback could not read (0: none) */
     size_t n;
     char warning[512];
@@ -90,14 +83,10 @@ Dwfl *unwind_dwfl(struct unwind_session *s)
 
 const char *unwind_addrname(struct unwind_session *s, uint64_t pc)
 {
-    struct name_slot *e = &s->names[(pc * 0x9E3779B97F4A7C15ull >> 40) % NAME_SLOTS];
-    if (e->used && e->pc == pc)
-        return e->name;
     Dwfl_Module *m = s->dwfl ? dwfl_addrmodule(s->dwfl, pc) : NULL;
-    e->pc = pc;
-    e->name = m ? dwfl_module_addrname(m, pc) : NULL;
-    e->used = 1;
-    return e->name;
+    GElf_Off off;
+    GElf_Sym sym;
+    return m ? symbolize_addrinfo(m, pc, &off, &sym) : NULL;
 }
 
 struct modules *unwind_modules(struct unwind_session *s)

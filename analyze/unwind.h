@@ -82,9 +82,8 @@ struct unwind_stack {
 
 struct unwind_session;
 
-/* The symbol name at pc (libdwfl's dwfl_module_addrname), remembered for the session: threads of
- * one process end in the same few functions, and each lookup scans a module's symbol table.
- * NULL when unknown; the string lives as long as the session. */
+/* The symbol name at pc (symbolize_addrinfo: libdwfl's choice, remembered per address). NULL when
+ * unknown; the string lives as long as the session. */
 const char *unwind_addrname(struct unwind_session *s, uint64_t pc);
 
 /* Returns 0, or < 0 with a message (no usable session). A session whose libdwfl attach failed
