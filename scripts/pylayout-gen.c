@@ -1,7 +1,7 @@
-/* pylayout-gen.c - prints the row of analyze/pylayout.c for the CPython headers it is built with.
+/* pylayout-gen.c - prints the row of analyze/native/pylayout.c for the CPython headers it is built with.
  *
- * The walker in analyze/python.c reads CPython's internal structures from a core; their field
- * offsets are kept as data (analyze/pylayout.c). This program computes them with offsetof() from
+ * The walker in analyze/native/python.c reads CPython's internal structures from a core; their field
+ * offsets are kept as data (analyze/native/pylayout.c). This program computes them with offsetof() from
  * the interpreter's own internal headers, so the table is generated, not guessed:
  *
  *   scripts/pylayout-gen.sh [INCLUDE_DIR]     (default /usr/include/python3.11, python3.11-dev)

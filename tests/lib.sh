@@ -43,6 +43,17 @@ cp_restore() {
             echo "WARNING: could not restore core_pattern" >&2
         fi
     fi
+    # CP_KEEP_BUNDLES=DIR: every bundle the test left is copied there first (tests/compare_reports.sh
+    # analyzes them with two builds and compares the reports)
+    if [ -n "${CP_KEEP_BUNDLES:-}" ] && [ -n "${T:-}" ] && [ -d "$T" ]; then
+        mkdir -p "$CP_KEEP_BUNDLES"
+        local b n=0 tag
+        tag=$(basename "$0" .sh)
+        while IFS= read -r -d '' b; do
+            n=$((n + 1))
+            cp "$b" "$CP_KEEP_BUNDLES/$tag-$n-$(basename "$b")" 2>/dev/null || true
+        done < <(find "$T" -name '*.zst' -type f -print0 2>/dev/null)
+    fi
     if [ -n "${T:-}" ] && [ -d "$T" ] && [ -z "${CP_KEEP:-}" ]; then
         umount "$T"/* 2>/dev/null || true
         rm -rf "$T"

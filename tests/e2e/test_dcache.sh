@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 4 (acceptance 6, speed): the analyzer's cache of decompressed debug files (analyze/dcache.c).
+# Issue 4 (acceptance 6, speed): the analyzer's cache of decompressed debug files (analyze/native/dcache.c).
 #
 # A crash through the real core_pattern (cp-segv-threads: its threads stop in libc, whose libc6-dbg
 # DWARF is zlib-compressed, so it must be inflated to give file:line and inline frames):

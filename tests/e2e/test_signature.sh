@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 4, acceptance 4: the crash signature and fingerprint (analyze/signature.c, rules/signature/).
+# Issue 4, acceptance 4: the crash signature and fingerprint (analyze/report/signature.c, rules/signature/).
 #
 #   same bug        cp-sigbug (-O2, no -g) crashed 10 times through the same caller, plus two rebuilds
 #                   compiled here with gcc: one with an unrelated function added and changed (every

@@ -5,7 +5,7 @@
 # queue.py get -> the fixture's take_item line, the main thread's threading.py join -> the
 # fixture's join line, hang_state says a Python queue wait / a lock wait in join, and a rule names
 # it. The Python frames must survive the slim core: snap keeps the pages the Python walker reads
-# (analyze/snap_python.c). The process carries on after the snap.
+# (analyze/hang/snap_python.c). The process carries on after the snap.
 source "$(dirname "$0")/../lib.sh"
 cp_setup
 cp_install

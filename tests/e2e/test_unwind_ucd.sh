@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The second unwinder, libunwind-coredump (analyze/unwind_ucd.c; issue 4 "Unwinding").
+# The second unwinder, libunwind-coredump (analyze/native/unwind_ucd.c; issue 4 "Unwinding").
 #
 # 1. `--unwinder=libunwind` on fixtures of the comparison set (fixtures/CMakeLists.txt; C and C++,
 #    -O0/-O2, PIE and non-PIE, a NULL call, a library without CFI, abort, an uncaught exception, 64
@@ -10,7 +10,7 @@
 #        thread says threads[].unwinder = "libunwind".
 # 2. The fallback in the default mode. No fixture makes libdwfl stop early on its own (every one of
 #    them unwinds to _start or clone3), so the test forces it: CRASHPACK_TEST_DWFL_CUT=2 (read by
-#    analyze/native.c, test-only, no bundle can set it) cuts every libdwfl stack after 2 frames as
+#    analyze/native/native.c, test-only, no bundle can set it) cuts every libdwfl stack after 2 frames as
 #    if libdwfl had failed there. Then every thread of the 64-thread core must show
 #    threads[].unwinder = "libunwind", unwinder_fallback {reason: libdwfl stopped early, used:
 #    true}, the whole stack again (the functions of the uncut libdwfl run) and unwind_complete.

@@ -2,8 +2,8 @@
  *
  *   bundle_edit IN OUT [--drop NAME]... [--put NAME FILE]...
  *
- * Reads IN with crashpack's reader (analyze/bundle.c) and writes OUT with the capture handler's
- * writer (capture/bundlew.c), so OUT is a complete, indexed bundle in the real format: members
+ * Reads IN with crashpack's reader (bundle/bundle.c) and writes OUT with the capture handler's
+ * writer (bundle/bundlew.c), so OUT is a complete, indexed bundle in the real format: members
  * keep their order; --put replaces a member's content, or adds the member before capture.json
  * (the finisher's place for stacks.json) or at the end. The core is copied in 4 MiB frames.
  * Used by tests/e2e/test_enrich.sh to hand-edit stacks.json. Exit 0 ok, 1 error, 2 usage.

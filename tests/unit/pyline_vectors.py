@@ -1,4 +1,4 @@
-"""pyline_vectors.py - test vectors for analyze/python.c's line-table decoder, from the running
+"""pyline_vectors.py - test vectors for analyze/native/python.c's line-table decoder, from the running
 interpreter itself (CPython 3.11): for every code object of a few standard-library modules (and
 the code objects nested in them), its co_firstlineno, co_linetable, and co_lines() - the ranges
 CPython's own decoder gives. Output, one per line:

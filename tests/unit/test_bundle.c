@@ -1,4 +1,4 @@
-/* test_bundle.c - the bundle reader (analyze/bundle.c) against bundles written here, by hand, with
+/* test_bundle.c - the bundle reader (bundle/bundle.c) against bundles written here, by hand, with
  * libzstd, following docs/bundle-format.md: listing, reads across frames, walk mode, truncation at
  * every offset, bad indexes, unsafe names, frames that lie about their size, random corruption.
  *

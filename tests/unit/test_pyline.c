@@ -1,4 +1,4 @@
-/* test_pyline.c - analyze/python.c's CPython 3.11 line-table decoder (python_addr2line) against
+/* test_pyline.c - analyze/native/python.c's CPython 3.11 line-table decoder (python_addr2line) against
  * the interpreter's own decoder: tests/unit/pyline_vectors.py, run with /usr/bin/python3, prints
  * each code object's co_linetable and its co_lines() ranges; every even byte offset of every range
  * must decode to the range's line, and a negative offset to co_firstlineno. Exit 77 (skip) when no

@@ -1,4 +1,4 @@
-/* test_signature.c - unit tests of analyze/signature.c over hand-made reports, with the shipped
+/* test_signature.c - unit tests of analyze/report/signature.c over hand-made reports, with the shipped
  * lists (rules/signature, found through the data root) and with lists written here.
  *
  * Checks: skip and prefix behaviour, stop frames, clone-suffix and module-version normalization,

@@ -1,4 +1,4 @@
-/* test_symtab.c - analyze/symtab.c against libdwfl itself, on the real libraries of this process.
+/* test_symtab.c - analyze/native/symtab.c against libdwfl itself, on the real libraries of this process.
  *
  * The process reports its own modules (itself, libc with libc6-dbg's full symbol table when it is
  * installed, libdw, libelf, libstdc++, libxml2, ...) and, for a sample of every module's symbols,

@@ -1,8 +1,8 @@
 /* slim.c - `crashpack report --slim OUT`: a small bundle to attach to a ticket.
  *
- * The same bundle format (capture/bundlew.h writes it), with: manifest.json first, every evidence
+ * The same bundle format (bundle/bundlew.h writes it), with: manifest.json first, every evidence
  * member (already redacted at capture), a slim core planned by the capture's own planner
- * (capture/coreelf.h: ELF header, notes, each thread's stack up to 1 MiB, the first page of each
+ * (bundle/coreelf.h: ELF header, notes, each thread's stack up to 1 MiB, the first page of each
  * mapped ELF file for build-ids; still a core gdb opens), stacks.json, and capture.json with a
  * "reslimmed" record. Written under a temporary name, fsynced, then renamed to OUT.
  */

@@ -40,21 +40,6 @@ static void usage(FILE *out)
     fprintf(out, "\n`crashpack <command> --help` describes each command.\n");
 }
 
-const char *cp_bindir(void)
-{
-    static char dir[PATH_MAX];
-    if (!dir[0]) {
-        ssize_t n = readlink("/proc/self/exe", dir, sizeof(dir) - 1);
-        if (n <= 0)
-            return NULL;
-        dir[n] = 0;
-        char *slash = strrchr(dir, '/');
-        if (slash)
-            *slash = 0;
-    }
-    return dir;
-}
-
 /* The heap in one step, in 2 MiB pages. An analysis touches a few thousand fresh heap pages
  * (libdw's tables, the decoded core frames, the report), and a first touch is a page fault: on the
  * VMs CI runs on (shadow page tables) one costs about 13 us per 4 KiB page, 0.25 us per 4 KiB when

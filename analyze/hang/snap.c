@@ -4,7 +4,7 @@
  * core streams through a pipe while the process is stopped. */
 #include "util.h" /* write_all */
 #include "snap.h"
-#include "commands.h"
+#include "datadir.h"
 #include "config.h"
 #include "errmsg.h"
 #include "snap_core.h"

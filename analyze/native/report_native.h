@@ -15,11 +15,7 @@
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
-
-struct report_text_ops {
-    char *(*clean)(const char *s);          /* malloc()ed valid-UTF-8 copy */
-    void (*put)(FILE *out, const char *s);  /* terminal-safe printing */
-};
+#include "utf8.h" /* struct report_text_ops */
 
 void report_native_merge(cJSON *r, cJSON *nat, const cJSON *threads_json,
                          const struct report_text_ops *ops);

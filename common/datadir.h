@@ -26,4 +26,8 @@ char *cp_datapath(const char *rel, char *buf, size_t len, char *errbuf, size_t e
 char *cp_data_read(const char *rel, const char *what, size_t max, size_t *len, char *path,
                    size_t pathlen, char *err, size_t errlen);
 
+/* Directory holding the crashpack executables (resolved from /proc/self/exe); static, NULL when
+ * unknown. */
+const char *cp_bindir(void);
+
 #endif

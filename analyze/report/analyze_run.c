@@ -1,6 +1,6 @@
 /* analyze_run.c - see analyze_run.h. */
 #include "analyze_run.h"
-#include "commands.h"
+#include "datadir.h"
 #include "errmsg.h"
 
 #include <errno.h>

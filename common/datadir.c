@@ -112,3 +112,18 @@ char *cp_data_read(const char *rel, const char *what, size_t max, size_t *len, c
     *len = n;
     return buf;
 }
+
+const char *cp_bindir(void)
+{
+    static char dir[PATH_MAX];
+    if (!dir[0]) {
+        ssize_t n = readlink("/proc/self/exe", dir, sizeof(dir) - 1);
+        if (n <= 0)
+            return NULL;
+        dir[n] = 0;
+        char *slash = strrchr(dir, '/');
+        if (slash)
+            *slash = 0;
+    }
+    return dir;
+}

@@ -1,10 +1,10 @@
 /* evidence.h - the GPU, kernel-log, log-tail, checkpoint and environment evidence of a bundle in the
  * crashpack-report/1 object (fields in docs/evidence.md):
- *   gpu.xid[]              Xid lines of kmsg.json (analyze/xid.h) with the catalogue's meaning, blame
+ *   gpu.xid[]              Xid lines of kmsg.json (analyze/evidence/xid.h) with the catalogue's meaning, blame
  *                          and action, own_gpu / own_pid, time-ordered
- *   gpu.nvidia_smi(_error) nvidia-smi.xml (analyze/gpu_smi.h), or why there is none
+ *   gpu.nvidia_smi(_error) nvidia-smi.xml (analyze/evidence/gpu_smi.h), or why there is none
  *   kernel_log.lines[]     every line kmsg.json kept
- *   log.errors[]           framework error lines of the logs/ tails (analyze/logerr.h)
+ *   log.errors[]           framework error lines of the logs/ tails (analyze/evidence/logerr.h)
  *   checkpoint             the capture's verdict (checkpoint-verdict.json), re-checked here when the
  *                          same file (device, inode, size, mtime) is readable
  *   process.env            proc/environ.json's values (already redacted by the capture)
@@ -14,7 +14,7 @@
 #ifndef CRASHPACK_EVIDENCE_H
 #define CRASHPACK_EVIDENCE_H
 #include "bundle.h"
-#include "report_native.h"
+#include "utf8.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>

@@ -1,6 +1,7 @@
 /* commands.h - one function per `crashpack <verb>`; the table lives in main.c. */
 #ifndef CRASHPACK_COMMANDS_H
 #define CRASHPACK_COMMANDS_H
+#include "datadir.h" /* cp_bindir */
 
 int cmd_install(int argc, char **argv);
 int cmd_uninstall(int argc, char **argv);
@@ -13,8 +14,5 @@ int cmd_report(int argc, char **argv);
 int cmd_snap(int argc, char **argv);
 int cmd_watch(int argc, char **argv);
 int cmd_enrich(int argc, char **argv);
-
-/* Directory holding the crashpack executables (resolved from /proc/self/exe). */
-const char *cp_bindir(void);
 
 #endif
