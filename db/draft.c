@@ -5,18 +5,13 @@
  * fresh draft already passes `crashpack rules test`. */
 #include "kb.h"
 #include "errmsg.h"
+#include "jpath.h"
 
 #include <fnmatch.h>
 #include <stdio.h>
 #include <string.h>
 
 cJSON *kb_draft_rule(sqlite3 *db, long long id, char *err, size_t errlen);
-
-static const char *s_of(const cJSON *o, const char *k)
-{
-    const char *s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, k));
-    return s && *s ? s : NULL;
-}
 
 static int boring(const char *fn, const char *mod)
 {
@@ -78,7 +73,7 @@ cJSON *kb_draft_rule(sqlite3 *db, long long id, char *err, size_t errlen)
 
     cJSON *all = cJSON_CreateArray();
     cJSON *pos = cJSON_CreateObject(), *neg = NULL;
-    const char *kind = s_of(facts, "crash_kind"), *signal = s_of(facts, "signal");
+    const char *kind = cp_jstr_ne(facts, "crash_kind"), *signal = cp_jstr_ne(facts, "signal");
     /* first condition: the crash kind, else the signal, else "any crash kind" is not possible: the
      * first frame below stands first then */
     if (kind) {
@@ -97,7 +92,7 @@ cJSON *kb_draft_rule(sqlite3 *db, long long id, char *err, size_t errlen)
     const cJSON *f;
     cJSON_ArrayForEach(f, cJSON_GetObjectItem(facts, "frames"))
     {
-        const char *fn = s_of(f, "function"), *mod = s_of(f, "module");
+        const char *fn = cp_jstr_ne(f, "function"), *mod = cp_jstr_ne(f, "module");
         if (boring(fn, mod))
             continue;
         cJSON *c = cJSON_CreateObject(), *fr = cJSON_AddObjectToObject(c, "frame");
@@ -128,9 +123,9 @@ cJSON *kb_draft_rule(sqlite3 *db, long long id, char *err, size_t errlen)
         }
     }
     const cJSON *le = cJSON_GetArrayItem(cJSON_GetObjectItem(facts, "log_errors"), 0);
-    if (le && s_of(le, "category")) {
+    if (le && cp_jstr_ne(le, "category")) {
         cJSON *c = cJSON_CreateObject(), *lo = cJSON_AddObjectToObject(c, "log_error");
-        cJSON_AddStringToObject(lo, "category", s_of(le, "category"));
+        cJSON_AddStringToObject(lo, "category", cp_jstr_ne(le, "category"));
         cJSON_AddItemToArray(all, c);
         cJSON *lg = cJSON_AddObjectToObject(pos, "log"), *es = cJSON_AddArrayToObject(lg, "errors");
         cJSON_AddItemToArray(es, cJSON_Duplicate(le, 1));

@@ -8,17 +8,11 @@
 #include <string.h>
 #include <time.h>
 
-static const char *gstr(const cJSON *o, const char *path)
-{
-    const cJSON *v = cp_jpath(o, path);
-    return cJSON_IsString(v) && v->valuestring[0] ? v->valuestring : NULL;
-}
-
 static int env_int(const cJSON *env, const char *a, const char *b)
 {
-    const char *s = gstr(env, a);
+    const char *s = cp_jstr_ne_at(env, a);
     if (!s && b)
-        s = gstr(env, b);
+        s = cp_jstr_ne_at(env, b);
     if (!s)
         return -1;
     char *end;
@@ -31,12 +25,12 @@ void kb_job_of(const cJSON *report, char *job, size_t joblen, int *rank, int *lo
     const cJSON *env = cp_jpath(report, "process.env");
     const char *s;
     job[0] = 0;
-    if ((s = gstr(env, "SLURM_JOB_ID")))
+    if ((s = cp_jstr_ne_at(env, "SLURM_JOB_ID")))
         snprintf(job, joblen, "slurm:%s", s);
-    else if ((s = gstr(env, "TORCHELASTIC_RUN_ID")))
+    else if ((s = cp_jstr_ne_at(env, "TORCHELASTIC_RUN_ID")))
         snprintf(job, joblen, "torchelastic:%s", s);
-    else if ((s = gstr(env, "MASTER_ADDR")) && gstr(env, "MASTER_PORT"))
-        snprintf(job, joblen, "master:%s:%s", s, gstr(env, "MASTER_PORT"));
+    else if ((s = cp_jstr_ne_at(env, "MASTER_ADDR")) && cp_jstr_ne_at(env, "MASTER_PORT"))
+        snprintf(job, joblen, "master:%s:%s", s, cp_jstr_ne_at(env, "MASTER_PORT"));
     *rank = env_int(env, "RANK", "SLURM_PROCID");
     *local_rank = env_int(env, "LOCAL_RANK", "SLURM_LOCALID");
 }
@@ -63,9 +57,9 @@ static char *kb_facts(const cJSON *r)
 {
     cJSON *f = cJSON_CreateObject(), *e;
     const char *s;
-    if ((s = gstr(r, "crash_kind")))
+    if ((s = cp_jstr_ne_at(r, "crash_kind")))
         cJSON_AddStringToObject(f, "crash_kind", s);
-    if ((s = gstr(r, "process.signal.name")))
+    if ((s = cp_jstr_ne_at(r, "process.signal.name")))
         cJSON_AddStringToObject(f, "signal", s);
     cJSON *fr = cJSON_AddArrayToObject(f, "frames"), *py = cJSON_AddArrayToObject(f, "python_frames");
     const cJSON *t;
@@ -79,8 +73,10 @@ static char *kb_facts(const cJSON *r)
             if (n++ >= 8)
                 break;
             cJSON *o = cJSON_CreateObject();
-            cJSON_AddStringToObject(o, "function", gstr(e, "function") ? gstr(e, "function") : "");
-            cJSON_AddStringToObject(o, "module", gstr(e, "module") ? gstr(e, "module") : "");
+            cJSON_AddStringToObject(
+                o, "function", cp_jstr_ne_at(e, "function") ? cp_jstr_ne_at(e, "function") : "");
+            cJSON_AddStringToObject(o, "module",
+                                    cp_jstr_ne_at(e, "module") ? cp_jstr_ne_at(e, "module") : "");
             cJSON_AddItemToArray(fr, o);
         }
         n = 0;
@@ -89,8 +85,10 @@ static char *kb_facts(const cJSON *r)
             if (n++ >= 8)
                 break;
             cJSON *o = cJSON_CreateObject();
-            cJSON_AddStringToObject(o, "function", gstr(e, "function") ? gstr(e, "function") : "");
-            cJSON_AddStringToObject(o, "file", gstr(e, "file") ? gstr(e, "file") : "");
+            cJSON_AddStringToObject(
+                o, "function", cp_jstr_ne_at(e, "function") ? cp_jstr_ne_at(e, "function") : "");
+            cJSON_AddStringToObject(o, "file",
+                                    cp_jstr_ne_at(e, "file") ? cp_jstr_ne_at(e, "file") : "");
             cJSON_AddItemToArray(py, o);
         }
         break;
@@ -108,13 +106,15 @@ static char *kb_facts(const cJSON *r)
         if (cJSON_GetArraySize(le) >= 5)
             break;
         cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "category", gstr(e, "category") ? gstr(e, "category") : "");
+        cJSON_AddStringToObject(o, "category",
+                                cp_jstr_ne_at(e, "category") ? cp_jstr_ne_at(e, "category") : "");
         char text[400];
-        snprintf(text, sizeof(text), "%s", gstr(e, "text") ? gstr(e, "text") : "");
+        snprintf(text, sizeof(text), "%s",
+                 cp_jstr_ne_at(e, "text") ? cp_jstr_ne_at(e, "text") : "");
         cJSON_AddStringToObject(o, "text", text);
         cJSON_AddItemToArray(le, o);
     }
-    if ((s = gstr(r, "cause.abort_message")))
+    if ((s = cp_jstr_ne_at(r, "cause.abort_message")))
         cJSON_AddStringToObject(f, "abort_message", s);
     char *out = cJSON_PrintUnformatted(f);
     cJSON_Delete(f);
@@ -138,9 +138,11 @@ int kb_add_report(sqlite3 *db, const cJSON *r, const char *bundle_path, int64_t 
         /* no identity in the report: the bundle file itself is the identity */
         snprintf(key, sizeof(key), "path:%s", bundle_path ? bundle_path : "?");
     } else {
-        snprintf(key, sizeof(key), "%s|%s|%.0f|%.0f|%.6f", gstr(r, "host.hostname") ? gstr(r, "host.hostname") : "",
-                 gstr(r, "host.boot_id") ? gstr(r, "host.boot_id") : "",
-                 cJSON_IsNumber(pid) ? pid->valuedouble : -1, cJSON_IsNumber(tid) ? tid->valuedouble : -1,
+        snprintf(key, sizeof(key), "%s|%s|%.0f|%.0f|%.6f",
+                 cp_jstr_ne_at(r, "host.hostname") ? cp_jstr_ne_at(r, "host.hostname") : "",
+                 cp_jstr_ne_at(r, "host.boot_id") ? cp_jstr_ne_at(r, "host.boot_id") : "",
+                 cJSON_IsNumber(pid) ? pid->valuedouble : -1,
+                 cJSON_IsNumber(tid) ? tid->valuedouble : -1,
                  cJSON_IsNumber(t) ? t->valuedouble : -1);
     }
     int rank, lrank;
@@ -180,13 +182,13 @@ int kb_add_report(sqlite3 *db, const cJSON *r, const char *bundle_path, int64_t 
     if (rc == SQLITE_OK) {
         bind_str(st, 1, key);
         bind_num(st, 2, t);
-        bind_str(st, 3, gstr(r, "host.hostname"));
-        bind_str(st, 4, gstr(r, "process.exe"));
-        bind_str(st, 5, gstr(r, "process.signal.name"));
-        bind_str(st, 6, gstr(r, "signature"));
-        bind_str(st, 7, gstr(r, "fingerprint"));
-        bind_str(st, 8, gstr(top, "rule"));
-        bind_str(st, 9, gstr(top, "title"));
+        bind_str(st, 3, cp_jstr_ne_at(r, "host.hostname"));
+        bind_str(st, 4, cp_jstr_ne_at(r, "process.exe"));
+        bind_str(st, 5, cp_jstr_ne_at(r, "process.signal.name"));
+        bind_str(st, 6, cp_jstr_ne_at(r, "signature"));
+        bind_str(st, 7, cp_jstr_ne_at(r, "fingerprint"));
+        bind_str(st, 8, cp_jstr_ne_at(top, "rule"));
+        bind_str(st, 9, cp_jstr_ne_at(top, "title"));
         bind_str(st, 10, djson ? djson : "[]");
         bind_str(st, 11, bundle_path);
         sqlite3_bind_double(st, 12, now());
@@ -195,9 +197,9 @@ int kb_add_report(sqlite3 *db, const cJSON *r, const char *bundle_path, int64_t 
             sqlite3_bind_int(st, 14, rank);
         if (lrank >= 0)
             sqlite3_bind_int(st, 15, lrank);
-        bind_str(st, 16, gstr(r, "crash_kind"));
-        bind_str(st, 17, gstr(top, "category"));
-        bind_str(st, 18, gstr(top, "consequence_of"));
+        bind_str(st, 16, cp_jstr_ne_at(r, "crash_kind"));
+        bind_str(st, 17, cp_jstr_ne_at(top, "category"));
+        bind_str(st, 18, cp_jstr_ne_at(top, "consequence_of"));
         bind_str(st, 19, facts);
         rc = sqlite3_step(st);
         if (rc == SQLITE_ROW)
@@ -217,7 +219,7 @@ int kb_add_report(sqlite3 *db, const cJSON *r, const char *bundle_path, int64_t 
 
 int kb_put_rule(sqlite3 *db, const cJSON *rule, char *err, size_t errlen)
 {
-    const char *rid = gstr(rule, "id");
+    const char *rid = cp_jstr_ne_at(rule, "id");
     if (!rid) {
         cp_errmsg(err, errlen, "rule without an id");
         return -1;

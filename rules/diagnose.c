@@ -7,21 +7,11 @@
  */
 #include "rule.h"
 #include "errmsg.h"
+#include "jpath.h"
 
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-
-static const char *sget(const cJSON *o, const char *k)
-{
-    return cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, k));
-}
-
-static double nget(const cJSON *o, const char *k)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsNumber(v) ? v->valuedouble : 0;
-}
 
 static int by_rank(const void *pa, const void *pb)
 {
@@ -30,10 +20,10 @@ static int by_rank(const void *pa, const void *pb)
     int cb = cJSON_IsString(cJSON_GetObjectItem(b, "consequence_of"));
     if (ca != cb)
         return ca - cb;
-    double x = nget(a, "confidence"), y = nget(b, "confidence");
+    double x = cp_jnum_or(a, "confidence", 0), y = cp_jnum_or(b, "confidence", 0);
     if (x != y)
         return x > y ? -1 : 1;
-    return strcmp(sget(a, "rule"), sget(b, "rule"));
+    return strcmp(cp_jstr(a, "rule"), cp_jstr(b, "rule"));
 }
 
 static cJSON *dup_strings(const cJSON *a)
@@ -69,16 +59,17 @@ int rules_diagnose(struct rulebase *rb, cJSON *report, char *err, size_t errlen)
             continue;
         }
         cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "rule", sget(rule, "id"));
-        cJSON_AddStringToObject(o, "title", sget(rule, "title"));
-        cJSON_AddStringToObject(o, "category", sget(rule, "category"));
-        cJSON_AddNumberToObject(o, "confidence", nget(rule, "confidence"));
-        cJSON_AddStringToObject(o, "diagnosis", sget(rule, "diagnosis"));
+        cJSON_AddStringToObject(o, "rule", cp_jstr(rule, "id"));
+        cJSON_AddStringToObject(o, "title", cp_jstr(rule, "title"));
+        cJSON_AddStringToObject(o, "category", cp_jstr(rule, "category"));
+        cJSON_AddNumberToObject(o, "confidence", cp_jnum_or(rule, "confidence", 0));
+        cJSON_AddStringToObject(o, "diagnosis", cp_jstr(rule, "diagnosis"));
         cJSON_AddItemToObject(o, "evidence", ev);
         cJSON_AddItemToObject(o, "actions", dup_strings(cJSON_GetObjectItem(rule, "actions")));
         cJSON_AddItemToObject(o, "references", dup_strings(cJSON_GetObjectItem(rule, "references")));
         cJSON_AddNullToObject(o, "consequence_of");
-        cJSON_AddStringToObject(o, "source", sget(rule, "source") ? sget(rule, "source") : "builtin");
+        cJSON_AddStringToObject(o, "source",
+                                cp_jstr(rule, "source") ? cp_jstr(rule, "source") : "builtin");
         d[n] = o;
         src[n] = rule;
         n++;
@@ -91,17 +82,19 @@ int rules_diagnose(struct rulebase *rb, cJSON *report, char *err, size_t errlen)
             const cJSON *c;
             int hit = 0;
             cJSON_ArrayForEach(c, co) if (cJSON_IsString(c) &&
-                                          !strcmp(c->valuestring, sget(src[j], "category"))) hit = 1;
+                                          !strcmp(c->valuestring, cp_jstr(src[j], "category")))
+                hit = 1;
             if (!hit || j == i)
                 continue;
-            if (best < 0 || nget(src[j], "confidence") > nget(src[best], "confidence") ||
-                (nget(src[j], "confidence") == nget(src[best], "confidence") &&
-                 strcmp(sget(src[j], "id"), sget(src[best], "id")) < 0))
+            if (best < 0 ||
+                cp_jnum_or(src[j], "confidence", 0) > cp_jnum_or(src[best], "confidence", 0) ||
+                (cp_jnum_or(src[j], "confidence", 0) == cp_jnum_or(src[best], "confidence", 0) &&
+                 strcmp(cp_jstr(src[j], "id"), cp_jstr(src[best], "id")) < 0))
                 best = j;
         }
         if (best >= 0)
             cJSON_ReplaceItemInObject(d[i], "consequence_of",
-                                      cJSON_CreateString(sget(src[best], "id")));
+                                      cJSON_CreateString(cp_jstr(src[best], "id")));
     }
     qsort(d, (size_t)n, sizeof(*d), by_rank);
     for (int i = 0; i < n; i++)
@@ -142,7 +135,7 @@ int diagnose_with(cJSON *report, struct rulebase *rb, char *err, size_t errlen)
     int nb = 0, nu = 0;
     cJSON_ArrayForEach(r, all)
     {
-        const char *s = sget(r, "source");
+        const char *s = cp_jstr(r, "source");
         if (s && !strcmp(s, "user"))
             nu++;
         else
@@ -162,7 +155,7 @@ int diagnose_with(cJSON *report, struct rulebase *rb, char *err, size_t errlen)
 void diagnose_print(FILE *out, const cJSON *report, void (*put)(FILE *, const char *))
 {
     const cJSON *ds = cJSON_GetObjectItemCaseSensitive(report, "diagnoses"), *d;
-    const char *ierr = sget(cJSON_GetObjectItemCaseSensitive(report, "diagnosis_info"), "error");
+    const char *ierr = cp_jstr(cJSON_GetObjectItemCaseSensitive(report, "diagnosis_info"), "error");
     fputc('\n', out);
     if (ierr) {
         fputs("diagnosis could not run: ", out);
@@ -171,7 +164,7 @@ void diagnose_print(FILE *out, const cJSON *report, void (*put)(FILE *, const ch
         return;
     }
     if (cJSON_GetArraySize(ds) == 0) {
-        const char *sig = sget(report, "signature");
+        const char *sig = cp_jstr(report, "signature");
         fputs("diagnosis no known failure pattern matched this crash (signature: ", out);
         put(out, sig ? sig : "none");
         fputs(")\n", out);
@@ -182,14 +175,14 @@ void diagnose_print(FILE *out, const cJSON *report, void (*put)(FILE *, const ch
     cJSON_ArrayForEach(d, ds)
     {
         char conf[16];
-        snprintf(conf, sizeof(conf), "%.2f", nget(d, "confidence"));
+        snprintf(conf, sizeof(conf), "%.2f", cp_jnum_or(d, "confidence", 0));
         fprintf(out, "  %d. ", ++i);
-        put(out, sget(d, "title") ? sget(d, "title") : "?");
-        fprintf(out, "  [%s, confidence %s, rule ", sget(d, "category") ? sget(d, "category") : "?",
-                conf);
-        put(out, sget(d, "rule") ? sget(d, "rule") : "?");
+        put(out, cp_jstr(d, "title") ? cp_jstr(d, "title") : "?");
+        fprintf(out, "  [%s, confidence %s, rule ",
+                cp_jstr(d, "category") ? cp_jstr(d, "category") : "?", conf);
+        put(out, cp_jstr(d, "rule") ? cp_jstr(d, "rule") : "?");
         fputs("]\n", out);
-        const char *co = sget(d, "consequence_of");
+        const char *co = cp_jstr(d, "consequence_of");
         if (co) {
             fputs("     likely a consequence of ", out);
             put(out, co);

@@ -27,21 +27,6 @@ struct ctx {
 
 /* ---- report access ---- */
 
-static const char *gstr(const cJSON *o, const char *path)
-{
-    const cJSON *v = cp_jpath(o, path);
-    return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
-static int gnum(const cJSON *o, const char *path, double *out)
-{
-    const cJSON *v = cp_jpath(o, path);
-    if (!cJSON_IsNumber(v))
-        return 0;
-    *out = v->valuedouble;
-    return 1;
-}
-
 /* ---- patterns ---- */
 
 /* Compiled regexes, kept for the process: the same few hundred patterns are matched against every
@@ -174,9 +159,9 @@ static const char *nz(const char *s)
 
 static int leaf_signal(struct ctx *c, const cJSON *v, cJSON *ev)
 {
-    const char *name = gstr(c->r, "process.signal.name");
+    const char *name = cp_jstr_at(c->r, "process.signal.name");
     double num;
-    int have = gnum(c->r, "process.signal.number", &num);
+    int have = cp_jnum_at(c->r, "process.signal.number", &num);
     int m = in_list(v, name) || (name && !strncasecmp(name, "SIG", 3) && in_list(v, name + 3)) ||
             (have && in_num_list(v, num));
     if (m)
@@ -186,9 +171,9 @@ static int leaf_signal(struct ctx *c, const cJSON *v, cJSON *ev)
 
 static int leaf_si_code(struct ctx *c, const cJSON *v, cJSON *ev)
 {
-    const char *name = gstr(c->r, "process.signal.code_name");
+    const char *name = cp_jstr_at(c->r, "process.signal.code_name");
     double num;
-    int have = gnum(c->r, "process.signal.code", &num);
+    int have = cp_jnum_at(c->r, "process.signal.code", &num);
     int m = in_list(v, name) || (have && in_num_list(v, num));
     if (m)
         ev_add(ev, "si_code %s", name ? name : "(number)");
@@ -197,10 +182,10 @@ static int leaf_si_code(struct ctx *c, const cJSON *v, cJSON *ev)
 
 static int leaf_crash_kind(struct ctx *c, const cJSON *v, cJSON *ev)
 {
-    const char *k = gstr(c->r, "crash_kind");
+    const char *k = cp_jstr_at(c->r, "crash_kind");
     int m = in_list(v, k);
-    const char *type = gstr(c->r, "cause.exception.type");
-    const char *what = gstr(c->r, "cause.exception.what");
+    const char *type = cp_jstr_at(c->r, "cause.exception.type");
+    const char *what = cp_jstr_at(c->r, "cause.exception.what");
     if (m && !strcmp(k, "uncaught_exception") && (type || what))
         ev_add(ev, "crash kind: %s (%s: %s)", k, nz(type), nz(what));
     else if (m)
@@ -210,7 +195,7 @@ static int leaf_crash_kind(struct ctx *c, const cJSON *v, cJSON *ev)
 
 static int leaf_abort_message(struct ctx *c, const cJSON *v, cJSON *ev)
 {
-    const char *msg = gstr(c->r, "cause.abort_message");
+    const char *msg = cp_jstr_at(c->r, "cause.abort_message");
     int m = cJSON_IsString(v) && rx_match(v->valuestring, msg);
     if (m)
         ev_add(ev, "abort message: %s", msg);
@@ -219,8 +204,8 @@ static int leaf_abort_message(struct ctx *c, const cJSON *v, cJSON *ev)
 
 static int leaf_exception(struct ctx *c, const cJSON *v, cJSON *ev)
 {
-    const char *type = gstr(c->r, "cause.exception.type");
-    const char *what = gstr(c->r, "cause.exception.what");
+    const char *type = cp_jstr_at(c->r, "cause.exception.type");
+    const char *what = cp_jstr_at(c->r, "cause.exception.what");
     if (!type && !what)
         return 0;
     char buf[1024];
@@ -235,27 +220,27 @@ static int leaf_exception(struct ctx *c, const cJSON *v, cJSON *ev)
  * min_threads} */
 static int leaf_frames(struct ctx *c, const cJSON *v, cJSON *ev, int python)
 {
-    const char *fpat = gstr(v, "function");
-    const char *mpat = gstr(v, python ? "file" : "module");
-    const char *tpat = gstr(v, "thread_name");
-    const char *scope = gstr(v, "thread");
-    int regex = gstr(v, "match") && !strcmp(gstr(v, "match"), "regex");
+    const char *fpat = cp_jstr_at(v, "function");
+    const char *mpat = cp_jstr_at(v, python ? "file" : "module");
+    const char *tpat = cp_jstr_at(v, "thread_name");
+    const char *scope = cp_jstr_at(v, "thread");
+    int regex = cp_jstr_at(v, "match") && !strcmp(cp_jstr_at(v, "match"), "regex");
     double top = 0, minth = 1;
-    gnum(v, "top", &top);
-    gnum(v, "min_threads", &minth);
+    cp_jnum_at(v, "top", &top);
+    cp_jnum_at(v, "min_threads", &minth);
     int any_thread = scope && !strcmp(scope, "any");
     double ctid = -1;
-    gnum(c->r, "process.crashed_tid", &ctid);
+    cp_jnum_at(c->r, "process.crashed_tid", &ctid);
     int hits = 0, shown = 0;
     const cJSON *t;
     cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(c->r, "threads"))
     {
         double tid = -1;
-        gnum(t, "tid", &tid);
+        cp_jnum_at(t, "tid", &tid);
         int crashed = cJSON_IsTrue(cp_jpath(t, "crashed")) || (ctid > 0 && tid == ctid);
         if (!any_thread && !crashed)
             continue;
-        const char *tname = gstr(t, "name");
+        const char *tname = cp_jstr_at(t, "name");
         if (tpat && !pat_match(tpat, tname, regex))
             continue;
         const cJSON *f;
@@ -264,7 +249,8 @@ static int leaf_frames(struct ctx *c, const cJSON *v, cJSON *ev, int python)
         {
             if (top > 0 && i >= top)
                 break;
-            const char *fn = gstr(f, "function"), *mod = gstr(f, python ? "file" : "module");
+            const char *fn = cp_jstr_at(f, "function"),
+                       *mod = cp_jstr_at(f, python ? "file" : "module");
             if ((!fpat || pat_match(fpat, fn, regex)) && (!mpat || pat_match(mpat, mod, regex))) {
                 hits++;
                 if (shown++ < EVIDENCE_PER_LEAF)
@@ -282,7 +268,7 @@ static int leaf_frames(struct ctx *c, const cJSON *v, cJSON *ev, int python)
 static double crash_time(const cJSON *r)
 {
     double t = -1;
-    gnum(r, "host.time", &t);
+    cp_jnum_at(r, "host.time", &t);
     return t;
 }
 
@@ -291,17 +277,18 @@ static int leaf_xid(struct ctx *c, const cJSON *v, cJSON *ev)
 {
     const cJSON *codes = cp_jpath(v, "codes"), *blame = cp_jpath(v, "blame"), *own = cp_jpath(v, "own_gpu");
     double window = 0, ct = crash_time(c->r);
-    gnum(v, "window_s", &window);
+    cp_jnum_at(v, "window_s", &window);
     int only = cJSON_IsTrue(cp_jpath(v, "only"));
     int hits = 0, others = 0;
     const cJSON *x;
     cJSON_ArrayForEach(x, cp_jpath(c->r, "gpu.xid"))
     {
         double code = -1, t = -1;
-        gnum(x, "code", &code);
-        if (window > 0 && ct > 0 && gnum(x, "time", &t) && (t < ct - window || t > ct + 60))
+        cp_jnum_at(x, "code", &code);
+        if (window > 0 && ct > 0 && cp_jnum_at(x, "time", &t) && (t < ct - window || t > ct + 60))
             continue;
-        int ok = (!codes || in_num_list(codes, code)) && (!blame || in_list(blame, gstr(x, "blame")));
+        int ok = (!codes || in_num_list(codes, code)) &&
+                 (!blame || in_list(blame, cp_jstr_at(x, "blame")));
         if (ok && cJSON_IsBool(own) && cJSON_IsTrue(own) != cJSON_IsTrue(cp_jpath(x, "own_gpu")))
             ok = 0;
         if (!ok) {
@@ -309,10 +296,11 @@ static int leaf_xid(struct ctx *c, const cJSON *v, cJSON *ev)
             continue;
         }
         if (hits++ < EVIDENCE_PER_LEAF) {
-            const char *text = gstr(x, "text"), *when = gstr(x, "time_utc");
-            ev_add(ev, "Xid %.0f on %s%s%s%s: %s", code, nz(gstr(x, "pci")),
+            const char *text = cp_jstr_at(x, "text"), *when = cp_jstr_at(x, "time_utc");
+            ev_add(ev, "Xid %.0f on %s%s%s%s: %s", code, nz(cp_jstr_at(x, "pci")),
                    cJSON_IsTrue(cp_jpath(x, "own_gpu")) ? " (this process's GPU)" : "",
-                   when ? " at " : "", when ? when : "", text ? text : nz(gstr(x, "meaning")));
+                   when ? " at " : "", when ? when : "",
+                   text ? text : nz(cp_jstr_at(x, "meaning")));
         }
     }
     return hits > 0 && !(only && others > 0);
@@ -326,7 +314,7 @@ static int leaf_kernel_log(struct ctx *c, const cJSON *v, cJSON *ev)
     const cJSON *l;
     cJSON_ArrayForEach(l, cp_jpath(c->r, "kernel_log.lines"))
     {
-        const char *text = gstr(l, "text");
+        const char *text = cp_jstr_at(l, "text");
         if (rx_match(v->valuestring, text) && hits++ < EVIDENCE_PER_LEAF)
             ev_add(ev, "kernel: %s", text);
     }
@@ -337,20 +325,20 @@ static int leaf_kernel_log(struct ctx *c, const cJSON *v, cJSON *ev)
 static int leaf_log_error(struct ctx *c, const cJSON *v, cJSON *ev)
 {
     const cJSON *cat = cp_jpath(v, "category");
-    const char *re = gstr(v, "regex");
+    const char *re = cp_jstr_at(v, "regex");
     int hits = 0;
     const cJSON *e;
     cJSON_ArrayForEach(e, cp_jpath(c->r, "log.errors"))
     {
-        const char *text = gstr(e, "text");
-        if (cat && !in_list(cat, gstr(e, "category")))
+        const char *text = cp_jstr_at(e, "text");
+        if (cat && !in_list(cat, cp_jstr_at(e, "category")))
             continue;
         if (re && !rx_match(re, text))
             continue;
         if (hits++ < EVIDENCE_PER_LEAF) {
             double line = 0;
-            gnum(e, "line", &line);
-            ev_add(ev, "log %s:%.0f: %s", nz(gstr(e, "source")), line, nz(text));
+            cp_jnum_at(e, "line", &line);
+            ev_add(ev, "log %s:%.0f: %s", nz(cp_jstr_at(e, "source")), line, nz(text));
         }
     }
     return hits > 0;
@@ -376,7 +364,7 @@ static int cmp_op(const char *op, double a, double b)
 /* smi: {field (path in gpus[]), op, value (number|bool|string), own} */
 static int leaf_smi(struct ctx *c, const cJSON *v, cJSON *ev)
 {
-    const char *field = gstr(v, "field"), *op = gstr(v, "op");
+    const char *field = cp_jstr_at(v, "field"), *op = cp_jstr_at(v, "op");
     const cJSON *want = cp_jpath(v, "value");
     int own = cJSON_IsTrue(cp_jpath(v, "own"));
     if (!field || !want)
@@ -410,8 +398,9 @@ static int leaf_smi(struct ctx *c, const cJSON *v, cJSON *ev)
         }
         if (m && hits++ < EVIDENCE_PER_LEAF) {
             double idx = -1;
-            gnum(g, "index", &idx);
-            ev_add(ev, "nvidia-smi GPU %.0f (%s): %s = %s", idx, nz(gstr(g, "pci")), field, shown);
+            cp_jnum_at(g, "index", &idx);
+            ev_add(ev, "nvidia-smi GPU %.0f (%s): %s = %s", idx, nz(cp_jstr_at(g, "pci")), field,
+                   shown);
         }
     }
     return hits > 0;
@@ -421,7 +410,7 @@ static int leaf_smi(struct ctx *c, const cJSON *v, cJSON *ev)
 static int leaf_checkpoint(struct ctx *c, const cJSON *v, cJSON *ev)
 {
     const cJSON *ck = cp_jpath(c->r, "checkpoint");
-    const char *path = gstr(ck, "path");
+    const char *path = cp_jstr_at(ck, "path");
     if (!path)
         return 0;
     const cJSON *want = cp_jpath(v, "valid"), *have = cp_jpath(ck, "valid");
@@ -431,9 +420,9 @@ static int leaf_checkpoint(struct ctx *c, const cJSON *v, cJSON *ev)
             return 0;
     }
     const cJSON *nv = cp_jpath(v, "newest_valid");
-    if (cJSON_IsBool(nv) && cJSON_IsTrue(nv) != (gstr(ck, "newest_valid") != NULL))
+    if (cJSON_IsBool(nv) && cJSON_IsTrue(nv) != (cp_jstr_at(ck, "newest_valid") != NULL))
         return 0;
-    const char *reason = gstr(ck, "reason"), *newest = gstr(ck, "newest_valid");
+    const char *reason = cp_jstr_at(ck, "reason"), *newest = cp_jstr_at(ck, "newest_valid");
     ev_add(ev, "checkpoint %s: %s%s%s%s%s", path,
            cJSON_IsTrue(have) ? "valid" : cJSON_IsFalse(have) ? "INVALID" : "unchecked",
            reason ? " (" : "", reason ? reason : "", reason ? ")" : "",
@@ -446,7 +435,7 @@ static int leaf_checkpoint(struct ctx *c, const cJSON *v, cJSON *ev)
 /* env: {name: glob, value: regex} */
 static int leaf_env(struct ctx *c, const cJSON *v, cJSON *ev)
 {
-    const char *npat = gstr(v, "name"), *vre = gstr(v, "value");
+    const char *npat = cp_jstr_at(v, "name"), *vre = cp_jstr_at(v, "value");
     int hits = 0;
     const cJSON *e;
     cJSON_ArrayForEach(e, cp_jpath(c->r, "process.env"))

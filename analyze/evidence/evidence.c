@@ -61,26 +61,6 @@ static cJSON *read_json_member(struct bundle *b, const char *name)
     return j;
 }
 
-static const cJSON *item(const cJSON *o, const char *k)
-{
-    return cJSON_GetObjectItemCaseSensitive(o, k);
-}
-
-static const char *sget(const cJSON *o, const char *k)
-{
-    const cJSON *v = item(o, k);
-    return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
-static int nget(const cJSON *o, const char *k, double *out)
-{
-    const cJSON *v = item(o, k);
-    if (!cJSON_IsNumber(v))
-        return 0;
-    *out = v->valuedouble;
-    return 1;
-}
-
 /* A valid-UTF-8 string item for a string from the bundle. */
 static cJSON *cstr(const char *v)
 {
@@ -125,14 +105,14 @@ static void own_from_gpu_json(struct bundle *b, struct own *own)
     cJSON *g = read_json_member(b, "gpu.json");
     if (!g)
         return;
-    const cJSON *gpus = item(g, "gpus"), *e;
-    if (cJSON_IsArray(item(g, "process_devices")))
+    const cJSON *gpus = cp_jkey(g, "gpus"), *e;
+    if (cJSON_IsArray(cp_jkey(g, "process_devices")))
         own->known = 1;
     cJSON_ArrayForEach(e, gpus)
     {
         char pci[32];
-        const char *p = sget(e, "pci");
-        if (p && cJSON_IsTrue(item(e, "open_by_process")) &&
+        const char *p = cp_jstr(e, "pci");
+        if (p && cJSON_IsTrue(cp_jkey(e, "open_by_process")) &&
             xid_pci_normalize(p, pci, sizeof(pci)) == 0)
             own_add(own, pci);
     }
@@ -166,7 +146,7 @@ static void add_smi(cJSON *r, struct bundle *b, double pid, int have_pid, struct
         }
     } else if (bundle_find(b, "nvidia-smi.json")) {
         cJSON *j = read_json_member(b, "nvidia-smi.json");
-        const char *st = sget(j, "status"), *why = sget(j, "reason");
+        const char *st = cp_jstr(j, "status"), *why = cp_jstr(j, "reason");
         cp_errmsg(err, sizeof(err), "%s%s%s", st ? st : "failed", why ? ": " : "",
                   why ? why : "");
         cJSON_Delete(j);
@@ -180,17 +160,17 @@ static void add_smi(cJSON *r, struct bundle *b, double pid, int have_pid, struct
     }
     /* own: the GPUs running this pid (nvidia-smi's processes) or open by it (gpu.json) */
     cJSON *g;
-    cJSON_ArrayForEach(g, item(smi, "gpus"))
+    cJSON_ArrayForEach(g, cp_jkey(smi, "gpus"))
     {
         int mine = 0;
         const cJSON *p;
         double pp;
-        cJSON_ArrayForEach(p, item(g, "processes"))
+        cJSON_ArrayForEach(p, cp_jkey(g, "processes"))
         {
-            if (have_pid && nget(p, "pid", &pp) && pp == pid)
+            if (have_pid && cp_jnum(p, "pid", &pp) && pp == pid)
                 mine = 1;
         }
-        const char *pci = sget(g, "pci");
+        const char *pci = cp_jstr(g, "pci");
         if (mine && pci) {
             own_add(own, pci);
             own->known = 1;
@@ -209,11 +189,11 @@ static int by_time(const void *a, const void *b)
 {
     const cJSON *x = *(const cJSON *const *)a, *y = *(const cJSON *const *)b;
     double tx = -1, ty = -1;
-    nget(x, "time", &tx);
-    nget(y, "time", &ty);
+    cp_jnum(x, "time", &tx);
+    cp_jnum(y, "time", &ty);
     double sx = 0, sy = 0;
-    nget(x, "_seq", &sx);
-    nget(y, "_seq", &sy);
+    cp_jnum(x, "_seq", &sx);
+    cp_jnum(y, "_seq", &sy);
     if (tx != ty)
         return tx < ty ? -1 : 1;
     return sx < sy ? -1 : sx > sy;
@@ -249,14 +229,14 @@ static cJSON *xid_object(const struct xid_event *ev, double t, int have_t, const
         cJSON_AddNullToObject(o, "time_utc");
     }
     const cJSON *e = xid_catalog_entry(cat, ev->code);
-    const char *meaning = e ? sget(e, "meaning") : NULL;
-    const char *blame = e ? sget(e, "blame") : NULL;
-    const char *action = e ? sget(e, "action") : NULL;
+    const char *meaning = e ? cp_jstr(e, "meaning") : NULL;
+    const char *blame = e ? cp_jstr(e, "blame") : NULL;
+    const char *action = e ? cp_jstr(e, "action") : NULL;
     cJSON_AddStringToObject(o, "meaning", meaning ? meaning : "Xid not in the catalogue");
     cJSON_AddStringToObject(o, "blame", blame ? blame : "unknown");
     cJSON_AddStringToObject(o, "action", action ? action : "none");
-    if (e && sget(e, "mnemonic"))
-        cJSON_AddStringToObject(o, "mnemonic", sget(e, "mnemonic"));
+    if (e && cp_jstr(e, "mnemonic"))
+        cJSON_AddStringToObject(o, "mnemonic", cp_jstr(e, "mnemonic"));
     if (!ev->pci[0] || (!own->known && own->n == 0))
         cJSON_AddNullToObject(o, "own_gpu");
     else
@@ -278,12 +258,12 @@ static int explicit_buslost(const cJSON *list, const char *pci, double t, int ha
     cJSON_ArrayForEach(x, list)
     {
         double c = 0, tx = 0;
-        const char *p = sget(x, "pci");
-        if (!nget(x, "code", &c) || c != XID_BUSLOST || cJSON_IsTrue(item(x, "implied")))
+        const char *p = cp_jstr(x, "pci");
+        if (!cp_jnum(x, "code", &c) || c != XID_BUSLOST || cJSON_IsTrue(cp_jkey(x, "implied")))
             continue;
         if (pci[0] && (!p || strcmp(p, pci)))
             continue;
-        int ht = nget(x, "time", &tx);
+        int ht = cp_jnum(x, "time", &tx);
         if (!have_t || !ht || (t >= tx && t - tx <= BUSLOST_DEDUP_S))
             return 1;
     }
@@ -311,21 +291,21 @@ static void add_kmsg(cJSON *r, struct bundle *b, const cJSON *cat, double pid, i
     struct xid_ctx ctx;
     memset(&ctx, 0, sizeof(ctx));
     size_t n = 0, seq = 0;
-    cJSON_ArrayForEach(l, item(k, "lines"))
+    cJSON_ArrayForEach(l, cp_jkey(k, "lines"))
     {
-        const char *text = sget(l, "text");
+        const char *text = cp_jstr(l, "text");
         if (!text)
             continue;
         double t = 0;
-        int have_t = nget(l, "time", &t);
-        const char *src = sget(l, "source");
+        int have_t = cp_jnum(l, "time", &t);
+        const char *src = cp_jstr(l, "source");
         if (!src || (strcmp(src, "kmsg") && strcmp(src, "kern.log")))
             src = "kmsg";
         cJSON *o = cJSON_CreateObject();
         if (have_t) {
             char u[40];
             cJSON_AddNumberToObject(o, "time", t);
-            const char *tu = sget(l, "time_utc");
+            const char *tu = cp_jstr(l, "time_utc");
             if (!tu) {
                 utc(t, u, sizeof(u));
                 tu = u;
@@ -335,7 +315,7 @@ static void add_kmsg(cJSON *r, struct bundle *b, const cJSON *cat, double pid, i
             cJSON_AddNullToObject(o, "time");
             cJSON_AddNullToObject(o, "time_utc");
         }
-        const char *cls = sget(l, "class");
+        const char *cls = cp_jstr(l, "class");
         add_s(o, "class", cls ? cls : "other");
         add_s(o, "text", text);
         cJSON_AddStringToObject(o, "source", src);
@@ -425,9 +405,9 @@ static void add_logs(cJSON *r, struct bundle *b, const struct logerr_set *pats)
     }
     /* torchelastic's error file: {"message": {"message": "...", "extraInfo": {...}}} */
     cJSON *te = read_json_member(b, "ml/torchelastic_error.json");
-    const cJSON *msg = item(te, "message");
+    const cJSON *msg = cp_jkey(te, "message");
     if (cJSON_IsObject(msg))
-        msg = item(msg, "message");
+        msg = cp_jkey(msg, "message");
     if (cJSON_IsString(msg)) {
         cJSON_AddItemToArray(srcs, cJSON_CreateString("ml/torchelastic_error.json"));
         if (pats) {
@@ -447,7 +427,7 @@ static void add_logs(cJSON *r, struct bundle *b, const struct logerr_set *pats)
 /* A number field of `from` (anything else is skipped). */
 static void copy_field(cJSON *to, const char *k, const cJSON *from)
 {
-    const cJSON *v = item(from, k);
+    const cJSON *v = cp_jkey(from, k);
     if (cJSON_IsNumber(v))
         cp_json_set(to, k, cJSON_CreateNumber(v->valuedouble));
 }
@@ -456,10 +436,11 @@ static void copy_field(cJSON *to, const char *k, const cJSON *from)
 static int same_file(const cJSON *v, const struct stat *st)
 {
     double size, mtime, ino;
-    const char *dev = sget(v, "device");
+    const char *dev = cp_jstr(v, "device");
     char d[32];
     snprintf(d, sizeof(d), "%u:%u", major(st->st_dev), minor(st->st_dev));
-    if (!nget(v, "size", &size) || !nget(v, "mtime", &mtime) || !nget(v, "inode", &ino) || !dev)
+    if (!cp_jnum(v, "size", &size) || !cp_jnum(v, "mtime", &mtime) || !cp_jnum(v, "inode", &ino) ||
+        !dev)
         return 0;
     return size == (double)st->st_size && mtime == (double)st->st_mtim.tv_sec &&
            ino == (double)st->st_ino && !strcmp(dev, d);
@@ -471,30 +452,30 @@ static void add_checkpoint(cJSON *r, struct bundle *b)
     cp_json_set(r, "checkpoint", ck);
     cJSON *found = read_json_member(b, "checkpoint.json");
     cJSON *v = read_json_member(b, "checkpoint-verdict.json");
-    const char *path = sget(v, "path");
+    const char *path = cp_jstr(v, "path");
     if (!path)
-        path = sget(found, "path");
+        path = cp_jstr(found, "path");
     if (path)
         add_s(ck, "path", path);
     else
         cJSON_AddNullToObject(ck, "path");
-    const cJSON *step = item(found, "step");
+    const cJSON *step = cp_jkey(found, "step");
     if (cJSON_IsNumber(step))
         cJSON_AddNumberToObject(ck, "step", step->valuedouble);
     else if (cJSON_IsString(step))
         add_s(ck, "step", step->valuestring);
-    if (sget(found, "source"))
-        add_s(ck, "source", sget(found, "source"));
-    if (cJSON_IsTrue(item(found, "save_in_progress")))
+    if (cp_jstr(found, "source"))
+        add_s(ck, "source", cp_jstr(found, "source"));
+    if (cJSON_IsTrue(cp_jkey(found, "save_in_progress")))
         cJSON_AddTrueToObject(ck, "save_in_progress");
     if (!v) {
         cJSON_AddNullToObject(ck, "valid");
         cJSON_AddNullToObject(ck, "verdict");
-        const char *why = sget(found, "reason");
+        const char *why = cp_jstr(found, "reason");
         char buf[600];
         if (!found)
             snprintf(buf, sizeof(buf), "the bundle has no checkpoint.json");
-        else if (!cJSON_IsTrue(item(found, "found")))
+        else if (!cJSON_IsTrue(cp_jkey(found, "found")))
             snprintf(buf, sizeof(buf), "no checkpoint found at capture time%s%s",
                      why ? ": " : "", why ? why : "");
         else
@@ -505,11 +486,11 @@ static void add_checkpoint(cJSON *r, struct bundle *b)
         cJSON_Delete(found);
         return;
     }
-    const char *verdict = sget(v, "verdict");
-    const cJSON *valid = item(v, "valid");
-    const char *reason = sget(v, "reason");
+    const char *verdict = cp_jstr(v, "verdict");
+    const cJSON *valid = cp_jkey(v, "valid");
+    const char *reason = cp_jstr(v, "reason");
     const char *from = "capture";
-    const cJSON *nv = item(v, "newest_valid");
+    const cJSON *nv = cp_jkey(v, "newest_valid");
     struct stat st;
     /* re-check only the very file the capture judged (same device, inode, size and mtime) */
     if (path && path[0] == '/' && stat(path, &st) == 0 && S_ISREG(st.st_mode) && same_file(v, &st)) {
@@ -526,7 +507,7 @@ static void add_checkpoint(cJSON *r, struct bundle *b)
             else
                 cJSON_AddBoolToObject(ck, "valid", res.verdict == CKV_VALID);
             cJSON_AddStringToObject(ck, "reason", reason);
-            const char *cv = sget(v, "verdict");
+            const char *cv = cp_jstr(v, "verdict");
             if (cv)
                 add_s(ck, "capture_verdict", cv);
         }
@@ -543,13 +524,13 @@ static void add_checkpoint(cJSON *r, struct bundle *b)
         add_s(ck, "reason", reason ? reason : "");
     }
     cJSON_AddStringToObject(ck, "verdict_from", from);
-    if (sget(v, "file_format"))
-        add_s(ck, "file_format", sget(v, "file_format"));
+    if (cp_jstr(v, "file_format"))
+        add_s(ck, "file_format", cp_jstr(v, "file_format"));
     copy_field(ck, "size", v);
     copy_field(ck, "mtime", v);
     copy_field(ck, "checked_at", v);
-    if (sget(nv, "path"))
-        add_s(ck, "newest_valid", sget(nv, "path"));
+    if (cp_jstr(nv, "path"))
+        add_s(ck, "newest_valid", cp_jstr(nv, "path"));
     else
         cJSON_AddNullToObject(ck, "newest_valid");
     cJSON_Delete(found);
@@ -563,7 +544,7 @@ static void add_env(cJSON *r, struct bundle *b)
     cJSON *proc = obj(r, "process");
     cJSON *env = cJSON_CreateObject();
     cJSON *j = read_json_member(b, "proc/environ.json");
-    const cJSON *vals = item(j, "values"), *e;
+    const cJSON *vals = cp_jkey(j, "values"), *e;
     cJSON_ArrayForEach(e, vals)
     {
         if (!e->string || !cJSON_IsString(e))
@@ -573,12 +554,12 @@ static void add_env(cJSON *r, struct bundle *b)
         if (!k)
             break;
         logerr_clean_utf8(k, kl * 3 + 1, e->string, kl, 0);
-        if (!item(env, k))
+        if (!cp_jkey(env, k))
             cJSON_AddItemToObject(env, k, cstr(e->valuestring));
         free(k);
     }
     cp_json_set(proc, "env", env);
-    const cJSON *names = item(j, "names_only");
+    const cJSON *names = cp_jkey(j, "names_only");
     if (cJSON_IsArray(names))
     {
         cJSON *arr = cJSON_CreateArray();
@@ -597,7 +578,7 @@ int evidence_add(cJSON *r, struct bundle *b, char *err, size_t errlen)
 {
     int rc = 0;
     double pid = 0;
-    const cJSON *p = item(item(r, "process"), "pid");
+    const cJSON *p = cp_jkey(cp_jkey(r, "process"), "pid");
     int have_pid = cJSON_IsNumber(p);
     if (have_pid)
         pid = p->valuedouble;
@@ -639,7 +620,7 @@ static void put_s(FILE *out, const struct report_text_ops *ops, const char *s)
 static void print_num(FILE *out, const cJSON *o, const char *k, const char *fmt)
 {
     double v;
-    if (nget(o, k, &v))
+    if (cp_jnum(o, k, &v))
         fprintf(out, fmt, v);
     else
         fputs("?", out);
@@ -647,9 +628,9 @@ static void print_num(FILE *out, const cJSON *o, const char *k, const char *fmt)
 
 void evidence_print(FILE *out, const cJSON *r, const struct report_text_ops *ops)
 {
-    const cJSON *gpu = item(r, "gpu"), *x;
-    int nx = cJSON_GetArraySize(item(gpu, "xid")), i = 0;
-    cJSON_ArrayForEach(x, item(gpu, "xid"))
+    const cJSON *gpu = cp_jkey(r, "gpu"), *x;
+    int nx = cJSON_GetArraySize(cp_jkey(gpu, "xid")), i = 0;
+    cJSON_ArrayForEach(x, cp_jkey(gpu, "xid"))
     {
         if (i++ == 10) {
             label(out, "");
@@ -659,68 +640,68 @@ void evidence_print(FILE *out, const cJSON *r, const struct report_text_ops *ops
         label(out, i == 1 ? "xid" : "");
         print_num(out, x, "code", "Xid %.0f");
         fputs(" on ", out);
-        put_s(out, ops, sget(x, "pci") ? sget(x, "pci") : "unknown GPU");
-        if (cJSON_IsTrue(item(x, "own_gpu")))
+        put_s(out, ops, cp_jstr(x, "pci") ? cp_jstr(x, "pci") : "unknown GPU");
+        if (cJSON_IsTrue(cp_jkey(x, "own_gpu")))
             fputs(" (this process's GPU)", out);
-        if (cJSON_IsTrue(item(x, "own_pid")))
+        if (cJSON_IsTrue(cp_jkey(x, "own_pid")))
             fputs(" (this pid)", out);
-        if (sget(x, "time_utc")) {
+        if (cp_jstr(x, "time_utc")) {
             fputs(" at ", out);
-            put_s(out, ops, sget(x, "time_utc"));
+            put_s(out, ops, cp_jstr(x, "time_utc"));
         }
         fputs(": ", out);
-        put_s(out, ops, sget(x, "meaning"));
+        put_s(out, ops, cp_jstr(x, "meaning"));
         fputs(" [blame ", out);
-        put_s(out, ops, sget(x, "blame"));
+        put_s(out, ops, cp_jstr(x, "blame"));
         fputs(", action ", out);
-        put_s(out, ops, sget(x, "action"));
+        put_s(out, ops, cp_jstr(x, "action"));
         fputs("]\n", out);
     }
-    const cJSON *smi = item(gpu, "nvidia_smi");
+    const cJSON *smi = cp_jkey(gpu, "nvidia_smi");
     if (cJSON_IsObject(smi)) {
         const cJSON *g;
-        cJSON_ArrayForEach(g, item(smi, "gpus"))
+        cJSON_ArrayForEach(g, cp_jkey(smi, "gpus"))
         {
             label(out, "gpu");
             print_num(out, g, "index", "%.0f ");
-            put_s(out, ops, sget(g, "pci"));
+            put_s(out, ops, cp_jstr(g, "pci"));
             fputc(' ', out);
-            put_s(out, ops, sget(g, "name"));
+            put_s(out, ops, cp_jstr(g, "name"));
             fputs(": memory ", out);
             print_num(out, g, "memory_used_mib", "%.0f");
             fputc('/', out);
             print_num(out, g, "memory_total_mib", "%.0f MiB");
-            const cJSON *ecc = item(g, "ecc");
+            const cJSON *ecc = cp_jkey(g, "ecc");
             double d1, d2;
-            if (nget(ecc, "volatile_dbe", &d1) && nget(ecc, "aggregate_dbe", &d2))
+            if (cp_jnum(ecc, "volatile_dbe", &d1) && cp_jnum(ecc, "aggregate_dbe", &d2))
                 fprintf(out, ", ECC DBE %.0f volatile / %.0f aggregate", d1, d2);
-            if (nget(g, "temperature_c", &d1))
+            if (cp_jnum(g, "temperature_c", &d1))
                 fprintf(out, ", %.0f C", d1);
-            if (nget(g, "power_w", &d1))
+            if (cp_jnum(g, "power_w", &d1))
                 fprintf(out, ", %.1f W", d1);
-            if (cJSON_IsTrue(item(item(g, "remapped_rows"), "pending")))
+            if (cJSON_IsTrue(cp_jkey(cp_jkey(g, "remapped_rows"), "pending")))
                 fputs(", row remap PENDING", out);
-            if (cJSON_IsTrue(item(item(g, "remapped_rows"), "failure")))
+            if (cJSON_IsTrue(cp_jkey(cp_jkey(g, "remapped_rows"), "failure")))
                 fputs(", row remap FAILED", out);
-            if (cJSON_GetArraySize(item(g, "throttle_reasons")) > 0) {
+            if (cJSON_GetArraySize(cp_jkey(g, "throttle_reasons")) > 0) {
                 const cJSON *t;
                 fputs(", throttled:", out);
-                cJSON_ArrayForEach(t, item(g, "throttle_reasons"))
+                cJSON_ArrayForEach(t, cp_jkey(g, "throttle_reasons"))
                 {
                     fputc(' ', out);
                     put_s(out, ops, cJSON_IsString(t) ? t->valuestring : "?");
                 }
             }
-            if (cJSON_IsTrue(item(g, "own")))
+            if (cJSON_IsTrue(cp_jkey(g, "own")))
                 fputs(" (this process's GPU)", out);
             fputc('\n', out);
         }
-    } else if (sget(gpu, "nvidia_smi_error")) {
+    } else if (cp_jstr(gpu, "nvidia_smi_error")) {
         label(out, "nvidia-smi");
-        put_s(out, ops, sget(gpu, "nvidia_smi_error"));
+        put_s(out, ops, cp_jstr(gpu, "nvidia_smi_error"));
         fputc('\n', out);
     }
-    const cJSON *errs = item(item(r, "log"), "errors"), *e;
+    const cJSON *errs = cp_jkey(cp_jkey(r, "log"), "errors"), *e;
     int ne = cJSON_GetArraySize(errs);
     i = 0;
     cJSON_ArrayForEach(e, errs)
@@ -731,36 +712,36 @@ void evidence_print(FILE *out, const cJSON *r, const struct report_text_ops *ops
             break;
         }
         label(out, i == 1 ? "log" : "");
-        put_s(out, ops, sget(e, "source"));
+        put_s(out, ops, cp_jstr(e, "source"));
         print_num(out, e, "line", ":%.0f ");
-        put_s(out, ops, sget(e, "category"));
+        put_s(out, ops, cp_jstr(e, "category"));
         fputs(": ", out);
         char t[161];
-        snprintf(t, sizeof(t), "%s", sget(e, "text") ? sget(e, "text") : "");
+        snprintf(t, sizeof(t), "%s", cp_jstr(e, "text") ? cp_jstr(e, "text") : "");
         put_s(out, ops, t);
         fputc('\n', out);
     }
-    const cJSON *ck = item(r, "checkpoint");
-    if (sget(ck, "path")) {
+    const cJSON *ck = cp_jkey(r, "checkpoint");
+    if (cp_jstr(ck, "path")) {
         fputs("checkpoint ", out);
-        put_s(out, ops, sget(ck, "path"));
+        put_s(out, ops, cp_jstr(ck, "path"));
         fputs(": ", out);
-        put_s(out, ops, sget(ck, "verdict") ? sget(ck, "verdict") : "no verdict");
-        if (sget(ck, "reason") && sget(ck, "reason")[0]) {
+        put_s(out, ops, cp_jstr(ck, "verdict") ? cp_jstr(ck, "verdict") : "no verdict");
+        if (cp_jstr(ck, "reason") && cp_jstr(ck, "reason")[0]) {
             fputs(" (", out);
-            put_s(out, ops, sget(ck, "reason"));
+            put_s(out, ops, cp_jstr(ck, "reason"));
             fputc(')', out);
         }
-        if (sget(ck, "verdict_from")) {
-            fputs(strcmp(sget(ck, "verdict_from"), "recheck") ? " [checked at capture time]"
-                                                               : " [re-checked here]",
+        if (cp_jstr(ck, "verdict_from")) {
+            fputs(strcmp(cp_jstr(ck, "verdict_from"), "recheck") ? " [checked at capture time]"
+                                                                 : " [re-checked here]",
                   out);
         }
         fputc('\n', out);
-        if (sget(ck, "newest_valid")) {
+        if (cp_jstr(ck, "newest_valid")) {
             label(out, "");
             fputs("newest valid: ", out);
-            put_s(out, ops, sget(ck, "newest_valid"));
+            put_s(out, ops, cp_jstr(ck, "newest_valid"));
             fputc('\n', out);
         }
     }

@@ -4,6 +4,7 @@
 
 #include "datadir.h"
 #include "errmsg.h"
+#include "jpath.h"
 
 #include <errno.h>
 #include <math.h>
@@ -75,12 +76,6 @@ static int compile(regex_t *rx, const char *src, int icase, const char *id, char
     return 0;
 }
 
-static char *dup_str(const cJSON *o, const char *key)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsString(v) ? strdup(v->valuestring) : NULL;
-}
-
 static int load_fields(struct pattern *p, const cJSON *fo, int icase, char *err, size_t errlen)
 {
     int n = cJSON_GetArraySize(fo);
@@ -146,9 +141,9 @@ struct logerr_set *logerr_load_json(const char *json, size_t len, char *err, siz
     cJSON_ArrayForEach(po, pats)
     {
         struct pattern *p = &s->p[s->n];
-        p->id = dup_str(po, "id");
-        p->category = dup_str(po, "category");
-        p->kind = dup_str(po, "kind");
+        p->id = cp_jstrdup(po, "id");
+        p->category = cp_jstrdup(po, "category");
+        p->kind = cp_jstrdup(po, "kind");
         const cJSON *rx = cJSON_GetObjectItemCaseSensitive(po, "regex");
         int icase = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(po, "icase"));
         if (!p->id || !p->category || !cJSON_IsString(rx)) {

@@ -1,5 +1,6 @@
 /* hang.c - thread blocking states and mutex deadlocks (see hang.h). */
 #include "hang.h"
+#include "jpath.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -8,20 +9,6 @@
 #define SNAP_JSON_MAX (16u << 20)
 #define FDS_JSON_MAX (16u << 20)
 #define FRAMES_LOOKED_AT 24
-
-static const char *fstr(const cJSON *o, const char *k)
-{
-    return cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, k));
-}
-
-static int fnum(const cJSON *o, const char *k, double *v)
-{
-    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
-    if (!cJSON_IsNumber(x))
-        return 0;
-    *v = x->valuedouble;
-    return 1;
-}
 
 /* ---- frame patterns (innermost first; the first match wins) ---- */
 
@@ -102,8 +89,8 @@ static const struct pat *match_frames(const cJSON *frames, int *frame)
     {
         if (i >= FRAMES_LOOKED_AT || (first && i > *frame + 3))
             break; /* the lock frame calls the semaphore wait (sem_clockwait, sem_wait) itself */
-        const char *fn = fstr(f, "function");
-        const char *mod = fstr(f, "module");
+        const char *fn = cp_jstr(f, "function");
+        const char *mod = cp_jstr(f, "module");
         for (size_t p = 0; p < sizeof(pats) / sizeof(pats[0]); p++) {
             if ((pats[p].names && fn && name_match(pats[p].names, fn)) ||
                 (pats[p].module && mod && !strncmp(mod, pats[p].module, strlen(pats[p].module)))) {
@@ -134,7 +121,7 @@ static int python_join(const cJSON *t)
     {
         if (i++ >= 3)
             break;
-        const char *fn = fstr(f, "function"), *file = fstr(f, "file");
+        const char *fn = cp_jstr(f, "function"), *file = cp_jstr(f, "file");
         size_t l = file ? strlen(file) : 0;
         if (fn && !strcmp(fn, "join") && l >= 12 && !strcmp(file + l - 12, "threading.py"))
             return 1;
@@ -148,7 +135,7 @@ static int python_queue(const cJSON *t)
     const cJSON *f;
     cJSON_ArrayForEach(f, cJSON_GetObjectItemCaseSensitive(t, "python_frames"))
     {
-        const char *fn = fstr(f, "function"), *file = fstr(f, "file");
+        const char *fn = cp_jstr(f, "function"), *file = cp_jstr(f, "file");
         if (!fn || !file)
             continue;
         size_t l = strlen(file);
@@ -188,7 +175,7 @@ static const cJSON *snap_thread(const cJSON *snap, double tid)
     cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(snap, "threads"))
     {
         double v;
-        if (fnum(t, "tid", &v) && v == tid)
+        if (cp_jnum(t, "tid", &v) && v == tid)
             return t;
     }
     return NULL;
@@ -200,8 +187,8 @@ static const char *fd_target(const cJSON *fds, double fd)
     cJSON_ArrayForEach(o, fds)
     {
         double v;
-        if (fnum(o, "fd", &v) && v == fd)
-            return fstr(o, "target");
+        if (cp_jnum(o, "fd", &v) && v == fd)
+            return cp_jstr(o, "target");
     }
     return NULL;
 }
@@ -217,7 +204,7 @@ static const cJSON *user_frame(const cJSON *frames)
     const cJSON *f;
     cJSON_ArrayForEach(f, frames)
     {
-        const char *mod = fstr(f, "module");
+        const char *mod = cp_jstr(f, "module");
         if (mod && (!strncmp(mod, "libc.so", 7) || !strncmp(mod, "libpthread", 10) ||
                     !strncmp(mod, "ld-linux", 8) || !strncmp(mod, "libstdc++", 9)))
             continue;
@@ -228,14 +215,15 @@ static const cJSON *user_frame(const cJSON *frames)
 
 static void frame_text(const cJSON *f, char *out, size_t n)
 {
-    const char *fn = fstr(f, "function"), *file = fstr(f, "file");
+    const char *fn = cp_jstr(f, "function"), *file = cp_jstr(f, "file");
     double line = 0;
     const char *base = file ? strrchr(file, '/') : NULL;
     base = base ? base + 1 : file;
-    if (base && fnum(f, "line", &line))
+    if (base && cp_jnum(f, "line", &line))
         snprintf(out, n, "%s (%s:%d)", fn ? fn : "??", base, (int)line);
     else
-        snprintf(out, n, "%s (%s)", fn ? fn : "??", fstr(f, "module") ? fstr(f, "module") : "?");
+        snprintf(out, n, "%s (%s)", fn ? fn : "??",
+                 cp_jstr(f, "module") ? cp_jstr(f, "module") : "?");
 }
 
 static cJSON *classify(const cJSON *t, const cJSON *st, const cJSON *fds)
@@ -243,9 +231,9 @@ static cJSON *classify(const cJSON *t, const cJSON *st, const cJSON *fds)
     const cJSON *frames = cJSON_GetObjectItemCaseSensitive(t, "frames");
     const cJSON *sc = cJSON_GetObjectItemCaseSensitive(st, "syscall");
     double nr = -1;
-    int have_nr = fnum(sc, "nr", &nr);
-    const char *kstate = st ? fstr(st, "state") : fstr(t, "state");
-    const char *wchan = st ? fstr(st, "wchan") : fstr(t, "wchan");
+    int have_nr = cp_jnum(sc, "nr", &nr);
+    const char *kstate = st ? cp_jstr(st, "state") : cp_jstr(t, "state");
+    const char *wchan = st ? cp_jstr(st, "wchan") : cp_jstr(t, "wchan");
     int stopped = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(st, "stopped"));
     const cJSON *ks = cJSON_GetObjectItemCaseSensitive(st, "kernel_stack");
     const char *kfirst = cJSON_GetStringValue(cJSON_GetArrayItem(ks, 0));
@@ -276,21 +264,23 @@ static cJSON *classify(const cJSON *t, const cJSON *st, const cJSON *fds)
         source = "frames";
         const cJSON *f = cJSON_GetArrayItem(frames, fi);
         snprintf(detail, sizeof(detail), "%s in %s", p->detail,
-                 fstr(f, "function") ? fstr(f, "function") : "?");
+                 cp_jstr(f, "function") ? cp_jstr(f, "function") : "?");
         if (!strcmp(state, "python_lock_wait") && python_queue(t)) {
             state = "python_queue_wait";
             snprintf(detail, sizeof(detail), "Python queue/DataLoader wait (%s)",
-                     fstr(f, "function") ? fstr(f, "function") : "?");
+                     cp_jstr(f, "function") ? cp_jstr(f, "function") : "?");
         } else if (!strcmp(state, "python_lock_wait") && python_join(t)) {
             state = "join_wait";
             snprintf(detail, sizeof(detail), "joining a Python thread (threading.Thread.join, %s)",
-                     fstr(f, "function") ? fstr(f, "function") : "?");
+                     cp_jstr(f, "function") ? cp_jstr(f, "function") : "?");
         }
     } else if (sstate) {
         state = sstate;
         source = "syscall";
-        snprintf(detail, sizeof(detail), "blocked in %s", fstr(sc, "name") ? fstr(sc, "name") : what);
-    } else if ((have_nr == 0 && st && fstr(sc, "raw") && !strcmp(fstr(sc, "raw"), "running")) ||
+        snprintf(detail, sizeof(detail), "blocked in %s",
+                 cp_jstr(sc, "name") ? cp_jstr(sc, "name") : what);
+    } else if ((have_nr == 0 && st && cp_jstr(sc, "raw") &&
+                !strcmp(cp_jstr(sc, "raw"), "running")) ||
                (kstate && kstate[0] == 'R')) {
         state = "running";
         source = st ? "kernel" : "proc";
@@ -310,8 +300,8 @@ static cJSON *classify(const cJSON *t, const cJSON *st, const cJSON *fds)
     cJSON_AddStringToObject(o, "state", state);
     cJSON_AddStringToObject(o, "detail", detail);
     cJSON_AddStringToObject(o, "source", source);
-    if (fstr(sc, "name"))
-        cJSON_AddStringToObject(o, "syscall", fstr(sc, "name"));
+    if (cp_jstr(sc, "name"))
+        cJSON_AddStringToObject(o, "syscall", cp_jstr(sc, "name"));
     else
         cJSON_AddNullToObject(o, "syscall");
     /* which fd */
@@ -344,16 +334,16 @@ static cJSON *classify(const cJSON *t, const cJSON *st, const cJSON *fds)
     }
     /* the futex word: a mutex (with its owner) or another wait */
     const cJSON *fx = cJSON_GetObjectItemCaseSensitive(st, "futex");
-    const char *addr = fstr(fx, "addr");
+    const char *addr = cp_jstr(fx, "addr");
     if (addr && (!strcmp(state, "mutex_wait") || !strcmp(state, "condvar_wait") ||
                  !strcmp(state, "futex_wait"))) {
         cJSON_AddStringToObject(o, "mutex", addr);
-        if (fstr(fx, "symbol"))
-            cJSON_AddStringToObject(o, "mutex_symbol", fstr(fx, "symbol"));
+        if (cp_jstr(fx, "symbol"))
+            cJSON_AddStringToObject(o, "mutex_symbol", cp_jstr(fx, "symbol"));
         else
             cJSON_AddNullToObject(o, "mutex_symbol");
         double owner;
-        if (!strcmp(state, "mutex_wait") && fnum(fx, "mutex_owner", &owner) && owner > 0)
+        if (!strcmp(state, "mutex_wait") && cp_jnum(fx, "mutex_owner", &owner) && owner > 0)
             cJSON_AddNumberToObject(o, "mutex_owner", owner);
         else
             cJSON_AddNullToObject(o, "mutex_owner");
@@ -376,17 +366,17 @@ static cJSON *classify(const cJSON *t, const cJSON *st, const cJSON *fds)
 static cJSON *holder_json(const cJSON *t, const cJSON *hs, cJSON *threads)
 {
     double tid = 0;
-    fnum(t, "tid", &tid);
+    cp_jnum(t, "tid", &tid);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "tid", tid);
-    cJSON_AddStringToObject(o, "name", fstr(t, "name") ? fstr(t, "name") : "");
-    cJSON_AddStringToObject(o, "waits_for_mutex", fstr(hs, "mutex"));
-    if (fstr(hs, "mutex_symbol"))
-        cJSON_AddStringToObject(o, "waits_for_mutex_symbol", fstr(hs, "mutex_symbol"));
+    cJSON_AddStringToObject(o, "name", cp_jstr(t, "name") ? cp_jstr(t, "name") : "");
+    cJSON_AddStringToObject(o, "waits_for_mutex", cp_jstr(hs, "mutex"));
+    if (cp_jstr(hs, "mutex_symbol"))
+        cJSON_AddStringToObject(o, "waits_for_mutex_symbol", cp_jstr(hs, "mutex_symbol"));
     else
         cJSON_AddNullToObject(o, "waits_for_mutex_symbol");
     double owner = 0;
-    fnum(hs, "mutex_owner", &owner);
+    cp_jnum(hs, "mutex_owner", &owner);
     cJSON_AddNumberToObject(o, "owner_tid", owner);
     const cJSON *frames = cJSON_GetObjectItemCaseSensitive(t, "frames");
     const cJSON *uf = user_frame(frames);
@@ -404,16 +394,17 @@ static cJSON *holder_json(const cJSON *t, const cJSON *hs, cJSON *threads)
     {
         const cJSON *us = cJSON_GetObjectItemCaseSensitive(u, "hang_state");
         double ow;
-        if (fnum(us, "mutex_owner", &ow) && ow == tid && fstr(us, "mutex")) {
+        if (cp_jnum(us, "mutex_owner", &ow) && ow == tid && cp_jstr(us, "mutex")) {
             int dup = 0;
             const cJSON *h;
-            cJSON_ArrayForEach(h, holds) if (!strcmp(fstr(h, "mutex"), fstr(us, "mutex"))) dup = 1;
+            cJSON_ArrayForEach(h, holds) if (!strcmp(cp_jstr(h, "mutex"), cp_jstr(us, "mutex")))
+                dup = 1;
             if (dup)
                 continue;
             cJSON *h2 = cJSON_CreateObject();
-            cJSON_AddStringToObject(h2, "mutex", fstr(us, "mutex"));
-            if (fstr(us, "mutex_symbol"))
-                cJSON_AddStringToObject(h2, "symbol", fstr(us, "mutex_symbol"));
+            cJSON_AddStringToObject(h2, "mutex", cp_jstr(us, "mutex"));
+            if (cp_jstr(us, "mutex_symbol"))
+                cJSON_AddStringToObject(h2, "symbol", cp_jstr(us, "mutex_symbol"));
             else
                 cJSON_AddNullToObject(h2, "symbol");
             cJSON_AddItemToArray(holds, h2);
@@ -436,7 +427,7 @@ static cJSON *find_thread(cJSON *threads, double tid)
     cJSON_ArrayForEach(t, threads)
     {
         double v;
-        if (fnum(t, "tid", &v) && v == tid)
+        if (cp_jnum(t, "tid", &v) && v == tid)
             return t;
     }
     return NULL;
@@ -456,7 +447,7 @@ static void deadlocks(cJSON *threads, cJSON *out)
     cJSON_ArrayForEach(t, threads)
     {
         double start;
-        if (!fnum(t, "tid", &start))
+        if (!cp_jnum(t, "tid", &start))
             continue;
         int len = 0, cyc = -1;
         double cur = start;
@@ -473,7 +464,7 @@ static void deadlocks(cJSON *threads, cJSON *out)
             cJSON *ct = find_thread(threads, cur);
             const cJSON *hs = cJSON_GetObjectItemCaseSensitive(ct, "hang_state");
             double ow;
-            if (!ct || !fnum(hs, "mutex_owner", &ow) || !find_thread(threads, ow))
+            if (!ct || !cp_jnum(hs, "mutex_owner", &ow) || !find_thread(threads, ow))
                 break;
             cur = ow;
         }
@@ -499,11 +490,12 @@ static void deadlocks(cJSON *threads, cJSON *out)
             cJSON_AddItemToArray(dt, h);
             char part[300];
             double ow = 0;
-            fnum(hs, "mutex_owner", &ow);
-            snprintf(part, sizeof(part), "%s thread %d (%s) waits for %s held by thread %d",
-                     i == cyc ? "" : ";", (int)chain[i], fstr(ct, "name") ? fstr(ct, "name") : "",
-                     fstr(hs, "mutex_symbol") ? fstr(hs, "mutex_symbol") : fstr(hs, "mutex"),
-                     (int)ow);
+            cp_jnum(hs, "mutex_owner", &ow);
+            snprintf(
+                part, sizeof(part), "%s thread %d (%s) waits for %s held by thread %d",
+                i == cyc ? "" : ";", (int)chain[i], cp_jstr(ct, "name") ? cp_jstr(ct, "name") : "",
+                cp_jstr(hs, "mutex_symbol") ? cp_jstr(hs, "mutex_symbol") : cp_jstr(hs, "mutex"),
+                (int)ow);
             if (strlen(summary) + strlen(part) < sizeof(summary))
                 strcat(summary, part);
         }
@@ -522,12 +514,12 @@ void hang_analyze_json(cJSON *r, const cJSON *snap, const cJSON *fds)
     cJSON_ArrayForEach(t, threads)
     {
         double tid = 0;
-        fnum(t, "tid", &tid);
+        cp_jnum(t, "tid", &tid);
         const cJSON *st = snap ? snap_thread(snap, tid) : NULL;
         cJSON *hs = classify(t, st, fds);
         cJSON_DeleteItemFromObjectCaseSensitive(t, "hang_state");
         cJSON_AddItemToObject(t, "hang_state", hs);
-        const char *s = fstr(hs, "state");
+        const char *s = cp_jstr(hs, "state");
         if (s) {
             cJSON *c = cJSON_GetObjectItemCaseSensitive(states, s);
             if (c)
@@ -541,14 +533,14 @@ void hang_analyze_json(cJSON *r, const cJSON *snap, const cJSON *fds)
     cJSON_ArrayForEach(st, cJSON_GetObjectItemCaseSensitive(snap, "threads"))
     {
         double tid;
-        if (!fnum(st, "tid", &tid) || find_thread(threads, tid) || !cJSON_IsArray(threads))
+        if (!cp_jnum(st, "tid", &tid) || find_thread(threads, tid) || !cJSON_IsArray(threads))
             continue;
         cJSON *nt = cJSON_CreateObject();
         cJSON_AddNumberToObject(nt, "tid", tid);
-        cJSON_AddStringToObject(nt, "name", fstr(st, "name") ? fstr(st, "name") : "");
+        cJSON_AddStringToObject(nt, "name", cp_jstr(st, "name") ? cp_jstr(st, "name") : "");
         cJSON_AddBoolToObject(nt, "crashed", 0);
-        cJSON_AddStringToObject(nt, "state", fstr(st, "state") ? fstr(st, "state") : "?");
-        cJSON_AddStringToObject(nt, "wchan", fstr(st, "wchan") ? fstr(st, "wchan") : "");
+        cJSON_AddStringToObject(nt, "state", cp_jstr(st, "state") ? cp_jstr(st, "state") : "?");
+        cJSON_AddStringToObject(nt, "wchan", cp_jstr(st, "wchan") ? cp_jstr(st, "wchan") : "");
         cJSON_AddItemToObject(nt, "frames", cJSON_CreateArray());
         cJSON *hs = classify(nt, st, fds);
         cJSON_AddItemToObject(nt, "hang_state", hs);
@@ -557,7 +549,7 @@ void hang_analyze_json(cJSON *r, const cJSON *snap, const cJSON *fds)
     cJSON *h = cJSON_CreateObject();
     cJSON_AddBoolToObject(h, "snap", snap != NULL);
     if (snap) {
-        const char *tr = fstr(snap, "trigger"), *rs = fstr(snap, "reason");
+        const char *tr = cp_jstr(snap, "trigger"), *rs = cp_jstr(snap, "reason");
         cJSON_AddStringToObject(h, "trigger", tr ? tr : "snap");
         if (rs)
             cJSON_AddStringToObject(h, "reason", rs);
@@ -565,11 +557,11 @@ void hang_analyze_json(cJSON *r, const cJSON *snap, const cJSON *fds)
             cJSON_AddNullToObject(h, "reason");
         const cJSON *stop = cJSON_GetObjectItemCaseSensitive(snap, "stop");
         double v;
-        if (fnum(stop, "threads_stopped", &v))
+        if (cp_jnum(stop, "threads_stopped", &v))
             cJSON_AddNumberToObject(h, "threads_stopped", v);
-        if (fnum(stop, "threads_not_stopped", &v))
+        if (cp_jnum(stop, "threads_not_stopped", &v))
             cJSON_AddNumberToObject(h, "threads_not_stopped", v);
-        if (fnum(stop, "stopped_ms", &v))
+        if (cp_jnum(stop, "stopped_ms", &v))
             cJSON_AddNumberToObject(h, "stopped_ms", v);
     } else {
         cJSON_AddNullToObject(h, "trigger");
@@ -629,24 +621,24 @@ void hang_print_text(FILE *out, const cJSON *r)
     if (!snap && cJSON_GetArraySize(dl) == 0)
         return;
     fprintf(out, "\nhang (%s", snap ? "live capture" : "from the core");
-    if (fstr(h, "reason")) {
+    if (cp_jstr(h, "reason")) {
         fprintf(out, ", reason: ");
-        put_clean(out, fstr(h, "reason"));
+        put_clean(out, cp_jstr(h, "reason"));
     }
     fprintf(out, ")\n");
     const cJSON *d;
     cJSON_ArrayForEach(d, dl)
     {
         fprintf(out, "  DEADLOCK: ");
-        put_clean(out, fstr(d, "summary"));
+        put_clean(out, cp_jstr(d, "summary"));
         fputc('\n', out);
         const cJSON *t;
         cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(d, "threads"))
         {
             double tid = 0;
-            fnum(t, "tid", &tid);
+            cp_jnum(t, "tid", &tid);
             fprintf(out, "    thread %d blocked in ", (int)tid);
-            put_clean(out, fstr(t, "blocked_in") ? fstr(t, "blocked_in") : "?");
+            put_clean(out, cp_jstr(t, "blocked_in") ? cp_jstr(t, "blocked_in") : "?");
             fputc('\n', out);
         }
     }
@@ -657,18 +649,19 @@ void hang_print_text(FILE *out, const cJSON *r)
         if (!cJSON_IsObject(hs))
             continue;
         double tid = 0;
-        fnum(t, "tid", &tid);
-        fprintf(out, "  %-8d %-16.16s %-18s ", (int)tid, fstr(t, "name") ? fstr(t, "name") : "",
-                fstr(hs, "state") ? fstr(hs, "state") : "?");
-        put_clean(out, fstr(hs, "detail"));
-        if (fstr(hs, "mutex")) {
-            fprintf(out, " [%s", fstr(hs, "mutex"));
-            if (fstr(hs, "mutex_symbol")) {
+        cp_jnum(t, "tid", &tid);
+        fprintf(out, "  %-8d %-16.16s %-18s ", (int)tid,
+                cp_jstr(t, "name") ? cp_jstr(t, "name") : "",
+                cp_jstr(hs, "state") ? cp_jstr(hs, "state") : "?");
+        put_clean(out, cp_jstr(hs, "detail"));
+        if (cp_jstr(hs, "mutex")) {
+            fprintf(out, " [%s", cp_jstr(hs, "mutex"));
+            if (cp_jstr(hs, "mutex_symbol")) {
                 fputc(' ', out);
-                put_clean(out, fstr(hs, "mutex_symbol"));
+                put_clean(out, cp_jstr(hs, "mutex_symbol"));
             }
             double ow;
-            if (fnum(hs, "mutex_owner", &ow))
+            if (cp_jnum(hs, "mutex_owner", &ow))
                 fprintf(out, ", owner %d", (int)ow);
             fputc(']', out);
         }

@@ -147,18 +147,6 @@ void report_native_skipped(cJSON *r, const char *reason)
 
 /* ---- text ---- */
 
-static const char *s_of(const cJSON *o, const char *key)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
-static double n_of(const cJSON *o, const char *key, double dflt)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsNumber(v) ? v->valuedouble : dflt;
-}
-
 static void label(FILE *out, const char *l)
 {
     fprintf(out, "%-10s", l);
@@ -181,8 +169,9 @@ static const char *base(const char *p)
 
 static void print_frame(FILE *out, int n, const cJSON *f, const struct report_text_ops *ops)
 {
-    const char *fn = s_of(f, "function"), *mod = s_of(f, "module"), *file = s_of(f, "file");
-    const char *off = s_of(f, "module_offset"), *pc = s_of(f, "pc");
+    const char *fn = cp_jstr(f, "function"), *mod = cp_jstr(f, "module"),
+               *file = cp_jstr(f, "file");
+    const char *off = cp_jstr(f, "module_offset"), *pc = cp_jstr(f, "pc");
     fprintf(out, "  #%-3d %-18s ", n, pc ? pc : "?");
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(f, "inline")))
         fputs("[inline] ", out);
@@ -199,11 +188,11 @@ static void print_frame(FILE *out, int n, const cJSON *f, const struct report_te
     if (file) {
         fputc(' ', out);
         ops->put(out, base(file));
-        double ln = n_of(f, "line", 0);
+        double ln = cp_jnum_or(f, "line", 0);
         if (ln > 0)
             fprintf(out, ":%.0f", ln);
     }
-    const char *trust = s_of(f, "trust");
+    const char *trust = cp_jstr(f, "trust");
     if (trust && strcmp(trust, "cfi") && strcmp(trust, "context"))
         fprintf(out, " [%s]", trust);
     fputc('\n', out);
@@ -216,16 +205,16 @@ static void print_python(FILE *out, const cJSON *t, const struct report_text_ops
     const cJSON *pf = cJSON_GetObjectItemCaseSensitive(t, "python_frames");
     const cJSON *py = cJSON_GetObjectItemCaseSensitive(t, "python");
     int n = cJSON_GetArraySize(pf);
-    if (!n && !s_of(py, "error"))
+    if (!n && !cp_jstr(py, "error"))
         return;
     fputs("  Python", out);
-    if (s_of(py, "thread_id")) {
+    if (cp_jstr(py, "thread_id")) {
         fputs(" thread ", out);
-        ops->put(out, s_of(py, "thread_id"));
+        ops->put(out, cp_jstr(py, "thread_id"));
     }
-    if (s_of(py, "name")) {
+    if (cp_jstr(py, "name")) {
         fputs(" \"", out);
-        ops->put(out, s_of(py, "name"));
+        ops->put(out, cp_jstr(py, "name"));
         fputc('"', out);
     }
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(py, "holds_gil")))
@@ -244,29 +233,29 @@ static void print_python(FILE *out, const cJSON *t, const struct report_text_ops
         fprintf(out, "    ... %d outer frames shown by --json\n", n - k);
     for (int i = k - 1; i >= 0; i--) {
         const cJSON *f = shown[i];
-        const char *file = s_of(f, "file"), *fn = s_of(f, "function");
+        const char *file = cp_jstr(f, "file"), *fn = cp_jstr(f, "function");
         fputs("    File \"", out);
         ops->put(out, file ? file : "???");
-        double ln = n_of(f, "line", -1);
+        double ln = cp_jnum_or(f, "line", -1);
         if (ln >= 0)
             fprintf(out, "\", line %.0f, in ", ln);
         else
             fputs("\", line ???, in ", out);
         ops->put(out, fn ? fn : "???");
-        double nf = n_of(f, "native_frame_index", -1);
+        double nf = cp_jnum_or(f, "native_frame_index", -1);
         if (nf >= 0)
             fprintf(out, "  [native #%.0f]", nf);
         fputc('\n', out);
     }
-    const char *merge = s_of(t, "python_merge");
+    const char *merge = cp_jstr(t, "python_merge");
     if (merge && strcmp(merge, "ok")) {
         fputs("    (", out);
         ops->put(out, merge);
         fputs(")\n", out);
     }
-    if (s_of(py, "error")) {
+    if (cp_jstr(py, "error")) {
         fputs("    (Python frames stopped: ", out);
-        ops->put(out, s_of(py, "error"));
+        ops->put(out, cp_jstr(py, "error"));
         fputs(")\n", out);
     }
 }
@@ -281,17 +270,17 @@ static void print_frames(FILE *out, const cJSON *t, int max, const struct report
             break;
         print_frame(out, n++, f, ops);
     }
-    double dropped = n_of(t, "frames_dropped", 0);
+    double dropped = cp_jnum_or(t, "frames_dropped", 0);
     if (total > max || dropped > 0)
         fprintf(out, "  ... %d more frames shown by --json, %.0f beyond the frame cap\n",
                 total > max ? total - max : 0, dropped);
     const cJSON *fb = cJSON_GetObjectItemCaseSensitive(t, "unwinder_fallback");
-    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(fb, "used")) && s_of(fb, "reason")) {
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(fb, "used")) && cp_jstr(fb, "reason")) {
         fputs("  (frames from libunwind: ", out);
-        ops->put(out, s_of(fb, "reason"));
+        ops->put(out, cp_jstr(fb, "reason"));
         fputs(")\n", out);
     }
-    const char *stop = s_of(t, "unwind_stop");
+    const char *stop = cp_jstr(t, "unwind_stop");
     if (stop) {
         fputs("  (unwinding stopped: ", out);
         ops->put(out, stop);
@@ -308,11 +297,11 @@ static int same_stack(const cJSON *a, const cJSON *b)
     const cJSON *fa = cJSON_GetObjectItemCaseSensitive(a, "frames");
     const cJSON *fb = cJSON_GetObjectItemCaseSensitive(b, "frames");
     if (cJSON_GetArraySize(fa) != cJSON_GetArraySize(fb) ||
-        n_of(a, "frames_dropped", 0) != n_of(b, "frames_dropped", 0))
+        cp_jnum_or(a, "frames_dropped", 0) != cp_jnum_or(b, "frames_dropped", 0))
         return 0;
     for (const cJSON *x = fa->child, *y = fb->child; x && y; x = x->next, y = y->next) {
-        const char *pa = s_of(x, "pc"), *pb = s_of(y, "pc");
-        const char *na = s_of(x, "function"), *nb = s_of(y, "function");
+        const char *pa = cp_jstr(x, "pc"), *pb = cp_jstr(y, "pc");
+        const char *na = cp_jstr(x, "function"), *nb = cp_jstr(y, "function");
         if (!pa || !pb || strcmp(pa, pb) || (!na != !nb) || (na && strcmp(na, nb)))
             return 0;
     }
@@ -332,8 +321,8 @@ static int same_stack(const cJSON *a, const cJSON *b)
 
 static void print_tid(FILE *out, const cJSON *t, const struct report_text_ops *ops)
 {
-    fprintf(out, "%.0f", n_of(t, "tid", 0));
-    const char *name = s_of(t, "name");
+    fprintf(out, "%.0f", cp_jnum_or(t, "tid", 0));
+    const char *name = cp_jstr(t, "name");
     if (name) {
         fputs(" (", out);
         ops->put(out, name);
@@ -408,14 +397,14 @@ static void print_modules(FILE *out, const cJSON *r, const struct report_text_op
     int other = 0, header = 0;
     cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(r, "modules"))
     {
-        const char *prob = s_of(m, "problem"), *path = s_of(m, "path");
+        const char *prob = cp_jstr(m, "problem"), *path = cp_jstr(m, "path");
         if (!prob || !path)
             continue;
         int used = 0;
         cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(r, "threads"))
             cJSON_ArrayForEach(f, cJSON_GetObjectItemCaseSensitive(t, "frames"))
         {
-            const char *fm = s_of(f, "module");
+            const char *fm = cp_jstr(f, "module");
             used |= fm && !strcmp(fm, base(path));
         }
         if (!used) {
@@ -439,10 +428,10 @@ static void print_modules(FILE *out, const cJSON *r, const struct report_text_op
 static void print_cause(FILE *out, const cJSON *r, const struct report_text_ops *ops)
 {
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(r, "cause");
-    line(out, "signal", s_of(c, "summary"), ops);
+    line(out, "signal", cp_jstr(c, "summary"), ops);
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "stack_overflow")))
-        line(out, "cause", s_of(c, "stack_overflow_detail"), ops);
-    const char *am = s_of(c, "abort_message");
+        line(out, "cause", cp_jstr(c, "stack_overflow_detail"), ops);
+    const char *am = cp_jstr(c, "abort_message");
     if (am) {
         label(out, "abort");
         ops->put(out, am);
@@ -451,13 +440,13 @@ static void print_cause(FILE *out, const cJSON *r, const struct report_text_ops 
         fputc('\n', out);
     }
     const cJSON *e = cJSON_GetObjectItemCaseSensitive(c, "exception");
-    if (s_of(e, "type")) {
+    if (cp_jstr(e, "type")) {
         label(out, "exception");
         fputs("uncaught C++ exception of type ", out);
-        ops->put(out, s_of(e, "type"));
-        if (s_of(e, "what")) {
+        ops->put(out, cp_jstr(e, "type"));
+        if (cp_jstr(e, "what")) {
             fputs(": what() = \"", out);
-            ops->put(out, s_of(e, "what"));
+            ops->put(out, cp_jstr(e, "what"));
             fputc('"', out);
         }
         fputs(" (heuristic)\n", out);
@@ -475,30 +464,30 @@ void report_native_print(FILE *out, const cJSON *r, const struct report_text_ops
     if (cJSON_GetArraySize(threads) > 0) {
         label(out, "threads");
         fprintf(out, "%d, crashed tid %.0f", cJSON_GetArraySize(threads),
-                n_of(p, "crashed_tid", -1));
-        const char *src = s_of(p, "crashed_tid_source");
+                cp_jnum_or(p, "crashed_tid", -1));
+        const char *src = cp_jstr(p, "crashed_tid_source");
         if (src) {
             fputs(" (from ", out);
             ops->put(out, src);
             fputc(')', out);
         }
         fputs(", unwinder ", out);
-        ops->put(out, s_of(r, "unwinder") ? s_of(r, "unwinder") : "?");
+        ops->put(out, cp_jstr(r, "unwinder") ? cp_jstr(r, "unwinder") : "?");
         fputc('\n', out);
     }
     const cJSON *py = cJSON_GetObjectItemCaseSensitive(r, "python");
     if (cJSON_IsObject(py)) {
         label(out, "python");
         fputs("CPython ", out);
-        ops->put(out, s_of(py, "version") ? s_of(py, "version") : "?");
+        ops->put(out, cp_jstr(py, "version") ? cp_jstr(py, "version") : "?");
         const cJSON *gil = cJSON_GetObjectItemCaseSensitive(py, "gil");
         if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(gil, "holder_tid")))
-            fprintf(out, ", GIL held by tid %.0f", n_of(gil, "holder_tid", 0));
+            fprintf(out, ", GIL held by tid %.0f", cp_jnum_or(gil, "holder_tid", 0));
         else if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(gil, "locked")))
             fputs(", GIL free", out);
-        if (s_of(py, "error")) {
+        if (cp_jstr(py, "error")) {
             fputs(": ", out);
-            ops->put(out, s_of(py, "error"));
+            ops->put(out, cp_jstr(py, "error"));
         }
         fputc('\n', out);
     }
@@ -510,7 +499,7 @@ void report_native_print(FILE *out, const cJSON *r, const struct report_text_ops
         if (cJSON_IsString(w))
             line(out, "warning", w->valuestring, ops);
     if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(a, "complete")))
-        line(out, "analysis", s_of(a, "error") ? s_of(a, "error") : "incomplete", ops);
+        line(out, "analysis", cp_jstr(a, "error") ? cp_jstr(a, "error") : "incomplete", ops);
     print_threads(out, r, ops);
     print_modules(out, r, ops);
 }

@@ -407,21 +407,6 @@ static void differ(struct cmp *c, const char *fmt, ...)
     cJSON_AddItemToArray(c->differences, cJSON_CreateString(buf));
 }
 
-static const char *sget(const cJSON *o, const char *key)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsString(v) && v->valuestring && v->valuestring[0] ? v->valuestring : NULL;
-}
-
-static int nget(const cJSON *o, const char *key, double *out)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!cJSON_IsNumber(v))
-        return 0;
-    *out = v->valuedouble;
-    return 1;
-}
-
 static cJSON *threads_of(const cJSON *nat)
 {
     cJSON *t = cJSON_GetObjectItemCaseSensitive(nat, "threads");
@@ -434,7 +419,7 @@ static cJSON *thread_by_tid(const cJSON *nat, double tid)
     cJSON_ArrayForEach(t, threads_of(nat))
     {
         double v;
-        if (nget(t, "tid", &v) && v == tid)
+        if (cp_jnum(t, "tid", &v) && v == tid)
             return t;
     }
     return NULL;
@@ -443,12 +428,12 @@ static cJSON *thread_by_tid(const cJSON *nat, double tid)
 /* 0: no function name, 1: a name, 2: a name and a source file */
 static int richness(const cJSON *f)
 {
-    return !sget(f, "function") ? 0 : sget(f, "file") ? 2 : 1;
+    return !cp_jstr_ne(f, "function") ? 0 : cp_jstr_ne(f, "file") ? 2 : 1;
 }
 
 static const char *shown(const cJSON *f)
 {
-    const char *s = sget(f, "function");
+    const char *s = cp_jstr_ne(f, "function");
     return s ? s : "??";
 }
 
@@ -462,7 +447,7 @@ static size_t compare_thread(struct cmp *c, double tid, const cJSON *lt, const c
     const cJSON *l = lf ? lf->child : NULL, *s = sf ? sf->child : NULL;
     int i = 0;
     for (; l && s; l = l->next, s = s->next, i++) {
-        const char *lpc = sget(l, "pc"), *spc = sget(s, "pc");
+        const char *lpc = cp_jstr_ne(l, "pc"), *spc = cp_jstr_ne(s, "pc");
         if (!lpc || !spc || strcmp(lpc, spc))
             break;
         int lr = richness(l), sr = richness(s);
@@ -470,7 +455,7 @@ static size_t compare_thread(struct cmp *c, double tid, const cJSON *lt, const c
             lacking++;
         } else if (lr == sr && lr > 0) {
             c->compared++;
-            if (strcmp(sget(l, "function"), sget(s, "function")))
+            if (strcmp(cp_jstr_ne(l, "function"), cp_jstr_ne(s, "function")))
                 differ(c, "thread %.0f frame %d (pc %s): local `%s`, stacks.json `%s`", tid, i,
                        lpc, shown(l), shown(s));
         }
@@ -483,10 +468,11 @@ static size_t compare_thread(struct cmp *c, double tid, const cJSON *lt, const c
         if (richness(r) > 0)
             lacking += local_degraded;
     if (!local_degraded)
-        differ(c, "thread %.0f: the stacks part at frame %d (local %s `%s`, stacks.json %s `%s`; "
-                  "%d and %d frames)",
-               tid, i, l && sget(l, "pc") ? sget(l, "pc") : "-", l ? shown(l) : "-",
-               s && sget(s, "pc") ? sget(s, "pc") : "-", s ? shown(s) : "-", nl, ns);
+        differ(c,
+               "thread %.0f: the stacks part at frame %d (local %s `%s`, stacks.json %s `%s`; "
+               "%d and %d frames)",
+               tid, i, l && cp_jstr_ne(l, "pc") ? cp_jstr_ne(l, "pc") : "-", l ? shown(l) : "-",
+               s && cp_jstr_ne(s, "pc") ? cp_jstr_ne(s, "pc") : "-", s ? shown(s) : "-", nl, ns);
     return lacking;
 }
 
@@ -503,7 +489,7 @@ static int fill_cause(cJSON *local, const cJSON *stacks)
     if (!cJSON_IsObject(lc) || !cJSON_IsObject(sc))
         return 0;
     int n = 0;
-    if (!sget(lc, "abort_message") && sget(sc, "abort_message")) {
+    if (!cp_jstr_ne(lc, "abort_message") && cp_jstr_ne(sc, "abort_message")) {
         static const char *k[] = {"abort_message", "abort_message_source", "abort_message_heuristic"};
         for (size_t i = 0; i < 3; i++) {
             const cJSON *v = cJSON_GetObjectItemCaseSensitive(sc, k[i]);
@@ -529,7 +515,7 @@ static void add_doc(cJSON *info, const cJSON *doc)
         cp_json_set(info, k[i], v ? cJSON_Duplicate(v, 1) : NULL);
     }
     const cJSON *h = cJSON_GetObjectItemCaseSensitive(doc, "host");
-    const char *hn = sget(h, "hostname");
+    const char *hn = cp_jstr_ne(h, "hostname");
     cp_json_set(info, "host", hn ? cJSON_CreateString(hn) : NULL);
 }
 
@@ -554,18 +540,18 @@ cJSON *stacks_choose(cJSON *local, cJSON *stacks, const cJSON *doc, cJSON **info
     struct cmp c = {cJSON_CreateArray(), 0, 0, 0};
     size_t lacking_threads = 0, nthreads = 0;
     double a, b;
-    if (nget(local, "crashed_tid", &a) && nget(stacks, "crashed_tid", &b) && a != b)
+    if (cp_jnum(local, "crashed_tid", &a) && cp_jnum(stacks, "crashed_tid", &b) && a != b)
         differ(&c, "crashed thread: local %.0f, stacks.json %.0f", a, b);
     const cJSON *ls = cJSON_GetObjectItemCaseSensitive(local, "signal");
     const cJSON *ss = cJSON_GetObjectItemCaseSensitive(stacks, "signal");
-    if (nget(ls, "number", &a) && nget(ss, "number", &b) && a != b)
+    if (cp_jnum(ls, "number", &a) && cp_jnum(ss, "number", &b) && a != b)
         differ(&c, "signal: local %.0f, stacks.json %.0f", a, b);
     cJSON *lacking = cJSON_CreateArray(); /* tids whose stacks.json thread is better */
     const cJSON *t;
     cJSON_ArrayForEach(t, threads_of(local))
     {
         double tid;
-        if (!nget(t, "tid", &tid))
+        if (!cp_jnum(t, "tid", &tid))
             continue;
         nthreads++;
         const cJSON *st = thread_by_tid(stacks, tid);
@@ -583,7 +569,7 @@ cJSON *stacks_choose(cJSON *local, cJSON *stacks, const cJSON *doc, cJSON **info
     cJSON_ArrayForEach(t, threads_of(stacks))
     {
         double tid;
-        if (nget(t, "tid", &tid) && !thread_by_tid(local, tid))
+        if (cp_jnum(t, "tid", &tid) && !thread_by_tid(local, tid))
             differ(&c, "thread %.0f is only in stacks.json", tid);
     }
     const char *source = "local";
@@ -624,7 +610,7 @@ cJSON *stacks_choose(cJSON *local, cJSON *stacks, const cJSON *doc, cJSON **info
         add_doc(in, doc);
     if (strcmp(source, "local")) {
         char w[400];
-        const char *host = sget(in, "host"), *when = sget(in, "created_utc");
+        const char *host = cp_jstr_ne(in, "host"), *when = cp_jstr_ne(in, "created_utc");
         snprintf(w, sizeof(w),
                  "%s: %s from stacks.json (made on %s%s%s), where the binaries were; here %zu "
                  "frame(s) could not be named or located",

@@ -370,12 +370,6 @@ void signature_norm_module(const char *in, char *out, size_t outlen)
 
 /* ---- crash kind ---- */
 
-static const char *gstr(const cJSON *o, const char *path)
-{
-    const cJSON *v = cp_jpath(o, path);
-    return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
 /* glibc's malloc_printerr() messages (malloc/malloc.c), as they start. */
 static int heap_message(const char *m)
 {
@@ -408,7 +402,7 @@ static int has_frame(const cJSON *t, const char *const *names)
     const cJSON *f;
     cJSON_ArrayForEach(f, cJSON_GetObjectItemCaseSensitive(t, "frames"))
     {
-        const char *fn = gstr(f, "function");
+        const char *fn = cp_jstr_at(f, "function");
         if (!fn || cJSON_IsTrue(cp_jpath(f, "inline")))
             continue;
         char n[NAME_MAX_LEN];
@@ -437,14 +431,14 @@ static const char *crash_kind(const cJSON *r, const cJSON *crashed)
     const cJSON *code = cp_jpath(r, "process.signal.code");
     /* si_code <= 0: sent by a process (kill, tgkill, sigqueue), not raised by a fault */
     int sent = cJSON_IsNumber(code) && code->valuedouble <= 0;
-    const char *cn = gstr(r, "process.signal.code_name");
+    const char *cn = cp_jstr_at(r, "process.signal.code_name");
     if ((sig == 11 || sig == 7) && cJSON_IsTrue(cp_jpath(r, "cause.stack_overflow")))
         return "stack_overflow";
     switch (sig) {
     case 11: {
         if (sent)
             return "signal";
-        const char *fa = gstr(r, "process.signal.fault_address");
+        const char *fa = cp_jstr_at(r, "process.signal.fault_address");
         if (fa && !(cn && !strcmp(cn, "SI_KERNEL"))) {
             char *end;
             errno = 0;
@@ -463,7 +457,7 @@ static const char *crash_kind(const cJSON *r, const cJSON *crashed)
     case 6: {
         if (cJSON_IsFalse(cp_jpath(r, "process.signal.self_sent")))
             return "signal"; /* kill -ABRT from elsewhere */
-        const char *msg = gstr(r, "cause.abort_message");
+        const char *msg = cp_jstr_at(r, "cause.abort_message");
         if (cJSON_IsObject(cp_jpath(r, "cause.exception")) || has_frame(crashed, throw_fns))
             return "uncaught_exception";
         if (assertion_message(msg) || has_frame(crashed, assert_fns))
@@ -493,7 +487,7 @@ static void kind_label(const cJSON *r, const char *kind, char *buf, size_t len)
             snprintf(buf, len, "%s", labels[i].label);
             return;
         }
-    const char *name = gstr(r, "process.signal.name");
+    const char *name = cp_jstr_at(r, "process.signal.name");
     snprintf(buf, len, "%s", name ? name : kind);
 }
 
@@ -519,7 +513,7 @@ static const cJSON *crashed_thread(const cJSON *r)
 
 static int pc_is_zero(const cJSON *f)
 {
-    const char *pc = gstr(f, "pc");
+    const char *pc = cp_jstr_at(f, "pc");
     if (!pc)
         return 0;
     char *end;
@@ -643,8 +637,8 @@ int signature_compute(cJSON *report, const struct siglists *L, const char *lists
     cJSON_ArrayForEach(f, cJSON_GetObjectItemCaseSensitive(t, "frames"))
     {
         idx++;
-        const char *fn = gstr(f, "function");
-        const char *rawmod = gstr(f, "module");
+        const char *fn = cp_jstr_at(f, "function");
+        const char *rawmod = cp_jstr_at(f, "module");
         char name[NAME_MAX_LEN], mod[NAME_MAX_LEN], modnorm[NAME_MAX_LEN];
         signature_norm_function(fn, name, sizeof(name));
         if (!*name && !rawmod && pc_is_zero(f))

@@ -1,13 +1,8 @@
 /* signature_text.c - see signature_text.h. */
 #include "signature_text.h"
+#include "jpath.h"
 
 #include <string.h>
-
-static const char *str(const cJSON *o, const char *key)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsString(v) ? v->valuestring : NULL;
-}
 
 static void print_explain(FILE *out, const cJSON *ex, void (*put)(FILE *, const char *))
 {
@@ -18,7 +13,8 @@ static void print_explain(FILE *out, const cJSON *ex, void (*put)(FILE *, const 
     {
         const cJSON *fr = cJSON_GetObjectItemCaseSensitive(e, "frame");
         int idx = cJSON_IsNumber(fr) ? (int)fr->valuedouble : -1;
-        const char *action = str(e, "action"), *name = str(e, "name"), *rule = str(e, "rule");
+        const char *action = cp_jstr(e, "action"), *name = cp_jstr(e, "name"),
+                   *rule = cp_jstr(e, "rule");
         if (action && !strcmp(action, "unused")) {
             if (run_from < 0) {
                 run_from = idx;
@@ -55,8 +51,9 @@ void signature_print(FILE *out, const cJSON *r, void (*put)(FILE *, const char *
     const cJSON *info = cJSON_GetObjectItemCaseSensitive(r, "signature_info");
     if (!cJSON_IsObject(info))
         return;
-    const char *sig = str(r, "signature"), *fp = str(r, "fingerprint");
-    const char *kind = str(info, "kind"), *ver = str(info, "version"), *err = str(info, "error");
+    const char *sig = cp_jstr(r, "signature"), *fp = cp_jstr(r, "fingerprint");
+    const char *kind = cp_jstr(info, "kind"), *ver = cp_jstr(info, "version"),
+               *err = cp_jstr(info, "error");
     fprintf(out, "%-10s", "signature");
     if (sig) {
         put(out, sig);
