@@ -147,18 +147,6 @@ static void copy_bool(cJSON *to, const char *tokey, const cJSON *from, const cha
         cJSON_AddBoolToObject(to, tokey, cJSON_IsTrue(v));
 }
 
-static double num_or(const cJSON *o, const char *key, double dflt)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsNumber(v) ? v->valuedouble : dflt;
-}
-
-static const char *str_or(const cJSON *o, const char *key, const char *dflt)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsString(v) ? v->valuestring : dflt;
-}
-
 /* Reads and parses a small JSON member. NULL with a reason in `why` when absent or unreadable. */
 static cJSON *read_json(struct bundle *b, const char *name, char *why, size_t whylen)
 {
@@ -251,7 +239,7 @@ static cJSON *host_part(const cJSON *man)
     if (cJSON_IsString(iso)) {
         add_str(h, "time_utc", iso->valuestring);
     } else {
-        double t = num_or(man, "time", -1);
+        double t = cp_jnum_or(man, "time", -1);
         struct tm tm;
         time_t tt = (time_t)t;
         char buf[64];
@@ -268,9 +256,9 @@ static cJSON *capture_part(struct bundle *b, const cJSON *man, const cJSON *cap,
                            const cJSON *salv)
 {
     cJSON *c = cJSON_CreateObject();
-    const char *status = str_or(cap, "status", NULL);
+    const char *status = cp_jstr_or(cap, "status", NULL);
     if (!status && salv)
-        status = str_or(salv, "status", NULL);
+        status = cp_jstr_or(salv, "status", NULL);
     add_str(c, "status", status ? status : bundle_complete(b) ? "unknown" : "partial");
     if (!cap)
         add_str(c, "capture_json_error", capwhy);
@@ -331,11 +319,11 @@ static cJSON *capture_part(struct bundle *b, const cJSON *man, const cJSON *cap,
     cJSON_ArrayForEach(s, steps)
     {
         nsteps++;
-        const char *st = str_or(s, "status", NULL);
+        const char *st = cp_jstr_or(s, "status", NULL);
         if (!cJSON_IsObject(s) || (st && !strcmp(st, "ok")))
             continue;
         cJSON *o = cJSON_CreateObject();
-        add_str(o, "name", str_or(s, "name", "?"));
+        add_str(o, "name", cp_jstr_or(s, "name", "?"));
         add_str(o, "status", st ? st : "?");
         copy_str(o, "reason", s, "reason");
         copy_num(o, "ms", s, "ms");
@@ -441,21 +429,6 @@ static const char *human(double n, char *buf, size_t len)
     return buf;
 }
 
-static const char *gstr(const cJSON *r, const char *path)
-{
-    const cJSON *v = cp_jpath(r, path);
-    return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
-static int gnum(const cJSON *r, const char *path, double *out)
-{
-    const cJSON *v = cp_jpath(r, path);
-    if (!cJSON_IsNumber(v))
-        return 0;
-    *out = v->valuedouble;
-    return 1;
-}
-
 static void label(FILE *out, const char *l)
 {
     fprintf(out, "%-10s", l);
@@ -467,19 +440,19 @@ static void print_members(FILE *out, const cJSON *r)
     size_t w = 4;
     cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(r, "members"))
     {
-        size_t l = strlen(gstr(m, "name") ? gstr(m, "name") : "");
+        size_t l = strlen(cp_jstr_at(m, "name") ? cp_jstr_at(m, "name") : "");
         if (l > w)
             w = l < 40 ? l : 40;
     }
     fprintf(out, "  %-*s %12s %12s %7s\n", (int)w, "name", "size", "compressed", "frames");
     cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(r, "members"))
     {
-        const char *name = gstr(m, "name");
+        const char *name = cp_jstr_at(m, "name");
         double size = 0, comp = 0, frames = 0, avail = 0;
-        gnum(m, "size", &size);
-        gnum(m, "compressed_size", &comp);
-        gnum(m, "frames", &frames);
-        gnum(m, "available", &avail);
+        cp_jnum_at(m, "size", &size);
+        cp_jnum_at(m, "compressed_size", &comp);
+        cp_jnum_at(m, "frames", &frames);
+        cp_jnum_at(m, "available", &avail);
         char a[32], c[32], v[32];
         fputs("  ", out);
         put_safe(out, name ? name : "?");
@@ -504,16 +477,18 @@ static void print_text(FILE *out, const cJSON *r, int members_only)
     int complete = cJSON_IsTrue(cp_jpath(r, "bundle.complete"));
 
     label(out, "bundle");
-    put_safe(out, gstr(r, "bundle.path") ? gstr(r, "bundle.path") : "?");
-    gnum(r, "bundle.file_size", &v);
+    put_safe(out, cp_jstr_at(r, "bundle.path") ? cp_jstr_at(r, "bundle.path") : "?");
+    cp_jnum_at(r, "bundle.file_size", &v);
     fprintf(out, " (%s, %d members)\n", human(v, a, sizeof(a)),
             cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(r, "members")));
     if (!complete) {
         label(out, "PARTIAL");
-        put_safe(out, gstr(r, "bundle.partial_reason") ? gstr(r, "bundle.partial_reason") : "");
+        put_safe(out, cp_jstr_at(r, "bundle.partial_reason")
+                          ? cp_jstr_at(r, "bundle.partial_reason")
+                          : "");
         fputc('\n', out);
     }
-    if ((s = gstr(r, "bundle.manifest_error"))) {
+    if ((s = cp_jstr_at(r, "bundle.manifest_error"))) {
         label(out, "manifest");
         fputs("unreadable: ", out);
         put_safe(out, s);
@@ -521,19 +496,20 @@ static void print_text(FILE *out, const cJSON *r, int members_only)
     }
 
     label(out, "process");
-    if (gnum(r, "process.pid", &v))
+    if (cp_jnum_at(r, "process.pid", &v))
         fprintf(out, "pid %.0f", v);
     else
         fputs("pid ?", out);
-    if (gnum(r, "process.crashed_tid", &v))
+    if (cp_jnum_at(r, "process.crashed_tid", &v))
         fprintf(out, ", crashed tid %.0f", v);
-    if (gnum(r, "process.signal.number", &v)) {
+    if (cp_jnum_at(r, "process.signal.number", &v)) {
         fprintf(out, ", signal %.0f (", v);
-        put_safe(out, gstr(r, "process.signal.name") ? gstr(r, "process.signal.name") : "?");
+        put_safe(out,
+                 cp_jstr_at(r, "process.signal.name") ? cp_jstr_at(r, "process.signal.name") : "?");
         fputc(')', out);
     }
     fputc('\n', out);
-    if ((s = gstr(r, "process.exe"))) {
+    if ((s = cp_jstr_at(r, "process.exe"))) {
         label(out, "exe");
         put_safe(out, s);
         fputc('\n', out);
@@ -556,29 +532,29 @@ static void print_text(FILE *out, const cJSON *r, int members_only)
         }
         fputc('\n', out);
     }
-    if (gnum(r, "process.uid", &v)) {
+    if (cp_jnum_at(r, "process.uid", &v)) {
         label(out, "user");
         fprintf(out, "uid %.0f", v);
-        if (gnum(r, "process.gid", &v2))
+        if (cp_jnum_at(r, "process.gid", &v2))
             fprintf(out, ", gid %.0f", v2);
         if (cJSON_IsTrue(cp_jpath(r, "process.secure")))
             fputs(" (secure: setuid/capabilities or not dumpable)", out);
         fputc('\n', out);
     }
-    if ((s = gstr(r, "host.hostname")) || gstr(r, "host.kernel")) {
+    if ((s = cp_jstr_at(r, "host.hostname")) || cp_jstr_at(r, "host.kernel")) {
         label(out, "host");
         put_safe(out, s ? s : "?");
-        if ((s = gstr(r, "host.kernel"))) {
+        if ((s = cp_jstr_at(r, "host.kernel"))) {
             fputs(", kernel ", out);
             put_safe(out, s);
         }
         fputc('\n', out);
     }
-    if ((s = gstr(r, "host.time_utc")) || gnum(r, "host.time", &v)) {
+    if ((s = cp_jstr_at(r, "host.time_utc")) || cp_jnum_at(r, "host.time", &v)) {
         label(out, "time");
         if (s)
             put_safe(out, s);
-        if (gnum(r, "host.time", &v))
+        if (cp_jnum_at(r, "host.time", &v))
             fprintf(out, "%s%.0f%s", s ? " (" : "", v, s ? ")" : "");
         fputc('\n', out);
     }
@@ -589,30 +565,30 @@ static void print_text(FILE *out, const cJSON *r, int members_only)
     fputc('\n', out);
 
     label(out, "capture");
-    put_safe(out, gstr(r, "capture.status") ? gstr(r, "capture.status") : "?");
-    if ((s = gstr(r, "capture.mode.effective"))) {
+    put_safe(out, cp_jstr_at(r, "capture.status") ? cp_jstr_at(r, "capture.status") : "?");
+    if ((s = cp_jstr_at(r, "capture.mode.effective"))) {
         fputs(", mode ", out);
         put_safe(out, s);
-        const char *req = gstr(r, "capture.mode.requested");
+        const char *req = cp_jstr_at(r, "capture.mode.requested");
         if (req && strcmp(req, s)) {
             fputs(" (requested ", out);
             put_safe(out, req);
             fputc(')', out);
         }
-        if ((s = gstr(r, "capture.mode.reason"))) {
+        if ((s = cp_jstr_at(r, "capture.mode.reason"))) {
             fputs(": ", out);
             put_safe(out, s);
         }
     }
-    if ((s = gstr(r, "capture.capture_json_error"))) {
+    if ((s = cp_jstr_at(r, "capture.capture_json_error"))) {
         fputs("; capture.json ", out);
         put_safe(out, s);
     }
     fputc('\n', out);
-    if ((s = gstr(r, "capture.salvage.note"))) {
+    if ((s = cp_jstr_at(r, "capture.salvage.note"))) {
         label(out, "salvaged");
         put_safe(out, s);
-        if ((s = gstr(r, "capture.salvage.cut_member"))) {
+        if ((s = cp_jstr_at(r, "capture.salvage.cut_member"))) {
             fputs("; cut member ", out);
             put_safe(out, s);
         }
@@ -622,26 +598,26 @@ static void print_text(FILE *out, const cJSON *r, int members_only)
     if (core && cJSON_GetArraySize(core) > 0) {
         label(out, "core");
         int any = 0;
-        if (gnum(core, "declared_size", &v)) {
+        if (cp_jnum_at(core, "declared_size", &v)) {
             fprintf(out, "%s declared", human(v, a, sizeof(a)));
             any = 1;
-        } else if (gnum(core, "member_size", &v)) {
+        } else if (cp_jnum_at(core, "member_size", &v)) {
             fprintf(out, "%s", human(v, a, sizeof(a)));
             any = 1;
         }
-        if (gnum(core, "stored_bytes", &v)) {
+        if (cp_jnum_at(core, "stored_bytes", &v)) {
             fprintf(out, "%s%s stored", any ? ", " : "", human(v, c2, sizeof(c2)));
             any = 1;
         }
-        if (gnum(core, "member_compressed", &v)) {
+        if (cp_jnum_at(core, "member_compressed", &v)) {
             fprintf(out, "%s%s compressed", any ? ", " : "", human(v, c3, sizeof(c3)));
-            if (gnum(core, "ratio", &v2))
+            if (cp_jnum_at(core, "ratio", &v2))
                 fprintf(out, " (%.1fx)", v2);
             any = 1;
         }
         if (cJSON_IsTrue(cp_jpath(core, "truncated"))) {
             fprintf(out, "%sTRUNCATED", any ? "; " : "");
-            if ((s = gstr(core, "truncation_reason"))) {
+            if ((s = cp_jstr_at(core, "truncation_reason"))) {
                 fputs(": ", out);
                 put_safe(out, s);
             }
@@ -650,12 +626,13 @@ static void print_text(FILE *out, const cJSON *r, int members_only)
             fprintf(out, "%snot truncated", any ? "; " : "");
             any = 1;
         }
-        if (cJSON_IsTrue(cp_jpath(core, "member_truncated")) && gnum(core, "member_available", &v)) {
+        if (cJSON_IsTrue(cp_jpath(core, "member_truncated")) &&
+            cp_jnum_at(core, "member_available", &v)) {
             fprintf(out, "%scut short in this file: %s available", any ? "; " : "",
                     human(v, a, sizeof(a)));
             any = 1;
         }
-        if ((s = gstr(core, "error"))) {
+        if ((s = cp_jstr_at(core, "error"))) {
             fprintf(out, "%serror: ", any ? "; " : "");
             put_safe(out, s);
         }
@@ -667,10 +644,10 @@ static void print_text(FILE *out, const cJSON *r, int members_only)
     {
         label(out, first ? "not ok" : "");
         first = 0;
-        put_safe(out, gstr(st, "name") ? gstr(st, "name") : "?");
+        put_safe(out, cp_jstr_at(st, "name") ? cp_jstr_at(st, "name") : "?");
         fputs(": ", out);
-        put_safe(out, gstr(st, "status") ? gstr(st, "status") : "?");
-        if ((s = gstr(st, "reason"))) {
+        put_safe(out, cp_jstr_at(st, "status") ? cp_jstr_at(st, "status") : "?");
+        if ((s = cp_jstr_at(st, "reason"))) {
             fputs(" (", out);
             put_safe(out, s);
             fputc(')', out);
@@ -887,9 +864,9 @@ int cmd_analyze(int argc, char **argv)
         fprintf(stderr, "crashpack analyze: out of memory\n");
         return 2;
     }
-    if (A.json && gstr(r, "analysis.stacks_json.warning")) { /* text prints it anyway */
+    if (A.json && cp_jstr_at(r, "analysis.stacks_json.warning")) { /* text prints it anyway */
         fprintf(stderr, "crashpack analyze: warning: ");
-        put_safe(stderr, gstr(r, "analysis.stacks_json.warning"));
+        put_safe(stderr, cp_jstr_at(r, "analysis.stacks_json.warning"));
         fputc('\n', stderr);
     }
     /* last step: the rule base reads every field the analysis filled in */
@@ -899,7 +876,7 @@ int cmd_analyze(int argc, char **argv)
         fputc('\n', stderr);
     }
     if (native_failed) {
-        const char *e = gstr(r, "analysis.error");
+        const char *e = cp_jstr_at(r, "analysis.error");
         fprintf(stderr, "crashpack analyze: the core analysis is incomplete: ");
         put_safe(stderr, e ? e : "unknown error");
         fputc('\n', stderr);

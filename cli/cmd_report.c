@@ -40,21 +40,6 @@ static void usage(FILE *out)
             "  --from-json F    render a saved report (crashpack analyze --json) instead of a bundle\n");
 }
 
-static const char *gs(const cJSON *o, const char *path)
-{
-    const cJSON *v = cp_jpath(o, path);
-    return cJSON_IsString(v) && v->valuestring[0] ? v->valuestring : NULL;
-}
-
-static int gn(const cJSON *o, const char *path, double *out)
-{
-    const cJSON *v = cp_jpath(o, path);
-    if (!cJSON_IsNumber(v))
-        return 0;
-    *out = v->valuedouble;
-    return 1;
-}
-
 /* text: control characters -> space; mode 'c' (code span): backticks -> '; mode 't' (table cell):
  * '|' escaped; mode 'p' (plain Markdown text): Markdown punctuation that could change the
  * structure escaped. */
@@ -96,13 +81,13 @@ static void fmt_time(double t, char *buf, size_t len)
 static const cJSON *crashed_thread(const cJSON *r)
 {
     double ctid = -1;
-    gn(r, "process.crashed_tid", &ctid);
+    cp_jnum_at(r, "process.crashed_tid", &ctid);
     const cJSON *t;
     cJSON_ArrayForEach(t, cp_jpath(r, "threads")) if (cJSON_IsTrue(cp_jpath(t, "crashed"))) return t;
     cJSON_ArrayForEach(t, cp_jpath(r, "threads"))
     {
         double tid;
-        if (gn(t, "tid", &tid) && tid == ctid)
+        if (cp_jnum_at(t, "tid", &tid) && tid == ctid)
             return t;
     }
     return NULL;
@@ -111,34 +96,34 @@ static const cJSON *crashed_thread(const cJSON *r)
 static void section_summary(FILE *o, const cJSON *r)
 {
     const cJSON *top = cJSON_GetArrayItem(cp_jpath(r, "diagnoses"), 0);
-    const char *exe = gs(r, "process.exe");
+    const char *exe = cp_jstr_ne_at(r, "process.exe");
     const char *base = exe && strrchr(exe, '/') ? strrchr(exe, '/') + 1 : exe;
     fputs("# Crash report: ", o);
-    md(o, base ? base : gs(r, "process.comm"), 'p');
+    md(o, base ? base : cp_jstr_ne_at(r, "process.comm"), 'p');
     fputs(" — ", o);
-    md(o, top ? gs(top, "title") : "no known failure pattern matched", 'p');
+    md(o, top ? cp_jstr_ne_at(top, "title") : "no known failure pattern matched", 'p');
     fputs("\n\n", o);
     double v;
     char t[64];
-    fmt_time(gn(r, "host.time", &v) ? v : -1, t, sizeof(t));
+    fmt_time(cp_jnum_at(r, "host.time", &v) ? v : -1, t, sizeof(t));
     fputs("| | |\n|---|---|\n", o);
     fputs("| Process | ", o);
     md(o, exe, 't');
-    if (gn(r, "process.pid", &v))
+    if (cp_jnum_at(r, "process.pid", &v))
         fprintf(o, " (pid %.0f)", v);
     fputs(" |\n| Signal | ", o);
-    md(o, gs(r, "process.signal.name"), 't');
-    if (gs(r, "process.signal.code_name")) {
+    md(o, cp_jstr_ne_at(r, "process.signal.name"), 't');
+    if (cp_jstr_ne_at(r, "process.signal.code_name")) {
         fputs(" (", o);
-        md(o, gs(r, "process.signal.code_name"), 't');
+        md(o, cp_jstr_ne_at(r, "process.signal.code_name"), 't');
         fputc(')', o);
     }
-    if (gs(r, "crash_kind")) {
+    if (cp_jstr_ne_at(r, "crash_kind")) {
         fputs(", kind ", o);
-        md(o, gs(r, "crash_kind"), 't');
+        md(o, cp_jstr_ne_at(r, "crash_kind"), 't');
     }
     fputs(" |\n| Host | ", o);
-    md(o, gs(r, "host.hostname"), 't');
+    md(o, cp_jstr_ne_at(r, "host.hostname"), 't');
     fprintf(o, ", %s |\n", t);
     char job[256];
     int rank, lrank;
@@ -152,22 +137,22 @@ static void section_summary(FILE *o, const cJSON *r)
             fprintf(o, " (local rank %d)", lrank);
         fputs(" |\n", o);
     }
-    if (gs(r, "cause.summary")) {
+    if (cp_jstr_ne_at(r, "cause.summary")) {
         fputs("| Cause | ", o);
-        md(o, gs(r, "cause.summary"), 't');
+        md(o, cp_jstr_ne_at(r, "cause.summary"), 't');
         fputs(" |\n", o);
     }
-    if (gs(r, "bundle.path")) {
+    if (cp_jstr_ne_at(r, "bundle.path")) {
         fputs("| Bundle | ", o);
-        md(o, gs(r, "bundle.path"), 't');
+        md(o, cp_jstr_ne_at(r, "bundle.path"), 't');
         fputs(" |\n", o);
     }
     fputs("\n## Summary\n\n", o);
     if (top) {
         fputs("**", o);
-        md(o, gs(top, "title"), 'p');
+        md(o, cp_jstr_ne_at(top, "title"), 'p');
         fputs(".** ", o);
-        md(o, gs(top, "diagnosis"), 'p');
+        md(o, cp_jstr_ne_at(top, "diagnosis"), 'p');
         fputs("\n", o);
         const cJSON *a = cJSON_GetArrayItem(cp_jpath(top, "actions"), 0);
         if (cJSON_IsString(a)) {
@@ -177,7 +162,7 @@ static void section_summary(FILE *o, const cJSON *r)
         }
     } else {
         fputs("No known failure pattern matched this crash; its signature is ", o);
-        code(o, gs(r, "signature") ? gs(r, "signature") : "none");
+        code(o, cp_jstr_ne_at(r, "signature") ? cp_jstr_ne_at(r, "signature") : "none");
         fputs(". The crashed thread below is the place to start.\n", o);
     }
 }
@@ -189,7 +174,7 @@ static void section_diagnoses(FILE *o, const cJSON *r)
     if (cJSON_GetArraySize(ds) == 0) {
         fputs("None: no rule of the rule base matched (", o);
         double n;
-        if (gn(r, "diagnosis_info.builtin_rules", &n))
+        if (cp_jnum_at(r, "diagnosis_info.builtin_rules", &n))
             fprintf(o, "%.0f built-in rules", n);
         else
             fputs("rule base not consulted", o);
@@ -200,21 +185,21 @@ static void section_diagnoses(FILE *o, const cJSON *r)
     cJSON_ArrayForEach(d, ds)
     {
         double c = 0;
-        gn(d, "confidence", &c);
+        cp_jnum_at(d, "confidence", &c);
         fprintf(o, "### %d. ", ++i);
-        md(o, gs(d, "title"), 'p');
+        md(o, cp_jstr_ne_at(d, "title"), 'p');
         fprintf(o, "\n\n*confidence %.2f, rule ", c);
-        code(o, gs(d, "rule"));
+        code(o, cp_jstr_ne_at(d, "rule"));
         fputs(", category ", o);
-        code(o, gs(d, "category"));
+        code(o, cp_jstr_ne_at(d, "category"));
         fputs("*", o);
-        if (gs(d, "consequence_of")) {
+        if (cp_jstr_ne_at(d, "consequence_of")) {
             fputs(" — likely a consequence of ", o);
-            code(o, gs(d, "consequence_of"));
+            code(o, cp_jstr_ne_at(d, "consequence_of"));
         }
         fputs("\n\n", o);
-        if (gs(d, "diagnosis")) {
-            md(o, gs(d, "diagnosis"), 'p');
+        if (cp_jstr_ne_at(d, "diagnosis")) {
+            md(o, cp_jstr_ne_at(d, "diagnosis"), 'p');
             fputs("\n\n", o);
         }
         if (cJSON_GetArraySize(cp_jpath(d, "evidence"))) {
@@ -256,27 +241,30 @@ static void section_thread(FILE *o, const cJSON *r)
     fputs("\n## Crashed thread\n\n", o);
     if (!t) {
         fputs("No thread information (", o);
-        md(o, gs(r, "analysis.error") ? gs(r, "analysis.error") : "no core analysis in this report", 'p');
+        md(o,
+           cp_jstr_ne_at(r, "analysis.error") ? cp_jstr_ne_at(r, "analysis.error")
+                                              : "no core analysis in this report",
+           'p');
         fputs(").\n", o);
         return;
     }
     double tid = 0;
-    gn(t, "tid", &tid);
+    cp_jnum_at(t, "tid", &tid);
     fprintf(o, "Thread %.0f", tid);
-    if (gs(t, "name")) {
+    if (cp_jstr_ne_at(t, "name")) {
         fputs(" ", o);
-        code(o, gs(t, "name"));
+        code(o, cp_jstr_ne_at(t, "name"));
     }
-    if (gs(r, "cause.abort_message")) {
+    if (cp_jstr_ne_at(r, "cause.abort_message")) {
         fputs(", abort message ", o);
-        code(o, gs(r, "cause.abort_message"));
+        code(o, cp_jstr_ne_at(r, "cause.abort_message"));
     }
-    if (cp_jpath(r, "cause.exception") && gs(r, "cause.exception.type")) {
+    if (cp_jpath(r, "cause.exception") && cp_jstr_ne_at(r, "cause.exception.type")) {
         fputs(", uncaught ", o);
-        code(o, gs(r, "cause.exception.type"));
-        if (gs(r, "cause.exception.what")) {
+        code(o, cp_jstr_ne_at(r, "cause.exception.type"));
+        if (cp_jstr_ne_at(r, "cause.exception.what")) {
             fputs(": ", o);
-            code(o, gs(r, "cause.exception.what"));
+            code(o, cp_jstr_ne_at(r, "cause.exception.what"));
         }
     }
     fputs(":\n\n```\n", o);
@@ -289,11 +277,12 @@ static void section_thread(FILE *o, const cJSON *r)
         }
         char line[1024];
         double ln = 0;
-        const char *file = gs(f, "file"), *mod = gs(f, "module");
+        const char *file = cp_jstr_ne_at(f, "file"), *mod = cp_jstr_ne_at(f, "module");
         const char *mb = mod && strrchr(mod, '/') ? strrchr(mod, '/') + 1 : mod;
-        int n = snprintf(line, sizeof(line), "#%-2d %s %s", i, gs(f, "pc") ? gs(f, "pc") : "",
-                         gs(f, "function") ? gs(f, "function") : "??");
-        if (file && gn(f, "line", &ln) && n > 0 && (size_t)n < sizeof(line))
+        int n = snprintf(line, sizeof(line), "#%-2d %s %s", i,
+                         cp_jstr_ne_at(f, "pc") ? cp_jstr_ne_at(f, "pc") : "",
+                         cp_jstr_ne_at(f, "function") ? cp_jstr_ne_at(f, "function") : "??");
+        if (file && cp_jnum_at(f, "line", &ln) && n > 0 && (size_t)n < sizeof(line))
             n += snprintf(line + n, sizeof(line) - (size_t)n, " at %s:%.0f", file, ln);
         if (mb && n > 0 && (size_t)n < sizeof(line))
             snprintf(line + n, sizeof(line) - (size_t)n, " (%s)", mb);
@@ -314,9 +303,10 @@ static void section_thread(FILE *o, const cJSON *r)
                 break;
             char line[1024];
             double ln = 0;
-            gn(f, "line", &ln);
+            cp_jnum_at(f, "line", &ln);
             snprintf(line, sizeof(line), "  File \"%s\", line %.0f, in %s",
-                     gs(f, "file") ? gs(f, "file") : "?", ln, gs(f, "function") ? gs(f, "function") : "?");
+                     cp_jstr_ne_at(f, "file") ? cp_jstr_ne_at(f, "file") : "?", ln,
+                     cp_jstr_ne_at(f, "function") ? cp_jstr_ne_at(f, "function") : "?");
             block_line(o, line);
             fputc('\n', o);
         }
@@ -337,17 +327,17 @@ static void section_gpu(FILE *o, const cJSON *r)
             if (i++ >= 20)
                 break;
             double c = 0;
-            gn(e, "code", &c);
+            cp_jnum_at(e, "code", &c);
             fputs("| ", o);
-            md(o, gs(e, "time_utc"), 't');
+            md(o, cp_jstr_ne_at(e, "time_utc"), 't');
             fprintf(o, " | %.0f | ", c);
-            md(o, gs(e, "pci"), 't');
+            md(o, cp_jstr_ne_at(e, "pci"), 't');
             fprintf(o, " | %s | ", cJSON_IsTrue(cp_jpath(e, "own_gpu")) ? "yes" : cJSON_IsFalse(cp_jpath(e, "own_gpu")) ? "no" : "?");
-            md(o, gs(e, "meaning"), 't');
+            md(o, cp_jstr_ne_at(e, "meaning"), 't');
             fputs(" | ", o);
-            md(o, gs(e, "blame"), 't');
+            md(o, cp_jstr_ne_at(e, "blame"), 't');
             fputs(" | ", o);
-            md(o, gs(e, "action"), 't');
+            md(o, cp_jstr_ne_at(e, "action"), 't');
             fputs(" |\n", o);
         }
         fputs("\nXid lines:\n\n```\n", o);
@@ -356,7 +346,7 @@ static void section_gpu(FILE *o, const cJSON *r)
         {
             if (i++ >= 20)
                 break;
-            block_line(o, gs(e, "text"));
+            block_line(o, cp_jstr_ne_at(e, "text"));
             fputc('\n', o);
         }
         fputs("```\n\n", o);
@@ -366,24 +356,24 @@ static void section_gpu(FILE *o, const cJSON *r)
     const cJSON *smi = cp_jpath(r, "gpu.nvidia_smi");
     if (cJSON_IsObject(smi)) {
         fputs("nvidia-smi at capture (driver ", o);
-        md(o, gs(smi, "driver_version"), 'p');
+        md(o, cp_jstr_ne_at(smi, "driver_version"), 'p');
         fputs(", CUDA ", o);
-        md(o, gs(smi, "cuda_version"), 'p');
+        md(o, cp_jstr_ne_at(smi, "cuda_version"), 'p');
         fputs("):\n\n| GPU | PCI | own | memory used | ECC DBE (volatile/aggregate) | remap pending/failure | temp | power | throttle |\n"
               "|---|---|---|---|---|---|---|---|---|\n", o);
         cJSON_ArrayForEach(e, cp_jpath(smi, "gpus"))
         {
             double idx = -1, mu = -1, mt = -1, pct = -1, vd = -1, ad = -1, tc = -1, pw = -1;
-            gn(e, "index", &idx);
-            gn(e, "memory_used_mib", &mu);
-            gn(e, "memory_total_mib", &mt);
-            gn(e, "memory_used_pct", &pct);
-            gn(e, "ecc.volatile_dbe", &vd);
-            gn(e, "ecc.aggregate_dbe", &ad);
-            gn(e, "temperature_c", &tc);
-            gn(e, "power_w", &pw);
+            cp_jnum_at(e, "index", &idx);
+            cp_jnum_at(e, "memory_used_mib", &mu);
+            cp_jnum_at(e, "memory_total_mib", &mt);
+            cp_jnum_at(e, "memory_used_pct", &pct);
+            cp_jnum_at(e, "ecc.volatile_dbe", &vd);
+            cp_jnum_at(e, "ecc.aggregate_dbe", &ad);
+            cp_jnum_at(e, "temperature_c", &tc);
+            cp_jnum_at(e, "power_w", &pw);
             fprintf(o, "| %.0f | ", idx);
-            md(o, gs(e, "pci"), 't');
+            md(o, cp_jstr_ne_at(e, "pci"), 't');
             fprintf(o, " | %s | ", cJSON_IsTrue(cp_jpath(e, "own")) ? "yes" : "");
             if (mu >= 0 && mt > 0)
                 fprintf(o, "%.0f / %.0f MiB (%.0f%%)", mu, mt, pct >= 0 ? pct : mu * 100 / mt);
@@ -421,7 +411,10 @@ static void section_gpu(FILE *o, const cJSON *r)
         }
     } else {
         fputs("nvidia-smi: ", o);
-        md(o, gs(r, "gpu.nvidia_smi_error") ? gs(r, "gpu.nvidia_smi_error") : "not captured", 'p');
+        md(o,
+           cp_jstr_ne_at(r, "gpu.nvidia_smi_error") ? cp_jstr_ne_at(r, "gpu.nvidia_smi_error")
+                                                    : "not captured",
+           'p');
         fputs(".\n", o);
     }
 }
@@ -430,7 +423,8 @@ static void section_checkpoint(FILE *o, const cJSON *r)
 {
     fputs("\n## Checkpoint\n\n", o);
     const cJSON *ck = cp_jpath(r, "checkpoint");
-    const char *path = gs(ck, "path"), *newest = gs(ck, "newest_valid"), *reason = gs(ck, "reason");
+    const char *path = cp_jstr_ne_at(ck, "path"), *newest = cp_jstr_ne_at(ck, "newest_valid"),
+               *reason = cp_jstr_ne_at(ck, "reason");
     const cJSON *valid = cp_jpath(ck, "valid");
     if (!path) {
         fputs("No checkpoint was recorded for this process", o);
@@ -450,9 +444,9 @@ static void section_checkpoint(FILE *o, const cJSON *r)
         md(o, reason, 'p');
         fputc(')', o);
     }
-    if (gs(ck, "verdict_from")) {
+    if (cp_jstr_ne_at(ck, "verdict_from")) {
         fputs("; verdict from ", o);
-        md(o, gs(ck, "verdict_from"), 'p');
+        md(o, cp_jstr_ne_at(ck, "verdict_from"), 'p');
     }
     fputs(".\n\n**Advice:** ", o);
     if (cJSON_IsTrue(valid)) {
@@ -479,7 +473,7 @@ static void section_checkpoint(FILE *o, const cJSON *r)
 static void section_signature(FILE *o, const cJSON *r, const char *dbpath)
 {
     fputs("\n## Signature\n\n", o);
-    const char *sig = gs(r, "signature"), *fp = gs(r, "fingerprint");
+    const char *sig = cp_jstr_ne_at(r, "signature"), *fp = cp_jstr_ne_at(r, "fingerprint");
     fputs("Signature ", o);
     code(o, sig ? sig : "none");
     fputs(", fingerprint ", o);

@@ -5,6 +5,7 @@
  * Files are replaced by temp + fsync + rename so a crash never leaves a half-written state.
  */
 #include "install.h"
+#include "jpath.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
@@ -449,34 +450,6 @@ out:
     return text;
 }
 
-static int json_uint(const cJSON *o, const char *key, unsigned *out)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > UINT_MAX ||
-        v->valuedouble != (double)(unsigned)v->valuedouble)
-        return -1;
-    *out = (unsigned)v->valuedouble;
-    return 0;
-}
-
-static int json_str(const cJSON *o, const char *key, char *out, size_t len)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!cJSON_IsString(v) || strlen(v->valuestring) >= len)
-        return -1;
-    memcpy(out, v->valuestring, strlen(v->valuestring) + 1);
-    return 0;
-}
-
-static int json_bool(const cJSON *o, const char *key, int *out)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!cJSON_IsBool(v))
-        return -1;
-    *out = cJSON_IsTrue(v);
-    return 0;
-}
-
 static int state_from_json(const char *text, struct cp_install_state *s)
 {
     memset(s, 0, sizeof(*s));
@@ -488,16 +461,18 @@ static int state_from_json(const char *text, struct cp_install_state *s)
     const cJSON *at = cJSON_GetObjectItemCaseSensitive(root, "installed_at");
     const cJSON *prev = cJSON_GetObjectItemCaseSensitive(root, "previous");
     const cJSON *dropin = cJSON_GetObjectItemCaseSensitive(root, "dropin");
-    unsigned version;
+    uint64_t version, limit, prev_limit;
     if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, STATE_FORMAT) ||
-        json_uint(root, "version", &version) || version != STATE_VERSION || !cJSON_IsNumber(at) ||
-        json_str(root, "core_pattern", s->pattern, sizeof(s->pattern)) ||
-        json_uint(root, "core_pipe_limit", &s->pipe_limit) || !cJSON_IsObject(prev) ||
-        json_str(prev, "core_pattern", s->prev_pattern, sizeof(s->prev_pattern)) ||
-        json_uint(prev, "core_pipe_limit", &s->prev_pipe_limit) || !cJSON_IsObject(dropin) ||
-        json_bool(dropin, "written", &s->dropin_written) ||
-        json_bool(dropin, "existed", &s->dropin_existed))
+        !cp_juint(root, "version", UINT_MAX, &version) || version != STATE_VERSION ||
+        !cJSON_IsNumber(at) || !cp_jstrcpy(root, "core_pattern", s->pattern, sizeof(s->pattern)) ||
+        !cp_juint(root, "core_pipe_limit", UINT_MAX, &limit) || !cJSON_IsObject(prev) ||
+        !cp_jstrcpy(prev, "core_pattern", s->prev_pattern, sizeof(s->prev_pattern)) ||
+        !cp_juint(prev, "core_pipe_limit", UINT_MAX, &prev_limit) || !cJSON_IsObject(dropin) ||
+        !cp_jbool(dropin, "written", &s->dropin_written) ||
+        !cp_jbool(dropin, "existed", &s->dropin_existed))
         goto out;
+    s->pipe_limit = (unsigned)limit;
+    s->prev_pipe_limit = (unsigned)prev_limit;
     s->installed_at = (long long)at->valuedouble;
     const cJSON *pc = cJSON_GetObjectItemCaseSensitive(dropin, "previous_content");
     if (cJSON_IsString(pc)) {
