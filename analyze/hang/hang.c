@@ -1,7 +1,10 @@
 /* hang.c - thread blocking states and mutex deadlocks (see hang.h). */
 #include "hang.h"
+#include "errmsg.h"
 #include "jpath.h"
+#include "kvfile.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,60 +15,108 @@
 
 /* ---- frame patterns (innermost first; the first match wins) ---- */
 
+/* The patterns are data: rules/hang/wait-frames.txt (its header gives the syntax), read once. */
+#define WAIT_FRAMES_FILE "rules/hang/wait-frames.txt"
+#define WAIT_FRAMES_MAX (1u << 20)
+
 struct pat {
     const char *state, *detail;
-    const char *const *names; /* exact function names, or prefixes ending in '*' */
-    const char *module;       /* or a module name prefix */
+    const char **names;   /* exact function names, or prefixes ending in '*'; NULL-terminated */
+    const char **modules; /* module name prefixes; NULL-terminated */
 };
 
-static const char *const cuda_sync[] = {"cudaStreamSynchronize", "cudaDeviceSynchronize",
-                                        "cudaEventSynchronize", "cuStreamSynchronize",
-                                        "cuCtxSynchronize", "cuEventSynchronize",
-                                        "cudaStreamSynchronize*", "cudaDeviceSynchronize*",
-                                        "at::cuda::stream_synchronize*",
-                                        "c10::cuda::device_synchronize*", NULL};
-static const char *const nccl[] = {"nccl*", "pnccl*", "c10d::ProcessGroupNCCL::*",
-                                   "c10d::ProcessGroupGloo::*", "gloo::*",
-                                   "c10d::Work::wait*", "c10d::ProcessGroup::*", "ompi_coll_*",
-                                   "MPI_Allreduce", "MPI_Barrier", "MPI_Wait", NULL};
-static const char *const gil[] = {"take_gil", "PyEval_RestoreThread", "PyEval_AcquireThread",
-                                  "PyGILState_Ensure", "_PyEval_EvalFrameDefault.cold*", NULL};
-static const char *const pylock[] = {"PyThread_acquire_lock_timed", "PyThread_acquire_lock",
-                                     "acquire_timed", "lock_PyThread_acquire_lock",
-                                     "rlock_acquire", NULL};
-static const char *const mutex[] = {"pthread_mutex_lock", "__pthread_mutex_lock",
-                                    "___pthread_mutex_lock", "__pthread_mutex_lock_full",
-                                    "pthread_mutex_timedlock", "__pthread_mutex_timedlock",
-                                    "___pthread_mutex_timedlock", "__pthread_mutex_clocklock_common",
-                                    "__lll_lock_wait", "__GI___lll_lock_wait", "lll_lock_wait",
-                                    "std::mutex::lock", "std::__1::mutex::lock", NULL};
-static const char *const condvar[] = {"pthread_cond_wait", "__pthread_cond_wait",
-                                      "___pthread_cond_wait", "__pthread_cond_wait_common",
-                                      "pthread_cond_timedwait", "___pthread_cond_timedwait",
-                                      "__pthread_cond_timedwait", "pthread_cond_clockwait",
-                                      "std::condition_variable::wait*", NULL};
-static const char *const join[] = {"pthread_join", "__pthread_join", "___pthread_join",
-                                   "__pthread_clockjoin_ex", "__pthread_timedjoin_ex",
-                                   "std::thread::join", NULL};
-static const char *const sem[] = {"sem_wait", "__new_sem_wait", "__new_sem_wait_slow64",
-                                  "do_futex_wait", "sem_timedwait", "sem_clockwait", NULL};
+static struct {
+    pthread_once_t once;
+    struct cp_kvfile file; /* the strings point into it */
+    struct pat *p;
+    size_t n;
+    char err[512]; /* why there are no patterns */
+} wait_frames = {.once = PTHREAD_ONCE_INIT};
 
-static const struct pat pats[] = {
-    {"cuda_sync", "CUDA synchronization", cuda_sync, NULL},
-    {"collective_wait", "collective (NCCL/Gloo/MPI)", nccl, NULL},
-    {"python_lock_wait", "Python lock", pylock, NULL},
-    {"gil_wait", "waiting for the GIL", gil, NULL},
-    {"mutex_wait", "pthread mutex", mutex, NULL},
-    {"condvar_wait", "condition variable", condvar, NULL},
-    {"join_wait", "joining a thread", join, NULL},
-    {"futex_wait", "semaphore", sem, NULL},
-    {"cuda_sync", "CUDA driver (libcuda) polling", NULL, "libcuda.so"},
-    {"collective_wait", "NCCL", NULL, "libnccl.so"},
-};
+static void wait_frames_free(void)
+{
+    for (size_t i = 0; i < wait_frames.n; i++) {
+        free(wait_frames.p[i].names);
+        free(wait_frames.p[i].modules);
+    }
+    free(wait_frames.p);
+    wait_frames.p = NULL;
+    wait_frames.n = 0;
+    cp_kvfile_free(&wait_frames.file);
+}
+
+/* Builds wait_frames from its file; on any error leaves no patterns and the reason in err. */
+static void wait_frames_load(void)
+{
+    static const char *const keys[] = {"pattern", "function", "module", NULL};
+    struct cp_kvfile *f = &wait_frames.file;
+    char *err = wait_frames.err;
+    size_t errlen = sizeof(wait_frames.err);
+    if (cp_kvfile_load(WAIT_FRAMES_FILE, "wait-frame table", WAIT_FRAMES_MAX, keys, f, err, errlen))
+        return;
+    for (size_t i = 0; i < f->n; i++) {
+        const struct cp_kvline *l = &f->l[i];
+        if (strcmp(l->key, "pattern")) {
+            if (!wait_frames.n) {
+                cp_errmsg(err, errlen, "%s:%d: `%s' before the first `pattern'", f->path, l->line,
+                          l->key);
+                goto fail;
+            }
+            continue;
+        }
+        struct pat *np = realloc(wait_frames.p, (wait_frames.n + 1) * sizeof(*np));
+        if (!np)
+            goto oom;
+        wait_frames.p = np;
+        struct pat *p = &np[wait_frames.n++];
+        memset(p, 0, sizeof(*p));
+        /* "STATE DETAIL": the state is the first word */
+        char *sp = strpbrk(l->value, " \t");
+        if (!sp) {
+            cp_errmsg(err, errlen, "%s:%d: `pattern %s' without a detail text", f->path, l->line,
+                      l->value);
+            goto fail;
+        }
+        *sp++ = 0;
+        p->state = l->value;
+        p->detail = sp + strspn(sp, " \t");
+        /* its function and module lines: up to the next pattern */
+        size_t end = i + 1, nf = 0, nm = 0;
+        while (end < f->n && strcmp(f->l[end].key, "pattern"))
+            end++;
+        p->names = cp_kvfile_values(f, "function", i + 1, end, &nf);
+        p->modules = cp_kvfile_values(f, "module", i + 1, end, &nm);
+        if (!p->names || !p->modules)
+            goto oom;
+        if (!nf && !nm) {
+            cp_errmsg(err, errlen, "%s:%d: pattern %s has no function or module line", f->path,
+                      l->line, p->state);
+            goto fail;
+        }
+    }
+    if (!wait_frames.n) {
+        cp_errmsg(err, errlen, "%s: no patterns", f->path);
+        goto fail;
+    }
+    return;
+oom:
+    cp_errmsg(err, errlen, "out of memory");
+fail:
+    wait_frames_free();
+}
+
+/* The patterns, loaded on first use; NULL (and *err the reason) when they cannot be. */
+static const struct pat *wait_frames_get(size_t *n, const char **err)
+{
+    pthread_once(&wait_frames.once, wait_frames_load);
+    *n = wait_frames.n;
+    *err = wait_frames.err;
+    return wait_frames.n ? wait_frames.p : NULL;
+}
 
 static int name_match(const char *const *names, const char *fn)
 {
-    for (; *names; names++) {
+    for (; names && *names; names++) {
         size_t l = strlen(*names);
         if ((*names)[l - 1] == '*') {
             if (!strncmp(fn, *names, l - 1))
@@ -77,10 +128,19 @@ static int name_match(const char *const *names, const char *fn)
     return 0;
 }
 
+static int module_match(const char *const *mods, const char *mod)
+{
+    for (; mods && *mods; mods++)
+        if (!strncmp(mod, *mods, strlen(*mods)))
+            return 1;
+    return 0;
+}
+
 /* The first pattern a frame matches, innermost frame first; *frame gets its index. A semaphore
- * wait under PyThread_acquire_lock_timed is a Python lock (CPython's locks are POSIX semaphores):
- * then the Python lock frame further out is the match. */
-static const struct pat *match_frames(const cJSON *frames, int *frame)
+ * wait (futex_wait) under PyThread_acquire_lock_timed is a Python lock (CPython's locks are POSIX
+ * semaphores): then the Python lock frame (python_lock_wait) further out is the match. */
+static const struct pat *match_frames(const struct pat *pats, size_t npats, const cJSON *frames,
+                                      int *frame)
 {
     int i = 0;
     const cJSON *f;
@@ -91,15 +151,15 @@ static const struct pat *match_frames(const cJSON *frames, int *frame)
             break; /* the lock frame calls the semaphore wait (sem_clockwait, sem_wait) itself */
         const char *fn = cp_jstr(f, "function");
         const char *mod = cp_jstr(f, "module");
-        for (size_t p = 0; p < sizeof(pats) / sizeof(pats[0]); p++) {
-            if ((pats[p].names && fn && name_match(pats[p].names, fn)) ||
-                (pats[p].module && mod && !strncmp(mod, pats[p].module, strlen(pats[p].module)))) {
+        for (size_t p = 0; p < npats; p++) {
+            if ((fn && name_match(pats[p].names, fn)) ||
+                (mod && module_match(pats[p].modules, mod))) {
                 if (!first) {
                     *frame = i;
                     first = &pats[p];
-                    if (pats[p].names != sem)
+                    if (strcmp(pats[p].state, "futex_wait"))
                         return first;
-                } else if (pats[p].names == pylock) {
+                } else if (!strcmp(pats[p].state, "python_lock_wait")) {
                     *frame = i;
                     return &pats[p];
                 }
@@ -240,7 +300,10 @@ static cJSON *classify(const cJSON *t, const cJSON *st, const cJSON *fds)
     const char *state = NULL, *source = NULL;
     char detail[512] = "";
     int fi = -1;
-    const struct pat *p = match_frames(frames, &fi);
+    size_t npats;
+    const char *pats_err;
+    const struct pat *pats = wait_frames_get(&npats, &pats_err);
+    const struct pat *p = pats ? match_frames(pats, npats, frames, &fi) : NULL;
     const char *what = NULL;
     const char *sstate = have_nr ? syscall_state((long)nr, &what) : NULL;
 
@@ -568,6 +631,10 @@ void hang_analyze_json(cJSON *r, const cJSON *snap, const cJSON *fds)
         cJSON_AddNullToObject(h, "reason");
     }
     cJSON_AddItemToObject(h, "states", states);
+    size_t npats;
+    const char *pats_err;
+    if (!wait_frames_get(&npats, &pats_err)) /* no frame patterns: the states come from syscalls */
+        cJSON_AddStringToObject(h, "error", pats_err);
     cJSON *dl = cJSON_AddArrayToObject(h, "deadlocks");
     if (cJSON_IsArray(threads))
         deadlocks(threads, dl);

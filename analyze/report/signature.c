@@ -14,12 +14,14 @@
 #include "signature.h"
 #include "datadir.h"
 #include "errmsg.h"
+#include "kvfile.h"
 #include "xxh64.h"
 
 #include <errno.h>
 #include <fnmatch.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
 #include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -370,17 +372,54 @@ void signature_norm_module(const char *in, char *out, size_t outlen)
 
 /* ---- crash kind ---- */
 
-/* glibc's malloc_printerr() messages (malloc/malloc.c), as they start. */
+/* The SIGABRT kind lists are data: rules/signature/crash-kinds.txt (its header gives the
+ * syntax), read once. */
+#define KINDS_FILE "rules/signature/crash-kinds.txt"
+#define KINDS_MAX (1u << 20)
+
+static struct {
+    pthread_once_t once;
+    struct cp_kvfile file;                           /* the strings point into it */
+    const char **throws, **asserts, **heaps, **msgs; /* NULL-terminated; NULL when not loaded */
+    char err[512];                                   /* why they are not loaded */
+} kinds = {.once = PTHREAD_ONCE_INIT};
+
+static void kinds_load(void)
+{
+    static const char *const keys[] = {"exception-function", "assert-function", "heap-function",
+                                       "heap-message", NULL};
+    if (cp_kvfile_load(KINDS_FILE, "crash-kind table", KINDS_MAX, keys, &kinds.file, kinds.err,
+                       sizeof(kinds.err)))
+        return;
+    const struct cp_kvfile *f = &kinds.file;
+    kinds.throws = cp_kvfile_values(f, "exception-function", 0, f->n, NULL);
+    kinds.asserts = cp_kvfile_values(f, "assert-function", 0, f->n, NULL);
+    kinds.heaps = cp_kvfile_values(f, "heap-function", 0, f->n, NULL);
+    kinds.msgs = cp_kvfile_values(f, "heap-message", 0, f->n, NULL);
+    if (!kinds.throws || !kinds.asserts || !kinds.heaps || !kinds.msgs) {
+        free(kinds.throws);
+        free(kinds.asserts);
+        free(kinds.heaps);
+        free(kinds.msgs);
+        kinds.throws = kinds.asserts = kinds.heaps = kinds.msgs = NULL;
+        cp_kvfile_free(&kinds.file);
+        cp_errmsg(kinds.err, sizeof(kinds.err), "out of memory");
+    }
+}
+
+/* 1 when the kind lists are loaded; else 0 with *why the reason. */
+static int kinds_get(const char **why)
+{
+    pthread_once(&kinds.once, kinds_load);
+    *why = kinds.err;
+    return kinds.throws != NULL;
+}
+
+/* glibc's malloc_printerr() messages (malloc/malloc.c), as they start (kinds.msgs). */
 static int heap_message(const char *m)
 {
-    static const char *const pre[] = {"free(): ", "malloc(): ", "realloc(): ", "calloc(): ",
-                                      "munmap_chunk(): ", "malloc_consolidate(): ",
-                                      "_int_malloc(): ", "_int_free(): ", "tcache_thread_shutdown(): ",
-                                      "double free or corruption", "corrupted size vs. prev_size",
-                                      "corrupted double-linked list", "malloc_check_",
-                                      "aligned_alloc(): ", "posix_memalign(): ", "memalign(): ",
-                                      NULL};
-    if (!m)
+    const char *const *pre = kinds.msgs;
+    if (!m || !pre)
         return 0;
     /* "Fatal glibc error: " (newer glibc) and "*** " framing */
     if (!strncmp(m, "Fatal glibc error: ", 19))
@@ -400,6 +439,8 @@ static int assertion_message(const char *m)
 static int has_frame(const cJSON *t, const char *const *names)
 {
     const cJSON *f;
+    if (!names)
+        return 0;
     cJSON_ArrayForEach(f, cJSON_GetObjectItemCaseSensitive(t, "frames"))
     {
         const char *fn = cp_jstr_at(f, "function");
@@ -416,12 +457,8 @@ static int has_frame(const cJSON *t, const char *const *names)
 
 static const char *crash_kind(const cJSON *r, const cJSON *crashed)
 {
-    static const char *const assert_fns[] = {"__assert_fail", "__assert_fail_base",
-                                             "__assert_perror_fail", NULL};
-    static const char *const heap_fns[] = {"malloc_printerr", NULL};
-    static const char *const throw_fns[] = {"__cxa_throw", "__cxa_rethrow", "std::rethrow_exception",
-                                            "_Unwind_RaiseException", "_Unwind_Resume_or_Rethrow",
-                                            NULL};
+    const char *const *assert_fns = kinds.asserts, *const *heap_fns = kinds.heaps;
+    const char *const *throw_fns = kinds.throws; /* NULL when not loaded: never on the stack */
     if (cJSON_IsTrue(cp_jpath(r, "hang.snap"))) /* a live process captured by snap/watch (hang.h) */
         return "hang";
     const cJSON *num = cp_jpath(r, "process.signal.number");
@@ -581,6 +618,8 @@ int signature_compute(cJSON *report, const struct siglists *L, const char *lists
         return -1;
     }
     const cJSON *t = crashed_thread(report);
+    const char *kinds_err;
+    int have_kinds = kinds_get(&kinds_err);
     const char *kind = crash_kind(report, t);
     cJSON *info = cJSON_CreateObject();
     cJSON_AddItemToObject(info, "version", str_or_null(L ? L->version : NULL));
@@ -595,6 +634,9 @@ int signature_compute(cJSON *report, const struct siglists *L, const char *lists
     if (!L) {
         snprintf(whybuf, sizeof(whybuf), "the signature lists could not be loaded: %s",
                  lists_error && *lists_error ? lists_error : "unknown error");
+        why = whybuf;
+    } else if (!have_kinds) {
+        snprintf(whybuf, sizeof(whybuf), "the crash-kind table could not be loaded: %s", kinds_err);
         why = whybuf;
     } else if (!kind) {
         why = "the report has no signal";
