@@ -2,7 +2,9 @@
  * crashes (db/kb.h). `db add` stores what `crashpack analyze --json` reports for each bundle. */
 #include "analyze_run.h"
 #include "commands.h"
+#include "jpath.h"
 #include "kb.h"
+#include "query.h"
 #include "rule.h"
 
 #include <cjson/cJSON.h>
@@ -150,11 +152,6 @@ static void put(FILE *out, const char *s, int max)
         fputc((unsigned char)s[i] < 0x20 || s[i] == 0x7f ? ' ' : s[i], out);
 }
 
-static const char *col(sqlite3_stmt *q, int i)
-{
-    return (const char *)sqlite3_column_text(q, i);
-}
-
 static void fmt_time(double t, char *buf, size_t len)
 {
     time_t tt = (time_t)t;
@@ -229,14 +226,14 @@ static int do_add(struct dopts *o)
         }
         if (!j) {
             fprintf(stderr, "crashpack db: %s: not readable JSON\n", o->report_json);
-            sqlite3_close(db);
+            kb_close(db);
             return 2;
         }
         struct rulebase *rb = NULL;
         if (o->diagnose && rulebase_open(NULL, o->db, &rb, err, sizeof(err))) {
             fprintf(stderr, "crashpack db: %s\n", err);
             cJSON_Delete(j);
-            sqlite3_close(db);
+            kb_close(db);
             return 2;
         }
         if (cJSON_IsArray(j)) {
@@ -261,53 +258,61 @@ static int do_add(struct dopts *o)
         bad += add_one(db, r, path, NULL) != 0;
         cJSON_Delete(r);
     }
-    sqlite3_close(db);
+    kb_close(db);
     return bad ? 1 : 0;
 }
 
 /* ---- list / search ---- */
 
-static void print_rows(sqlite3_stmt *q)
+static void print_rows(const cJSON *rows)
 {
     int n = 0;
+    const cJSON *r;
     printf("%-6s %-20s %-16s %-22s %-8s %s\n", "id", "time (UTC)", "host", "job/rank", "signal",
            "top diagnosis | signature");
-    while (sqlite3_step(q) == SQLITE_ROW) {
+    cJSON_ArrayForEach(r, rows)
+    {
         char t[32], jr[64];
-        fmt_time(sqlite3_column_double(q, 1), t, sizeof(t));
-        const char *job = col(q, 3);
-        if (job && sqlite3_column_type(q, 4) != SQLITE_NULL)
-            snprintf(jr, sizeof(jr), "%.14s/%d", job, sqlite3_column_int(q, 4));
+        fmt_time(cp_jnum_or(r, "time", 0), t, sizeof(t));
+        const char *job = cp_jstr(r, "job"), *host = cp_jstr(r, "host");
+        if (job && !cJSON_IsNull(cp_jkey(r, "rank")))
+            snprintf(jr, sizeof(jr), "%.14s/%d", job, (int)cp_jnum_or(r, "rank", 0));
         else
             snprintf(jr, sizeof(jr), "%.22s", job ? job : "-");
-        printf("%-6lld %-20s ", (long long)sqlite3_column_int64(q, 0), t);
-        put(stdout, col(q, 2) ? col(q, 2) : "-", 16);
-        printf("%*s %-22s %-8s ", (int)(16 - (col(q, 2) ? (strlen(col(q, 2)) > 16 ? 16 : strlen(col(q, 2))) : 1)), "", jr,
-               col(q, 5) ? col(q, 5) : "-");
-        put(stdout, col(q, 6) ? col(q, 6) : "(no diagnosis)", 60);
+        printf("%-6lld %-20s ", (long long)cp_jnum_or(r, "id", 0), t);
+        put(stdout, host ? host : "-", 16);
+        printf("%*s %-22s %-8s ", (int)(16 - (host ? (strlen(host) > 16 ? 16 : strlen(host)) : 1)),
+               "", jr, cp_jstr_or(r, "signal", "-"));
+        put(stdout, cp_jstr_or(r, "top_title", "(no diagnosis)"), 60);
         fputs(" | ", stdout);
-        put(stdout, col(q, 7), 80);
+        put(stdout, cp_jstr(r, "signature"), 80);
         fputc('\n', stdout);
         n++;
     }
     printf("%d crash%s\n", n, n == 1 ? "" : "es");
 }
 
-#define ROW_COLS "id, time, host, job, rank, signal, top_title, signature"
+/* Prints a listing's rows, or the query's error (exit code 2). */
+static int list_out(cJSON *rows, const char *err)
+{
+    if (!rows) {
+        fprintf(stderr, "crashpack db: %s\n", err);
+        return 2;
+    }
+    print_rows(rows);
+    cJSON_Delete(rows);
+    return 0;
+}
 
 static int do_list(struct dopts *o)
 {
     sqlite3 *db = open_db(o, 0);
     if (!db)
         return 2;
-    sqlite3_stmt *q = NULL;
-    sqlite3_prepare_v2(db, "SELECT " ROW_COLS " FROM crashes ORDER BY time DESC, id DESC LIMIT ?1", -1,
-                       &q, NULL);
-    sqlite3_bind_int(q, 1, o->limit);
-    print_rows(q);
-    sqlite3_finalize(q);
-    sqlite3_close(db);
-    return 0;
+    char err[1024];
+    int rc = list_out(kb_list_crashes(db, o->limit, err, sizeof(err)), err);
+    kb_close(db);
+    return rc;
 }
 
 static int do_search(struct dopts *o)
@@ -315,35 +320,19 @@ static int do_search(struct dopts *o)
     sqlite3 *db = open_db(o, 0);
     if (!db)
         return 2;
-    char like[1024];
-    snprintf(like, sizeof(like), "%%%s%%", o->nargs ? o->args[0] : "");
-    sqlite3_stmt *q = NULL;
-    const char *sql =
-        "SELECT " ROW_COLS " FROM crashes WHERE"
-        " (?1 = '%%' OR signature LIKE ?1 OR top_title LIKE ?1 OR diagnoses LIKE ?1 OR exe LIKE ?1"
-        "  OR fingerprint LIKE ?1)"
-        " AND (?2 IS NULL OR host = ?2) AND (?3 IS NULL OR top_rule = ?3"
-        "  OR EXISTS (SELECT 1 FROM json_each(crashes.diagnoses) WHERE json_extract(value, '$.rule') = ?3))"
-        " AND (?4 IS NULL OR top_category = ?4) AND (?5 IS NULL OR job = ?5)"
-        " AND (?6 IS NULL OR fingerprint = ?6) AND coalesce(time, 0) >= ?7 AND coalesce(time, 0) <= ?8"
-        " ORDER BY time DESC, id DESC LIMIT ?9";
-    if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) != SQLITE_OK) {
-        fprintf(stderr, "crashpack db: %s\n", sqlite3_errmsg(db));
-        sqlite3_close(db);
-        return 2;
-    }
-    sqlite3_bind_text(q, 1, like, -1, SQLITE_TRANSIENT);
-    const char *f[] = {o->host, o->rule, o->category, o->job, o->fingerprint};
-    for (int i = 0; i < 5; i++)
-        if (f[i])
-            sqlite3_bind_text(q, i + 2, f[i], -1, SQLITE_TRANSIENT);
-    sqlite3_bind_double(q, 7, o->since);
-    sqlite3_bind_double(q, 8, o->until);
-    sqlite3_bind_int(q, 9, o->limit);
-    print_rows(q);
-    sqlite3_finalize(q);
-    sqlite3_close(db);
-    return 0;
+    char err[1024];
+    struct kb_filter f = {o->nargs ? o->args[0] : "",
+                          o->host,
+                          o->rule,
+                          o->category,
+                          o->job,
+                          o->fingerprint,
+                          o->since,
+                          o->until,
+                          o->limit};
+    int rc = list_out(kb_search_crashes(db, &f, err, sizeof(err)), err);
+    kb_close(db);
+    return rc;
 }
 
 /* ---- show ---- */
@@ -357,54 +346,42 @@ static int do_show(struct dopts *o)
     sqlite3 *db = open_db(o, 0);
     if (!db)
         return 2;
-    sqlite3_stmt *q = NULL;
-    sqlite3_prepare_v2(db,
-                       "SELECT id, time, host, exe, signal, crash_kind, signature, fingerprint, job, rank,"
-                       " local_rank, bundle_path, diagnoses,"
-                       " (SELECT COUNT(*) FROM crashes c2 WHERE c2.fingerprint = crashes.fingerprint)"
-                       " FROM crashes WHERE id = ?1",
-                       -1, &q, NULL);
-    sqlite3_bind_int64(q, 1, atoll(o->args[0]));
-    if (sqlite3_step(q) != SQLITE_ROW) {
-        fprintf(stderr, "crashpack db: no crash %s\n", o->args[0]);
-        sqlite3_finalize(q);
-        sqlite3_close(db);
-        return 1;
+    char err[1024];
+    int found;
+    cJSON *c = kb_show_crash(db, atoll(o->args[0]), &found, err, sizeof(err));
+    kb_close(db);
+    if (!c) {
+        if (found)
+            fprintf(stderr, "crashpack db: %s\n", err);
+        else
+            fprintf(stderr, "crashpack db: no crash %s\n", o->args[0]);
+        return found ? 2 : 1;
     }
-    cJSON *ds = col(q, 12) ? cJSON_Parse(col(q, 12)) : NULL;
+    const cJSON *ds = cp_jkey(c, "diagnoses");
     if (o->json) {
-        cJSON *j = cJSON_CreateObject();
-        static const char *names[] = {"id", "time", "host", "exe", "signal", "crash_kind", "signature",
-                                      "fingerprint", "job", "rank", "local_rank", "bundle_path"};
-        for (int i = 0; i < 12; i++) {
-            int t = sqlite3_column_type(q, i);
-            if (t == SQLITE_NULL)
-                cJSON_AddNullToObject(j, names[i]);
-            else if (t == SQLITE_INTEGER || t == SQLITE_FLOAT)
-                cJSON_AddNumberToObject(j, names[i], sqlite3_column_double(q, i));
-            else
-                cJSON_AddStringToObject(j, names[i], col(q, i));
-        }
-        cJSON_AddNumberToObject(j, "seen", sqlite3_column_int(q, 13));
-        cJSON_AddItemToObject(j, "diagnoses", ds ? ds : cJSON_CreateArray());
-        char *s = cJSON_Print(j);
+        char *s = cJSON_Print(c);
         puts(s ? s : "{}");
         free(s);
-        cJSON_Delete(j);
     } else {
         char t[32];
-        fmt_time(sqlite3_column_double(q, 1), t, sizeof(t));
+        fmt_time(cp_jnum_or(c, "time", 0), t, sizeof(t));
+        static const char *names[] = {"id",     "time",       "host",       "exe",
+                                      "signal", "crash_kind", "signature",  "fingerprint",
+                                      "job",    "rank",       "local_rank", "bundle_path"};
         static const char *labels[] = {"id", "time", "host", "exe", "signal", "kind", "signature",
                                        "fingerprint", "job", "rank", "local rank", "bundle"};
         for (int i = 0; i < 12; i++) {
             printf("%-12s", labels[i]);
+            const cJSON *v = cp_jkey(c, names[i]);
             if (i == 1)
                 fputs(t, stdout);
+            else if (cJSON_IsNumber(v)) /* an INTEGER column (id, rank, local_rank) */
+                printf("%.15g", v->valuedouble);
             else
-                put(stdout, col(q, i), 0);
+                put(stdout, cJSON_GetStringValue(v), 0);
             fputc('\n', stdout);
         }
-        printf("%-12s%d time(s) with this fingerprint\n", "seen", sqlite3_column_int(q, 13));
+        printf("%-12s%d time(s) with this fingerprint\n", "seen", (int)cp_jnum_or(c, "seen", 0));
         const cJSON *d, *e;
         int i = 0;
         cJSON_ArrayForEach(d, ds)
@@ -429,10 +406,8 @@ static int do_show(struct dopts *o)
         }
         if (i == 0)
             puts("no diagnosis: no known failure pattern matched");
-        cJSON_Delete(ds);
     }
-    sqlite3_finalize(q);
-    sqlite3_close(db);
+    cJSON_Delete(c);
     return 0;
 }
 
@@ -443,45 +418,39 @@ static int do_groups(struct dopts *o)
     sqlite3 *db = open_db(o, 0);
     if (!db)
         return 2;
-    sqlite3_stmt *q = NULL;
-    const char *sql =
-        "SELECT fingerprint, COUNT(*) AS n, MIN(time), MAX(time), COUNT(DISTINCT host),"
-        " (SELECT group_concat(h, ',') FROM (SELECT DISTINCT host AS h FROM crashes c3"
-        "   WHERE c3.fingerprint IS c.fingerprint ORDER BY h LIMIT 4)),"
-        " (SELECT top_title FROM crashes c2 WHERE c2.fingerprint IS c.fingerprint AND top_title IS NOT NULL"
-        "   GROUP BY top_title ORDER BY COUNT(*) DESC, top_title LIMIT 1),"
-        " MAX(signature)"
-        " FROM crashes c GROUP BY fingerprint ORDER BY n DESC, MAX(time) DESC LIMIT ?1";
-    if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) != SQLITE_OK) {
-        fprintf(stderr, "crashpack db: %s\n", sqlite3_errmsg(db));
-        sqlite3_close(db);
+    char err[1024];
+    cJSON *rows = kb_groups(db, o->limit, err, sizeof(err));
+    kb_close(db);
+    if (!rows) {
+        fprintf(stderr, "crashpack db: %s\n", err);
         return 2;
     }
-    sqlite3_bind_int(q, 1, o->limit);
     printf("%-6s %-20s %-20s %-6s %-18s %s\n", "count", "first seen", "last seen", "hosts",
            "fingerprint", "top diagnosis | signature");
     int groups = 0;
-    while (sqlite3_step(q) == SQLITE_ROW) {
+    const cJSON *g;
+    cJSON_ArrayForEach(g, rows)
+    {
         char a[32], b[32];
-        fmt_time(sqlite3_column_double(q, 2), a, sizeof(a));
-        fmt_time(sqlite3_column_double(q, 3), b, sizeof(b));
-        printf("%-6d %-20s %-20s %-6d ", sqlite3_column_int(q, 1), a, b, sqlite3_column_int(q, 4));
-        const char *fpv = col(q, 0) ? col(q, 0) : "-";
+        fmt_time(cp_jnum_or(g, "first", 0), a, sizeof(a));
+        fmt_time(cp_jnum_or(g, "last", 0), b, sizeof(b));
+        int hosts = (int)cp_jnum_or(g, "hosts", 0);
+        printf("%-6d %-20s %-20s %-6d ", (int)cp_jnum_or(g, "count", 0), a, b, hosts);
+        const char *fpv = cp_jstr_or(g, "fingerprint", "-");
         put(stdout, fpv, 18);
         printf("%*s ", (int)(strlen(fpv) < 18 ? 18 - strlen(fpv) : 0), "");
-        put(stdout, col(q, 6) ? col(q, 6) : "(no diagnosis)", 60);
+        put(stdout, cp_jstr_or(g, "top_title", "(no diagnosis)"), 60);
         fputs(" | ", stdout);
-        put(stdout, col(q, 7), 80);
+        put(stdout, cp_jstr(g, "signature"), 80);
         fputs("\n       hosts: ", stdout);
-        put(stdout, col(q, 5), 120);
-        if (sqlite3_column_int(q, 4) > 4)
-            printf(", ... (%d)", sqlite3_column_int(q, 4));
+        put(stdout, cp_jstr(g, "host_list"), 120);
+        if (hosts > 4)
+            printf(", ... (%d)", hosts);
         fputc('\n', stdout);
         groups++;
     }
     printf("%d group%s\n", groups, groups == 1 ? "" : "s");
-    sqlite3_finalize(q);
-    sqlite3_close(db);
+    cJSON_Delete(rows);
     return 0;
 }
 
@@ -500,12 +469,8 @@ static int victim(const char *category, const char *consequence_of)
 
 static int show_job(sqlite3 *db, const char *job)
 {
-    sqlite3_stmt *q = NULL;
-    sqlite3_prepare_v2(db,
-                       "SELECT id, time, host, rank, top_title, top_category, top_consequence_of, top_rule"
-                       " FROM crashes WHERE job = ?1 ORDER BY time, id",
-                       -1, &q, NULL);
-    sqlite3_bind_text(q, 1, job, -1, SQLITE_TRANSIENT);
+    char err[1024]; /* a failed query lists no crashes */
+    cJSON *crashes = kb_job_crashes(db, job, err, sizeof(err));
     struct row {
         long long id;
         double time;
@@ -513,22 +478,24 @@ static int show_job(sqlite3 *db, const char *job)
         int rank, victim;
     } *rows = NULL;
     size_t n = 0;
-    while (sqlite3_step(q) == SQLITE_ROW) {
+    const cJSON *c;
+    cJSON_ArrayForEach(c, crashes)
+    {
         struct row *nr = realloc(rows, (n + 1) * sizeof(*rows));
         if (!nr)
             break;
         rows = nr;
         struct row *r = &rows[n++];
-        r->id = sqlite3_column_int64(q, 0);
-        r->time = sqlite3_column_double(q, 1);
-        snprintf(r->host, sizeof(r->host), "%s", col(q, 2) ? col(q, 2) : "?");
-        r->rank = sqlite3_column_type(q, 3) == SQLITE_NULL ? -1 : sqlite3_column_int(q, 3);
-        snprintf(r->title, sizeof(r->title), "%s", col(q, 4) ? col(q, 4) : "(no diagnosis)");
-        snprintf(r->cat, sizeof(r->cat), "%s", col(q, 5) ? col(q, 5) : "");
-        snprintf(r->rule, sizeof(r->rule), "%s", col(q, 7) ? col(q, 7) : "");
-        r->victim = victim(col(q, 5), col(q, 6));
+        r->id = (long long)cp_jnum_or(c, "id", 0);
+        r->time = cp_jnum_or(c, "time", 0);
+        snprintf(r->host, sizeof(r->host), "%s", cp_jstr_or(c, "host", "?"));
+        r->rank = cJSON_IsNull(cp_jkey(c, "rank")) ? -1 : (int)cp_jnum_or(c, "rank", 0);
+        snprintf(r->title, sizeof(r->title), "%s", cp_jstr_or(c, "top_title", "(no diagnosis)"));
+        snprintf(r->cat, sizeof(r->cat), "%s", cp_jstr_or(c, "top_category", ""));
+        snprintf(r->rule, sizeof(r->rule), "%s", cp_jstr_or(c, "top_rule", ""));
+        r->victim = victim(cp_jstr(c, "top_category"), cp_jstr(c, "top_consequence_of"));
     }
-    sqlite3_finalize(q);
+    cJSON_Delete(crashes);
     if (!n) {
         free(rows);
         return 0;
@@ -582,41 +549,37 @@ static int do_jobs(struct dopts *o)
         for (int i = 0; i < o->nargs; i++)
             shown += show_job(db, o->args[i]);
     } else {
-        sqlite3_stmt *q = NULL;
-        sqlite3_prepare_v2(db,
-                           "SELECT job FROM crashes WHERE job IS NOT NULL GROUP BY job"
-                           " ORDER BY MAX(time) DESC LIMIT ?1",
-                           -1, &q, NULL);
-        sqlite3_bind_int(q, 1, o->limit);
-        while (sqlite3_step(q) == SQLITE_ROW) {
+        char err[1024];
+        cJSON *jobs = kb_jobs(db, o->limit, err, sizeof(err));
+        const cJSON *j;
+        cJSON_ArrayForEach(j, jobs)
+        {
             char job[512];
-            snprintf(job, sizeof(job), "%s", col(q, 0));
+            snprintf(job, sizeof(job), "%s", cp_jstr_or(j, "job", ""));
             if (shown)
                 fputc('\n', stdout);
             shown += show_job(db, job);
         }
-        sqlite3_finalize(q);
+        cJSON_Delete(jobs);
     }
     if (!shown)
         puts("no crashes with a job id (SLURM_JOB_ID, TORCHELASTIC_RUN_ID, MASTER_ADDR:MASTER_PORT)");
-    sqlite3_close(db);
+    kb_close(db);
     return 0;
 }
 
 /* ---- stats ---- */
 
-static void stat_block(sqlite3 *db, const char *title, const char *sql)
+static void stat_block(const char *title, const cJSON *rows)
 {
-    sqlite3_stmt *q = NULL;
+    const cJSON *r;
     printf("%s\n", title);
-    if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) != SQLITE_OK)
-        return;
-    while (sqlite3_step(q) == SQLITE_ROW) {
-        printf("  %6d  ", sqlite3_column_int(q, 1));
-        put(stdout, col(q, 0) ? col(q, 0) : "(none)", 60);
+    cJSON_ArrayForEach(r, rows)
+    {
+        printf("  %6d  ", (int)cp_jnum_or(r, "count", 0));
+        put(stdout, cp_jstr_or(r, "key", "(none)"), 60);
         fputc('\n', stdout);
     }
-    sqlite3_finalize(q);
 }
 
 static int do_stats(struct dopts *o)
@@ -624,19 +587,19 @@ static int do_stats(struct dopts *o)
     sqlite3 *db = open_db(o, 0);
     if (!db)
         return 2;
-    sqlite3_stmt *q = NULL;
-    sqlite3_prepare_v2(db, "SELECT COUNT(*), COUNT(DISTINCT fingerprint), COUNT(DISTINCT host) FROM crashes",
-                       -1, &q, NULL);
-    if (sqlite3_step(q) == SQLITE_ROW)
-        printf("%d crashes, %d distinct fingerprints, %d hosts\n\n", sqlite3_column_int(q, 0),
-               sqlite3_column_int(q, 1), sqlite3_column_int(q, 2));
-    sqlite3_finalize(q);
-    stat_block(db, "per week",
-               "SELECT strftime('%Y-W%W', time, 'unixepoch'), COUNT(*) FROM crashes GROUP BY 1 ORDER BY 1 DESC LIMIT 26");
-    stat_block(db, "per diagnosis category",
-               "SELECT coalesce(top_category, 'undiagnosed'), COUNT(*) FROM crashes GROUP BY 1 ORDER BY 2 DESC, 1");
-    stat_block(db, "per host", "SELECT host, COUNT(*) FROM crashes GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 50");
-    sqlite3_close(db);
+    char err[1024];
+    cJSON *st = kb_stats(db, err, sizeof(err));
+    kb_close(db);
+    if (!st) {
+        fprintf(stderr, "crashpack db: %s\n", err);
+        return 2;
+    }
+    printf("%d crashes, %d distinct fingerprints, %d hosts\n\n", (int)cp_jnum_or(st, "crashes", 0),
+           (int)cp_jnum_or(st, "fingerprints", 0), (int)cp_jnum_or(st, "hosts", 0));
+    stat_block("per week", cp_jkey(st, "per_week"));
+    stat_block("per diagnosis category", cp_jkey(st, "per_category"));
+    stat_block("per host", cp_jkey(st, "per_host"));
+    cJSON_Delete(st);
     return 0;
 }
 

@@ -6,6 +6,7 @@
  * Every string comes from an untrusted bundle: it is printed inside code spans/blocks with
  * backticks and control characters neutralised, or as table cells with '|' escaped. */
 #include "jpath.h"
+#include "query.h"
 #include "analyze_run.h"
 #include "commands.h"
 #include "kb.h"
@@ -479,34 +480,15 @@ static void section_signature(FILE *o, const cJSON *r, const char *dbpath)
     fputs(", fingerprint ", o);
     code(o, fp ? fp : "none");
     fputs(".\n\n", o);
-    struct stat st;
-    sqlite3 *db = NULL;
-    if (!fp || !dbpath || stat(dbpath, &st) ||
-        sqlite3_open_v2(dbpath, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
-        sqlite3_close(db);
+    cJSON *seen = fp ? kb_fingerprint_seen(dbpath, fp) : NULL;
+    if (!seen) {
         fputs("The knowledge base has no record of this fingerprint", o);
         fputs(fp ? " (no knowledge base on this machine).\n" : ".\n", o);
         return;
     }
-    sqlite3_busy_timeout(db, 5000);
-    sqlite3_stmt *q = NULL;
-    int n = 0;
-    double first = 0, last = 0;
-    int hosts = 0;
-    if (sqlite3_prepare_v2(db,
-                           "SELECT COUNT(*), MIN(time), MAX(time), COUNT(DISTINCT host) FROM crashes"
-                           " WHERE fingerprint = ?1",
-                           -1, &q, NULL) == SQLITE_OK) {
-        sqlite3_bind_text(q, 1, fp, -1, SQLITE_TRANSIENT);
-        if (sqlite3_step(q) == SQLITE_ROW) {
-            n = sqlite3_column_int(q, 0);
-            first = sqlite3_column_double(q, 1);
-            last = sqlite3_column_double(q, 2);
-            hosts = sqlite3_column_int(q, 3);
-        }
-    }
-    sqlite3_finalize(q);
-    sqlite3_close(db);
+    int n = (int)cp_jnum_or(seen, "count", 0), hosts = (int)cp_jnum_or(seen, "hosts", 0);
+    double first = cp_jnum_or(seen, "first", 0), last = cp_jnum_or(seen, "last", 0);
+    cJSON_Delete(seen);
     if (n == 0) {
         fputs("The knowledge base has not seen this fingerprint before (first occurrence).\n", o);
     } else {

@@ -2,6 +2,7 @@
  * and the team's own rules kept in the knowledge base (db/kb.h). */
 #include "commands.h"
 #include "kb.h"
+#include "query.h"
 #include "rule.h"
 
 #include <cjson/cJSON.h>
@@ -12,7 +13,6 @@
 #include <string.h>
 
 cJSON *rule_read_file(const char *path, char *err, size_t errlen);
-cJSON *kb_draft_rule(sqlite3 *db, long long id, char *err, size_t errlen);
 
 static void usage(FILE *out)
 {
@@ -233,7 +233,7 @@ static int store_rules(struct ropts *o, cJSON *rules)
         printf("added %s\n", id);
         n++;
     }
-    sqlite3_close(db);
+    kb_close(db);
     return bad ? 1 : 0;
 }
 
@@ -253,7 +253,7 @@ static int do_add(struct ropts *o)
             return 2;
         }
         cJSON *draft = kb_draft_rule(db, id, err, sizeof(err));
-        sqlite3_close(db);
+        kb_close(db);
         if (!draft) {
             fprintf(stderr, "crashpack rules: %s\n", err);
             return 1;

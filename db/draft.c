@@ -6,12 +6,11 @@
 #include "kb.h"
 #include "errmsg.h"
 #include "jpath.h"
+#include "query.h"
 
 #include <fnmatch.h>
 #include <stdio.h>
 #include <string.h>
-
-cJSON *kb_draft_rule(sqlite3 *db, long long id, char *err, size_t errlen);
 
 static int boring(const char *fn, const char *mod)
 {

@@ -1,5 +1,5 @@
-/* rule.c - the rule base (built-in rule files, and a knowledge base's user rules read with
- * SQLite), rule validation and self-tests (see rule.h).
+/* rule.c - the rule base (built-in rule files, and a knowledge base's user rules read through
+ * db/query.h), rule validation and self-tests (see rule.h).
  *
  * Main data structure: struct rulebase - the validated built-in rules sorted by id (parsed once,
  * at open), the knowledge base opened read-only when it has a user_rules table, and the effective
@@ -8,8 +8,8 @@
 #include "rule.h"
 #include "datadir.h"
 #include "errmsg.h"
-
-#include <sqlite3.h>
+#include "jpath.h"
+#include "query.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -363,25 +363,7 @@ int rulebase_open(const char *builtin_dir, const char *kbpath, struct rulebase *
         rulebase_close(rb);
         return -1;
     }
-    struct stat st;
-    if (kbpath && stat(kbpath, &st) == 0 &&
-        sqlite3_open_v2(kbpath, &rb->kb, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
-        sqlite3_busy_timeout(rb->kb, 5000);
-        sqlite3_stmt *q = NULL;
-        int have = sqlite3_prepare_v2(rb->kb,
-                                      "SELECT 1 FROM sqlite_master WHERE type='table' AND "
-                                      "name='user_rules'",
-                                      -1, &q, NULL) == SQLITE_OK &&
-                   sqlite3_step(q) == SQLITE_ROW;
-        sqlite3_finalize(q);
-        if (!have) {
-            sqlite3_close(rb->kb);
-            rb->kb = NULL;
-        }
-    } else if (rb->kb) {
-        sqlite3_close(rb->kb); /* an unreadable file: built-in rules only, as without one */
-        rb->kb = NULL;
-    }
+    rb->kb = kb_open_user_rules(kbpath);
     *out = rb;
     return 0;
 }
@@ -392,7 +374,7 @@ void rulebase_close(struct rulebase *rb)
         return;
     cJSON_Delete(rb->effective);
     cJSON_Delete(rb->builtins);
-    sqlite3_close(rb->kb);
+    kb_close(rb->kb);
     free(rb);
 }
 
@@ -407,23 +389,23 @@ static void add_rule(cJSON *arr, cJSON *rule, const char *source, int overrides)
 
 cJSON *rulebase_rules(struct rulebase *rb, char *err, size_t errlen)
 {
-    sqlite3_stmt *q = NULL;
-    if (rb->kb && sqlite3_prepare_v2(rb->kb, "SELECT id, json FROM user_rules ORDER BY id", -1, &q,
-                                     NULL) != SQLITE_OK) {
-        cp_errmsg(err, errlen, "rule base: %s", sqlite3_errmsg(rb->kb));
+    char e2[512];
+    cJSON *user = NULL;
+    if (rb->kb && !(user = kb_user_rules(rb->kb, e2, sizeof(e2)))) {
+        cp_errmsg(err, errlen, "rule base: %s", e2);
         return NULL;
     }
     /* a merge of two lists sorted by id; a user rule replaces the built-in of its id (even when
      * it is broken: then neither is used, as the user asked for that id to change) */
     cJSON *arr = cJSON_CreateArray();
     const cJSON *b = rb->builtins ? rb->builtins->child : NULL;
-    int rc = q ? sqlite3_step(q) : SQLITE_DONE;
-    while (rc == SQLITE_ROW || b) {
-        if (rc == SQLITE_ROW && !sqlite3_column_text(q, 0)) { /* no id: not a rule */
-            rc = sqlite3_step(q);
+    const cJSON *u = user ? user->child : NULL;
+    while (u || b) {
+        const char *uid = u ? cp_jstr(u, "id") : NULL;
+        if (u && !uid) { /* no id: not a rule */
+            u = u->next;
             continue;
         }
-        const char *uid = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(q, 0) : NULL;
         const char *bid = b ? cJSON_GetObjectItem(b, "id")->valuestring : NULL;
         int c = !uid ? 1 : !bid ? -1 : strcmp(uid, bid);
         if (c > 0) {
@@ -431,7 +413,7 @@ cJSON *rulebase_rules(struct rulebase *rb, char *err, size_t errlen)
             b = b->next;
             continue;
         }
-        const char *js = (const char *)sqlite3_column_text(q, 1);
+        const char *js = cp_jstr(u, "json");
         cJSON *j = js ? cJSON_Parse(js) : NULL;
         char sub[256];
         if (!j || rule_validate(j, sub, sizeof(sub)))
@@ -440,14 +422,9 @@ cJSON *rulebase_rules(struct rulebase *rb, char *err, size_t errlen)
             add_rule(arr, j, "user", c == 0);
         if (c == 0)
             b = b->next;
-        rc = sqlite3_step(q);
+        u = u->next;
     }
-    if (q && rc != SQLITE_DONE) {
-        cp_errmsg(err, errlen, "rule base: %s", sqlite3_errmsg(rb->kb));
-        cJSON_Delete(arr);
-        arr = NULL;
-    }
-    sqlite3_finalize(q);
+    cJSON_Delete(user);
     return arr;
 }
 

@@ -1,0 +1,251 @@
+/* query.c - the knowledge base's read queries (see query.h). */
+#include "query.h"
+#include "errmsg.h"
+#include "jpath.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* A value to bind to ?N (N = its index + 1): text (NULL binds nothing: the parameter stays
+ * NULL), an integer or a real. */
+struct bind {
+    char type; /* 't', 'i', 'd' */
+    const char *s;
+    long long i;
+    double d;
+};
+
+#define TEXT(v) {'t', (v), 0, 0}
+#define INT(v) {'i', NULL, (v), 0}
+#define REAL(v) {'d', NULL, 0, (v)}
+
+/* One result row as an object keyed by the column names. */
+static cJSON *row_json(sqlite3_stmt *q)
+{
+    cJSON *o = cJSON_CreateObject();
+    int n = sqlite3_column_count(q);
+    for (int i = 0; o && i < n; i++) {
+        const char *name = sqlite3_column_name(q, i);
+        switch (sqlite3_column_type(q, i)) {
+        case SQLITE_NULL:
+            cJSON_AddNullToObject(o, name);
+            break;
+        case SQLITE_INTEGER:
+        case SQLITE_FLOAT:
+            cJSON_AddNumberToObject(o, name, sqlite3_column_double(q, i));
+            break;
+        default:
+            cJSON_AddStringToObject(o, name, (const char *)sqlite3_column_text(q, i));
+        }
+    }
+    return o;
+}
+
+/* Runs sql with binds; its rows as an array of row_json objects, or NULL with err (SQLite's
+ * message). */
+static cJSON *rows(sqlite3 *db, const char *sql, const struct bind *b, int nb, char *err,
+                   size_t errlen)
+{
+    sqlite3_stmt *q = NULL;
+    if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) != SQLITE_OK) {
+        cp_errmsg(err, errlen, "%s", sqlite3_errmsg(db));
+        return NULL;
+    }
+    for (int i = 0; i < nb; i++) {
+        if (b[i].type == 't' && b[i].s)
+            sqlite3_bind_text(q, i + 1, b[i].s, -1, SQLITE_TRANSIENT);
+        else if (b[i].type == 'i')
+            sqlite3_bind_int64(q, i + 1, b[i].i);
+        else if (b[i].type == 'd')
+            sqlite3_bind_double(q, i + 1, b[i].d);
+    }
+    cJSON *arr = cJSON_CreateArray();
+    int rc = SQLITE_ERROR;
+    while (arr && (rc = sqlite3_step(q)) == SQLITE_ROW)
+        cJSON_AddItemToArray(arr, row_json(q));
+    if (!arr || rc != SQLITE_DONE) {
+        cp_errmsg(err, errlen, "%s", arr ? sqlite3_errmsg(db) : "out of memory");
+        cJSON_Delete(arr);
+        arr = NULL;
+    }
+    sqlite3_finalize(q);
+    return arr;
+}
+
+#define ROW_COLS "id, time, host, job, rank, signal, top_title, signature"
+
+cJSON *kb_list_crashes(sqlite3 *db, int limit, char *err, size_t errlen)
+{
+    const struct bind b[] = {INT(limit)};
+    return rows(db, "SELECT " ROW_COLS " FROM crashes ORDER BY time DESC, id DESC LIMIT ?1", b, 1,
+                err, errlen);
+}
+
+cJSON *kb_search_crashes(sqlite3 *db, const struct kb_filter *f, char *err, size_t errlen)
+{
+    char like[1024];
+    snprintf(like, sizeof(like), "%%%s%%", f->text ? f->text : "");
+    const char *sql =
+        "SELECT " ROW_COLS " FROM crashes WHERE"
+        " (?1 = '%%' OR signature LIKE ?1 OR top_title LIKE ?1 OR diagnoses LIKE ?1 OR exe LIKE ?1"
+        "  OR fingerprint LIKE ?1)"
+        " AND (?2 IS NULL OR host = ?2) AND (?3 IS NULL OR top_rule = ?3"
+        "  OR EXISTS (SELECT 1 FROM json_each(crashes.diagnoses)"
+        "   WHERE json_extract(value, '$.rule') = ?3))"
+        " AND (?4 IS NULL OR top_category = ?4) AND (?5 IS NULL OR job = ?5)"
+        " AND (?6 IS NULL OR fingerprint = ?6) AND coalesce(time, 0) >= ?7"
+        " AND coalesce(time, 0) <= ?8"
+        " ORDER BY time DESC, id DESC LIMIT ?9";
+    const struct bind b[] = {TEXT(like),   TEXT(f->host),        TEXT(f->rule),
+                             TEXT(f->category), TEXT(f->job), TEXT(f->fingerprint),
+                             REAL(f->since), REAL(f->until),    INT(f->limit)};
+    return rows(db, sql, b, 9, err, errlen);
+}
+
+cJSON *kb_show_crash(sqlite3 *db, long long id, int *found, char *err, size_t errlen)
+{
+    const struct bind b[] = {INT(id)};
+    *found = 1;
+    cJSON *all = rows(db,
+                      "SELECT id, time, host, exe, signal, crash_kind, signature, fingerprint, job,"
+                      " rank, local_rank, bundle_path,"
+                      " (SELECT COUNT(*) FROM crashes c2 WHERE c2.fingerprint = crashes.fingerprint)"
+                      " AS seen, diagnoses"
+                      " FROM crashes WHERE id = ?1",
+                      b, 1, err, errlen);
+    if (!all)
+        return NULL;
+    cJSON *c = cJSON_DetachItemFromArray(all, 0);
+    cJSON_Delete(all);
+    if (!c) {
+        *found = 0;
+        return NULL;
+    }
+    const char *ds = cp_jstr(c, "diagnoses");
+    cJSON *d = ds ? cJSON_Parse(ds) : NULL;
+    cp_json_set(c, "diagnoses", d ? d : cJSON_CreateArray());
+    return c;
+}
+
+cJSON *kb_groups(sqlite3 *db, int limit, char *err, size_t errlen)
+{
+    const char *sql =
+        "SELECT fingerprint, COUNT(*) AS count, MIN(time) AS first, MAX(time) AS last,"
+        " COUNT(DISTINCT host) AS hosts,"
+        " (SELECT group_concat(h, ',') FROM (SELECT DISTINCT host AS h FROM crashes c3"
+        "   WHERE c3.fingerprint IS c.fingerprint ORDER BY h LIMIT 4)) AS host_list,"
+        " (SELECT top_title FROM crashes c2 WHERE c2.fingerprint IS c.fingerprint"
+        "   AND top_title IS NOT NULL"
+        "   GROUP BY top_title ORDER BY COUNT(*) DESC, top_title LIMIT 1) AS top_title,"
+        " MAX(signature) AS signature"
+        " FROM crashes c GROUP BY fingerprint ORDER BY count DESC, MAX(time) DESC LIMIT ?1";
+    const struct bind b[] = {INT(limit)};
+    return rows(db, sql, b, 1, err, errlen);
+}
+
+cJSON *kb_jobs(sqlite3 *db, int limit, char *err, size_t errlen)
+{
+    const struct bind b[] = {INT(limit)};
+    return rows(db,
+                "SELECT job FROM crashes WHERE job IS NOT NULL GROUP BY job"
+                " ORDER BY MAX(time) DESC LIMIT ?1",
+                b, 1, err, errlen);
+}
+
+cJSON *kb_job_crashes(sqlite3 *db, const char *job, char *err, size_t errlen)
+{
+    const struct bind b[] = {TEXT(job)};
+    return rows(db,
+                "SELECT id, time, host, rank, top_title, top_category, top_consequence_of, top_rule"
+                " FROM crashes WHERE job = ?1 ORDER BY time, id",
+                b, 1, err, errlen);
+}
+
+cJSON *kb_stats(sqlite3 *db, char *err, size_t errlen)
+{
+    static const struct {
+        const char *name, *sql;
+    } blocks[] = {
+        {"per_week", "SELECT strftime('%Y-W%W', time, 'unixepoch') AS key, COUNT(*) AS count"
+                     " FROM crashes GROUP BY 1 ORDER BY 1 DESC LIMIT 26"},
+        {"per_category", "SELECT coalesce(top_category, 'undiagnosed') AS key, COUNT(*) AS count"
+                         " FROM crashes GROUP BY 1 ORDER BY 2 DESC, 1"},
+        {"per_host", "SELECT host AS key, COUNT(*) AS count FROM crashes GROUP BY 1"
+                     " ORDER BY 2 DESC, 1 LIMIT 50"},
+    };
+    cJSON *tot = rows(db,
+                      "SELECT COUNT(*) AS crashes, COUNT(DISTINCT fingerprint) AS fingerprints,"
+                      " COUNT(DISTINCT host) AS hosts FROM crashes",
+                      NULL, 0, err, errlen);
+    cJSON *s = tot ? cJSON_DetachItemFromArray(tot, 0) : NULL;
+    cJSON_Delete(tot);
+    if (!s)
+        return NULL;
+    for (size_t i = 0; i < sizeof(blocks) / sizeof(blocks[0]); i++) {
+        cJSON *b = rows(db, blocks[i].sql, NULL, 0, err, errlen);
+        if (!b) {
+            cJSON_Delete(s);
+            return NULL;
+        }
+        cJSON_AddItemToObject(s, blocks[i].name, b);
+    }
+    return s;
+}
+
+sqlite3 *kb_open_user_rules(const char *path)
+{
+    struct stat st;
+    sqlite3 *db = NULL;
+    if (!path || stat(path, &st))
+        return NULL;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+        sqlite3_close(db); /* an unreadable file: built-in rules only, as without one */
+        return NULL;
+    }
+    sqlite3_busy_timeout(db, 5000);
+    sqlite3_stmt *q = NULL;
+    int have = sqlite3_prepare_v2(db,
+                                  "SELECT 1 FROM sqlite_master WHERE type='table' AND "
+                                  "name='user_rules'",
+                                  -1, &q, NULL) == SQLITE_OK &&
+               sqlite3_step(q) == SQLITE_ROW;
+    sqlite3_finalize(q);
+    if (!have) {
+        sqlite3_close(db);
+        return NULL;
+    }
+    return db;
+}
+
+cJSON *kb_user_rules(sqlite3 *db, char *err, size_t errlen)
+{
+    return rows(db, "SELECT id, json FROM user_rules WHERE id IS NOT NULL ORDER BY id", NULL, 0,
+                err, errlen);
+}
+
+cJSON *kb_fingerprint_seen(const char *path, const char *fingerprint)
+{
+    struct stat st;
+    sqlite3 *db = NULL;
+    if (!path || stat(path, &st) ||
+        sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+        sqlite3_close(db);
+        return NULL;
+    }
+    sqlite3_busy_timeout(db, 5000);
+    const struct bind b[] = {TEXT(fingerprint)};
+    cJSON *all = rows(db,
+                      "SELECT COUNT(*) AS count, MIN(time) AS first, MAX(time) AS last,"
+                      " COUNT(DISTINCT host) AS hosts FROM crashes WHERE fingerprint = ?1",
+                      b, 1, NULL, 0);
+    sqlite3_close(db);
+    cJSON *r = all ? cJSON_DetachItemFromArray(all, 0) : NULL;
+    cJSON_Delete(all);
+    return r ? r : cJSON_CreateObject(); /* an unreadable table: as unseen */
+}
+
+void kb_close(sqlite3 *db)
+{
+    sqlite3_close(db);
+}
