@@ -25,8 +25,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define INDEX_FORMAT "crashpack-index/1"
-#define TAR_BLOCK 512u
 #define MAX_JSON_INT 9007199254740992.0 /* 2^53: integers a double holds exactly */
 /* Slack over ZSTD_COMPRESSBOUND for a frame's compressed size (frame header, checksum, block
  * headers of multi-threaded jobs). A frame larger than bound + slack is not one a writer makes. */
@@ -178,11 +176,6 @@ static int reserve(unsigned char **p, size_t *cap, size_t need)
     *p = q;
     *cap = need;
     return 0;
-}
-
-static uint64_t pad512(uint64_t n)
-{
-    return (n + TAR_BLOCK - 1) / TAR_BLOCK * TAR_BLOCK;
 }
 
 static uint64_t frame_bound(uint64_t size)
@@ -343,7 +336,8 @@ static int check_unique(struct bundle *b, char *why, size_t whylen)
 static int member_offsets_ok(uint64_t size, uint64_t header, uint64_t data)
 {
     return header % TAR_BLOCK == 0 && data % TAR_BLOCK == 0 && data > header &&
-           data - header <= BUNDLE_MAX_HEADER && data + pad512(size) <= (uint64_t)MAX_JSON_INT;
+           data - header <= BUNDLE_MAX_HEADER &&
+           data + tar_blocks_bytes(size) <= (uint64_t)MAX_JSON_INT;
 }
 
 /* ---- the index ---- */
@@ -360,7 +354,7 @@ static int load_index(struct bundle *b, char *why, size_t whylen)
         cp_errmsg(why, whylen, "cannot read the end of the file: %s", strerror(errno));
         return -1;
     }
-    if (memcmp(tail + 4, BUNDLE_INDEX_TRAILER, 8)) {
+    if (memcmp(tail + 4, BUNDLE_INDEX_TRAILER, BUNDLE_INDEX_TRAILER_LEN)) {
         cp_errmsg(why, whylen, "no index: the file does not end with " BUNDLE_INDEX_TRAILER);
         return -1;
     }
@@ -405,8 +399,8 @@ static int load_index(struct bundle *b, char *why, size_t whylen)
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
     const cJSON *members = cJSON_GetObjectItemCaseSensitive(root, "members");
     uint64_t tar_size;
-    if (!cJSON_IsObject(root) || !cJSON_IsString(fmt) || strcmp(fmt->valuestring, INDEX_FORMAT)) {
-        cp_errmsg(why, whylen, "index format is not " INDEX_FORMAT);
+    if (!cJSON_IsObject(root) || !cJSON_IsString(fmt) || strcmp(fmt->valuestring, BUNDLE_INDEX_FORMAT)) {
+        cp_errmsg(why, whylen, "index format is not " BUNDLE_INDEX_FORMAT);
         goto out;
     }
     if (json_u64(cJSON_GetObjectItemCaseSensitive(root, "tar_size"), &tar_size)) {
@@ -501,10 +495,10 @@ static int load_index(struct bundle *b, char *why, size_t whylen)
             cursor += v[3];
             file_end = v[0] + v[1];
         }
-        if (cursor != data + pad512(size)) {
+        if (cursor != data + tar_blocks_bytes(size)) {
             cp_errmsg(why, whylen, "index member `%s`: frames cover %llu tar bytes, member needs %llu",
                 jn->valuestring, (unsigned long long)(cursor - header),
-                (unsigned long long)(data + pad512(size) - header));
+                (unsigned long long)(data + tar_blocks_bytes(size) - header));
             goto out;
         }
         tar_end = cursor;
@@ -665,7 +659,7 @@ static void walk(struct bundle *b, char *why, size_t whylen)
                     break;
                 }
                 in_member = 1;
-                member_end = data + pad512(size);
+                member_end = data + tar_blocks_bytes(size);
             }
             off += 8 + len;
             continue;

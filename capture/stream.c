@@ -300,11 +300,12 @@ static void redact_psargs(const struct cap *c, uint8_t *prefix, size_t plen,
 {
     if (!c->arg_start || L->note_off + L->note_size > plen)
         return;
-    uint64_t pos = 0;
+    size_t pos = 0;
     struct core_note note;
-    while (core_notes_next(prefix, L, &pos, &note)) {
+    uint8_t *notes = prefix + L->note_off;
+    while (core_note_next(notes, L->note_size, &pos, &note)) {
         if (note.type == 3 /* NT_PRPSINFO */ && note.descsz >= 56 + 80) {
-            uint8_t *psargs = note.desc + 56;
+            uint8_t *psargs = notes + (note.desc - notes) + 56; /* the walk hands out const */
             for (size_t i = 0; i < c->nredact; i++) {
                 uint64_t lo = c->redact[i].vaddr, hi = lo + c->redact[i].len;
                 if (hi <= c->arg_start || lo >= c->arg_start + 80)
