@@ -10,6 +10,7 @@
  */
 #include "bundle.h"
 #include "errmsg.h"
+#include "util.h"
 
 #include <cjson/cJSON.h>
 /* for the buffer-less streaming decoder (ZSTD_decompressBegin/Continue), exported by libzstd */
@@ -120,21 +121,6 @@ static ssize_t pread_full(int fd, void *buf, size_t len, uint64_t off)
         done += (size_t)n;
     }
     return (ssize_t)done;
-}
-
-static int write_full(int fd, const void *buf, size_t len)
-{
-    size_t done = 0;
-    while (done < len) {
-        ssize_t n = write(fd, (const char *)buf + done, len - done);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        done += (size_t)n;
-    }
-    return 0;
 }
 
 static int grow(void **p, size_t *cap, size_t need, size_t elem)
@@ -1209,7 +1195,7 @@ int bundle_extract(struct bundle *b, const char *name, int out_fd)
     while (off < m->size) {
         size_t got = 0;
         e = bundle_read(b, m, off, chunk, EXTRACT_CHUNK, &got);
-        if (got && write_full(out_fd, chunk, got)) {
+        if (got && write_all(out_fd, chunk, got)) {
             SETERR(b, "write: %s", strerror(errno));
             e = BUNDLE_EIO;
             break;

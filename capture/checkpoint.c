@@ -22,6 +22,7 @@
  */
 #include "capture.h"
 #include "privs.h"
+#include "utf8.h"
 #include "util.h"
 
 #include <dirent.h>
@@ -57,32 +58,12 @@ static unsigned timeout_s(const struct cap *c)
 
 /* ---- JSON helpers (paths are bytes; checkpoint.json must stay valid UTF-8) ---- */
 
+/* s as valid UTF-8 (each invalid byte U+FFFD: common/utf8.c, the analyzer's validator). */
 static void add_text(cJSON *o, const char *k, const char *s)
 {
-    size_t len = strlen(s), j = 0;
-    char *t = malloc(len * 3 + 1);
+    char *t = cp_utf8_clean(s);
     if (!t)
         return;
-    const unsigned char *p = (const unsigned char *)s;
-    for (size_t i = 0; i < len;) {
-        unsigned ch = p[i];
-        size_t n = ch < 0x80 ? 1 : ch >= 0xC2 && ch <= 0xDF ? 2 : ch >= 0xE0 && ch <= 0xEF ? 3
-                               : ch >= 0xF0 && ch <= 0xF4 ? 4 : 0;
-        for (size_t q = 1; q < n; q++)
-            if (i + q >= len || (p[i + q] & 0xC0) != 0x80)
-                n = 0;
-        /* overlong and surrogate forms are rare enough in file names to pass as they come */
-        if (!n) {
-            memcpy(t + j, "\xEF\xBF\xBD", 3);
-            j += 3;
-            i++;
-        } else {
-            memcpy(t + j, p + i, n);
-            j += n;
-            i += n;
-        }
-    }
-    t[j] = 0;
     cJSON_AddStringToObject(o, k, t);
     free(t);
 }
