@@ -10,6 +10,7 @@
  */
 #include "bundle.h"
 #include "errmsg.h"
+#include "util.h"
 
 #include <cjson/cJSON.h>
 /* for the buffer-less streaming decoder (ZSTD_decompressBegin/Continue), exported by libzstd */
@@ -25,8 +26,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define INDEX_FORMAT "crashpack-index/1"
-#define TAR_BLOCK 512u
 #define MAX_JSON_INT 9007199254740992.0 /* 2^53: integers a double holds exactly */
 /* Slack over ZSTD_COMPRESSBOUND for a frame's compressed size (frame header, checksum, block
  * headers of multi-threaded jobs). A frame larger than bound + slack is not one a writer makes. */
@@ -124,21 +123,6 @@ static ssize_t pread_full(int fd, void *buf, size_t len, uint64_t off)
     return (ssize_t)done;
 }
 
-static int write_full(int fd, const void *buf, size_t len)
-{
-    size_t done = 0;
-    while (done < len) {
-        ssize_t n = write(fd, (const char *)buf + done, len - done);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        done += (size_t)n;
-    }
-    return 0;
-}
-
 static int grow(void **p, size_t *cap, size_t need, size_t elem)
 {
     if (need <= *cap)
@@ -178,11 +162,6 @@ static int reserve(unsigned char **p, size_t *cap, size_t need)
     *p = q;
     *cap = need;
     return 0;
-}
-
-static uint64_t pad512(uint64_t n)
-{
-    return (n + TAR_BLOCK - 1) / TAR_BLOCK * TAR_BLOCK;
 }
 
 static uint64_t frame_bound(uint64_t size)
@@ -343,70 +322,172 @@ static int check_unique(struct bundle *b, char *why, size_t whylen)
 static int member_offsets_ok(uint64_t size, uint64_t header, uint64_t data)
 {
     return header % TAR_BLOCK == 0 && data % TAR_BLOCK == 0 && data > header &&
-           data - header <= BUNDLE_MAX_HEADER && data + pad512(size) <= (uint64_t)MAX_JSON_INT;
+           data - header <= BUNDLE_MAX_HEADER &&
+           data + tar_blocks_bytes(size) <= (uint64_t)MAX_JSON_INT;
 }
 
 /* ---- the index ---- */
 
-/* Builds the table from the index. Returns 0, or -1 with the reason in `why` (table left dirty). */
-static int load_index(struct bundle *b, char *why, size_t whylen)
+/* Reads the index frame at the end of the file: the trailer, the frame header that must agree
+ * with it, the JSON. Returns the parsed JSON (the caller deletes it) and the index frame's file
+ * offset in *fstart, or NULL with the reason in `why`. */
+static cJSON *read_index(struct bundle *b, uint64_t *fstart_out, char *why, size_t whylen)
 {
     unsigned char tail[12], fh[8];
     if (b->file_size < 20) {
         cp_errmsg(why, whylen, "file too small to hold an index");
-        return -1;
+        return NULL;
     }
     if (pread_full(b->fd, tail, 12, b->file_size - 12) != 12) {
         cp_errmsg(why, whylen, "cannot read the end of the file: %s", strerror(errno));
-        return -1;
+        return NULL;
     }
-    if (memcmp(tail + 4, BUNDLE_INDEX_TRAILER, 8)) {
+    if (memcmp(tail + 4, BUNDLE_INDEX_TRAILER, BUNDLE_INDEX_TRAILER_LEN)) {
         cp_errmsg(why, whylen, "no index: the file does not end with " BUNDLE_INDEX_TRAILER);
-        return -1;
+        return NULL;
     }
     uint64_t n = le32(tail);
     if (n > BUNDLE_MAX_INDEX) {
         cp_errmsg(why, whylen, "index length %llu over the limit", (unsigned long long)n);
-        return -1;
+        return NULL;
     }
     if (n + 20 > b->file_size) {
         cp_errmsg(why, whylen, "index length %llu larger than the file", (unsigned long long)n);
-        return -1;
+        return NULL;
     }
     uint64_t fstart = b->file_size - 20 - n;
     if (pread_full(b->fd, fh, 8, fstart) != 8) {
         cp_errmsg(why, whylen, "cannot read the index frame header");
-        return -1;
+        return NULL;
     }
     if (le32(fh) != BUNDLE_MAGIC_INDEX || le32(fh + 4) != n + 12) {
         cp_errmsg(why, whylen, "index frame header at offset %llu does not match the trailer",
             (unsigned long long)fstart);
-        return -1;
+        return NULL;
     }
     char *text = malloc(n + 1);
     if (!text) {
         cp_errmsg(why, whylen, "out of memory for a %llu-byte index", (unsigned long long)n);
-        return -1;
+        return NULL;
     }
     if (pread_full(b->fd, text, n, fstart + 8) != (ssize_t)n) {
         free(text);
         cp_errmsg(why, whylen, "cannot read the index");
-        return -1;
+        return NULL;
     }
     text[n] = 0;
     cJSON *root = cJSON_ParseWithLength(text, n);
     free(text);
     if (!root) {
         cp_errmsg(why, whylen, "index is not valid JSON");
+        return NULL;
+    }
+    *fstart_out = fstart;
+    return root;
+}
+
+/* Adds index member #i (jm) and its frames to the table, checked against the tar end of the
+ * previous member (*tar_end) and the file end of the previous frame (*file_end), both advanced;
+ * frames must lie before the index frame at fstart. 0, or -1 with the reason in `why`. */
+static int index_member(struct bundle *b, const cJSON *jm, int i, uint64_t fstart,
+                        uint64_t *tar_end, uint64_t *file_end, char *why, size_t whylen)
+{
+    const cJSON *jn = cJSON_GetObjectItemCaseSensitive(jm, "name");
+    const cJSON *jf = cJSON_GetObjectItemCaseSensitive(jm, "frames");
+    uint64_t size, header, data;
+    if (!cJSON_IsObject(jm) || !cJSON_IsString(jn) || !name_ok(jn->valuestring)) {
+        cp_errmsg(why, whylen, "index member #%d: missing or unsafe name", i);
         return -1;
     }
+    if (json_u64(cJSON_GetObjectItemCaseSensitive(jm, "size"), &size) ||
+        json_u64(cJSON_GetObjectItemCaseSensitive(jm, "header"), &header) ||
+        json_u64(cJSON_GetObjectItemCaseSensitive(jm, "data"), &data) ||
+        !member_offsets_ok(size, header, data)) {
+        cp_errmsg(why, whylen, "index member `%s`: invalid size/header/data", jn->valuestring);
+        return -1;
+    }
+    if (header < *tar_end) {
+        cp_errmsg(why, whylen, "index member `%s` overlaps the previous member", jn->valuestring);
+        return -1;
+    }
+    int nf = cJSON_IsArray(jf) ? cJSON_GetArraySize(jf) : -1;
+    if (nf <= 0 || (uint64_t)nf > BUNDLE_MAX_FRAMES - b->nframes) {
+        cp_errmsg(why, whylen, "index member `%s`: invalid frame list", jn->valuestring);
+        return -1;
+    }
+    int e = table_add_member(b, jn->valuestring, size, header, data);
+    if (e) {
+        cp_errmsg(why, whylen, "index member `%s`: %s", jn->valuestring, bundle_strerror(e));
+        return -1;
+    }
+    uint64_t cursor = header;
+    const cJSON *fr;
+    cJSON_ArrayForEach(fr, jf)
+    {
+        uint64_t v[4];
+        int k = 0;
+        const cJSON *x;
+        if (!cJSON_IsArray(fr) || cJSON_GetArraySize(fr) != 4) {
+            cp_errmsg(why, whylen, "index member `%s`: a frame is not [4 numbers]", jn->valuestring);
+            return -1;
+        }
+        cJSON_ArrayForEach(x, fr)
+        {
+            if (json_u64(x, &v[k])) {
+                cp_errmsg(why, whylen, "index member `%s`: invalid frame value", jn->valuestring);
+                return -1;
+            }
+            k++;
+        }
+        /* v = file_offset, compressed_size, tar_offset, decompressed_size */
+        if (v[0] < *file_end || v[1] > fstart || v[0] > fstart - v[1]) {
+            cp_errmsg(why, whylen,
+                "index member `%s`: frame at %llu+%llu outside the file or overlapping",
+                jn->valuestring, (unsigned long long)v[0], (unsigned long long)v[1]);
+            return -1;
+        }
+        if (v[3] == 0 || v[3] > BUNDLE_MAX_FRAME_SIZE || v[1] < 4 || v[1] > frame_bound(v[3])) {
+            cp_errmsg(why, whylen, "index member `%s`: frame sizes %llu/%llu out of bounds",
+                jn->valuestring, (unsigned long long)v[1], (unsigned long long)v[3]);
+            return -1;
+        }
+        if (v[2] != cursor) {
+            cp_errmsg(why, whylen, "index member `%s`: frames not contiguous at tar offset %llu",
+                jn->valuestring, (unsigned long long)cursor);
+            return -1;
+        }
+        e = table_add_frame(b, v[0], v[1], v[2], v[3]);
+        if (e) {
+            cp_errmsg(why, whylen, "index: %s", bundle_strerror(e));
+            return -1;
+        }
+        cursor += v[3];
+        *file_end = v[0] + v[1];
+    }
+    if (cursor != data + tar_blocks_bytes(size)) {
+        cp_errmsg(why, whylen, "index member `%s`: frames cover %llu tar bytes, member needs %llu",
+            jn->valuestring, (unsigned long long)(cursor - header),
+            (unsigned long long)(data + tar_blocks_bytes(size) - header));
+        return -1;
+    }
+    *tar_end = cursor;
+    return 0;
+}
 
+/* Builds the table from the index. Returns 0, or -1 with the reason in `why` (table left dirty). */
+static int load_index(struct bundle *b, char *why, size_t whylen)
+{
+    uint64_t fstart;
+    cJSON *root = read_index(b, &fstart, why, whylen);
+    if (!root)
+        return -1;
     int rc = -1;
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
     const cJSON *members = cJSON_GetObjectItemCaseSensitive(root, "members");
     uint64_t tar_size;
-    if (!cJSON_IsObject(root) || !cJSON_IsString(fmt) || strcmp(fmt->valuestring, INDEX_FORMAT)) {
-        cp_errmsg(why, whylen, "index format is not " INDEX_FORMAT);
+    if (!cJSON_IsObject(root) || !cJSON_IsString(fmt) ||
+        strcmp(fmt->valuestring, BUNDLE_INDEX_FORMAT)) {
+        cp_errmsg(why, whylen, "index format is not " BUNDLE_INDEX_FORMAT);
         goto out;
     }
     if (json_u64(cJSON_GetObjectItemCaseSensitive(root, "tar_size"), &tar_size)) {
@@ -429,85 +510,8 @@ static int load_index(struct bundle *b, char *why, size_t whylen)
     const cJSON *jm;
     cJSON_ArrayForEach(jm, members)
     {
-        const cJSON *jn = cJSON_GetObjectItemCaseSensitive(jm, "name");
-        const cJSON *jf = cJSON_GetObjectItemCaseSensitive(jm, "frames");
-        uint64_t size, header, data;
-        if (!cJSON_IsObject(jm) || !cJSON_IsString(jn) || !name_ok(jn->valuestring)) {
-            cp_errmsg(why, whylen, "index member #%d: missing or unsafe name", i);
+        if (index_member(b, jm, i, fstart, &tar_end, &file_end, why, whylen))
             goto out;
-        }
-        if (json_u64(cJSON_GetObjectItemCaseSensitive(jm, "size"), &size) ||
-            json_u64(cJSON_GetObjectItemCaseSensitive(jm, "header"), &header) ||
-            json_u64(cJSON_GetObjectItemCaseSensitive(jm, "data"), &data) ||
-            !member_offsets_ok(size, header, data)) {
-            cp_errmsg(why, whylen, "index member `%s`: invalid size/header/data", jn->valuestring);
-            goto out;
-        }
-        if (header < tar_end) {
-            cp_errmsg(why, whylen, "index member `%s` overlaps the previous member", jn->valuestring);
-            goto out;
-        }
-        int nf = cJSON_IsArray(jf) ? cJSON_GetArraySize(jf) : -1;
-        if (nf <= 0 || (uint64_t)nf > BUNDLE_MAX_FRAMES - b->nframes) {
-            cp_errmsg(why, whylen, "index member `%s`: invalid frame list", jn->valuestring);
-            goto out;
-        }
-        int e = table_add_member(b, jn->valuestring, size, header, data);
-        if (e) {
-            cp_errmsg(why, whylen, "index member `%s`: %s", jn->valuestring, bundle_strerror(e));
-            goto out;
-        }
-        uint64_t cursor = header;
-        const cJSON *fr;
-        cJSON_ArrayForEach(fr, jf)
-        {
-            uint64_t v[4];
-            int k = 0;
-            const cJSON *x;
-            if (!cJSON_IsArray(fr) || cJSON_GetArraySize(fr) != 4) {
-                cp_errmsg(why, whylen, "index member `%s`: a frame is not [4 numbers]", jn->valuestring);
-                goto out;
-            }
-            cJSON_ArrayForEach(x, fr)
-            {
-                if (json_u64(x, &v[k])) {
-                    cp_errmsg(why, whylen, "index member `%s`: invalid frame value", jn->valuestring);
-                    goto out;
-                }
-                k++;
-            }
-            /* v = file_offset, compressed_size, tar_offset, decompressed_size */
-            if (v[0] < file_end || v[1] > fstart || v[0] > fstart - v[1]) {
-                cp_errmsg(why, whylen,
-                    "index member `%s`: frame at %llu+%llu outside the file or overlapping",
-                    jn->valuestring, (unsigned long long)v[0], (unsigned long long)v[1]);
-                goto out;
-            }
-            if (v[3] == 0 || v[3] > BUNDLE_MAX_FRAME_SIZE || v[1] < 4 || v[1] > frame_bound(v[3])) {
-                cp_errmsg(why, whylen, "index member `%s`: frame sizes %llu/%llu out of bounds",
-                    jn->valuestring, (unsigned long long)v[1], (unsigned long long)v[3]);
-                goto out;
-            }
-            if (v[2] != cursor) {
-                cp_errmsg(why, whylen, "index member `%s`: frames not contiguous at tar offset %llu",
-                    jn->valuestring, (unsigned long long)cursor);
-                goto out;
-            }
-            e = table_add_frame(b, v[0], v[1], v[2], v[3]);
-            if (e) {
-                cp_errmsg(why, whylen, "index: %s", bundle_strerror(e));
-                goto out;
-            }
-            cursor += v[3];
-            file_end = v[0] + v[1];
-        }
-        if (cursor != data + pad512(size)) {
-            cp_errmsg(why, whylen, "index member `%s`: frames cover %llu tar bytes, member needs %llu",
-                jn->valuestring, (unsigned long long)(cursor - header),
-                (unsigned long long)(data + pad512(size) - header));
-            goto out;
-        }
-        tar_end = cursor;
         i++;
     }
     if (tar_size < tar_end) {
@@ -665,7 +669,7 @@ static void walk(struct bundle *b, char *why, size_t whylen)
                     break;
                 }
                 in_member = 1;
-                member_end = data + pad512(size);
+                member_end = data + tar_blocks_bytes(size);
             }
             off += 8 + len;
             continue;
@@ -1215,7 +1219,7 @@ int bundle_extract(struct bundle *b, const char *name, int out_fd)
     while (off < m->size) {
         size_t got = 0;
         e = bundle_read(b, m, off, chunk, EXTRACT_CHUNK, &got);
-        if (got && write_full(out_fd, chunk, got)) {
+        if (got && write_all(out_fd, chunk, got)) {
             SETERR(b, "write: %s", strerror(errno));
             e = BUNDLE_EIO;
             break;

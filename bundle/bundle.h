@@ -32,6 +32,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "format.h"
+
 #define BUNDLE_MAX_MEMBERS 10000u
 #define BUNDLE_MAX_FRAMES 1000000u
 #define BUNDLE_MAX_FRAME_SIZE (64u << 20) /* decompressed bytes per frame */
@@ -40,12 +42,7 @@
 #define BUNDLE_MAX_NAME 4096u             /* member name bytes */
 #define BUNDLE_MAX_HEADER (1u << 20)      /* tar header bytes of one member (pax + ustar) */
 
-/* zstd skippable-frame magics used by the format. */
-#define BUNDLE_MAGIC_SKIP_MIN 0x184D2A50u
-#define BUNDLE_MAGIC_SKIP_MAX 0x184D2A5Fu
-#define BUNDLE_MAGIC_MARKER 0x184D2A51u
-#define BUNDLE_MAGIC_INDEX 0x184D2A5Eu
-#define BUNDLE_INDEX_TRAILER "CPKIDX01"
+/* The format's magics, index trailer and tar framing: format.h, shared with the writer. */
 
 enum bundle_err {
     BUNDLE_OK = 0,

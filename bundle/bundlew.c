@@ -144,7 +144,7 @@ static int write_marker(struct bw *w, const char *name, uint64_t size, uint64_t 
                      (unsigned long long)size, (unsigned long long)header,
                      (unsigned long long)data);
     uint8_t hdr[8];
-    uint32_t magic = BW_MAGIC_MARKER, len = (uint32_t)n;
+    uint32_t magic = BUNDLE_MAGIC_MARKER, len = (uint32_t)n;
     memcpy(hdr, &magic, 4);
     memcpy(hdr + 4, &len, 4);
     if (out(w, hdr, 8))
@@ -337,7 +337,7 @@ int bw_finish(struct bw *w)
     w->tar_off += sizeof(z);
 
     cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "format", "crashpack-index/1");
+    cJSON_AddStringToObject(root, "format", BUNDLE_INDEX_FORMAT);
     cJSON_AddNumberToObject(root, "tar_size", (double)w->tar_off);
     cJSON_AddNumberToObject(root, "tar_end", (double)tar_end_off);
     cJSON *ms = cJSON_AddArrayToObject(root, "members");
@@ -364,10 +364,10 @@ int bw_finish(struct bw *w)
     }
     uint32_t n = (uint32_t)strlen(json);
     uint8_t hdr[8];
-    uint32_t magic = BW_MAGIC_INDEX, flen = n + 12;
+    uint32_t magic = BUNDLE_MAGIC_INDEX, flen = n + 12;
     memcpy(hdr, &magic, 4);
     memcpy(hdr + 4, &flen, 4);
-    int rc = out(w, hdr, 8) || out(w, json, n) || out(w, &n, 4) || out(w, BW_INDEX_TRAILER, 8);
+    int rc = out(w, hdr, 8) || out(w, json, n) || out(w, &n, 4) || out(w, BUNDLE_INDEX_TRAILER, BUNDLE_INDEX_TRAILER_LEN);
     free(json);
     return rc ? -1 : 0;
 }
@@ -409,15 +409,15 @@ int bw_adopt(struct bw *w, int fd, int level, time_t mtime, char *why, size_t wh
         uint32_t magic, len;
         memcpy(&magic, h, 4);
         memcpy(&len, h + 4, 4);
-        if ((magic & 0xFFFFFFF0u) == 0x184D2A50u) {
+        if (magic >= BUNDLE_MAGIC_SKIP_MIN && magic <= BUNDLE_MAGIC_SKIP_MAX) {
             if (off + 8 + len > (uint64_t)fsize)
                 break;
-            if (magic == BW_MAGIC_INDEX) {
+            if (magic == BUNDLE_MAGIC_INDEX) {
                 snprintf(why, whylen, "bundle already has an index");
                 rc = 1;
                 goto out;
             }
-            if (magic == BW_MAGIC_MARKER) {
+            if (magic == BUNDLE_MAGIC_MARKER) {
                 if (len >= 512 || w->open_member >= 0)
                     break;
                 char js[512];

@@ -12,9 +12,8 @@
 #include <time.h>
 #include <zstd.h>
 
-#define BW_MAGIC_MARKER 0x184D2A51u
-#define BW_MAGIC_INDEX 0x184D2A5Eu
-#define BW_INDEX_TRAILER "CPKIDX01"
+#include "format.h" /* the magics, the index trailer, tar framing */
+
 
 struct bw_frame {
     uint64_t file_off, csize, tar_off, usize;

@@ -1,5 +1,6 @@
 /* coreelf.c - core layout from the ELF program headers; slim-core planning from the notes. */
 #include "coreelf.h"
+#include "format.h"
 
 #include <elf.h>
 #include <stdio.h>
@@ -113,19 +114,22 @@ int core_layout_parse(const uint8_t *b, size_t len, struct core_layout *L, uint6
     return 0;
 }
 
-int core_notes_next(uint8_t *prefix, const struct core_layout *L, uint64_t *pos,
-                    struct core_note *out)
+/* The one note walk (format.h). Both ends use it: the handler over the stream's prefix, the reader
+ * over the core's header copy and over notes read from memory. */
+int core_note_next(const unsigned char *buf, size_t len, size_t *pos, struct core_note *out)
 {
-    if (*pos + 12 > L->note_size)
+    if (*pos > len || len - *pos < 12)
         return 0;
-    uint8_t *n = prefix + L->note_off + *pos;
+    const unsigned char *n = buf + *pos;
     uint32_t namesz, descsz;
     memcpy(&namesz, n, 4);
     memcpy(&descsz, n + 4, 4);
-    memcpy(&out->type, n + 8, 4);
     uint64_t nlen = (namesz + 3ULL) & ~3ULL, dlen = (descsz + 3ULL) & ~3ULL;
-    if (L->note_size - *pos - 12 < nlen + dlen)
+    if (len - *pos - 12 < nlen + dlen)
         return 0;
+    memcpy(&out->type, n + 8, 4);
+    out->name = (const char *)n + 12;
+    out->namesz = namesz;
     out->desc = n + 12 + nlen;
     out->descsz = descsz;
     *pos += 12 + nlen + dlen;
@@ -206,9 +210,9 @@ size_t core_frame_cuts(const uint8_t *prefix, size_t len, const struct core_layo
     size_t sp_off = sp_offset(L->machine);
     if (sp_off && len >= L->data_start && L->note_size &&
         L->note_off + L->note_size <= L->data_start) {
-        uint64_t pos = 0;
+        size_t pos = 0;
         struct core_note nt;
-        while (core_notes_next((uint8_t *)prefix, L, &pos, &nt)) {
+        while (core_note_next(prefix + L->note_off, L->note_size, &pos, &nt)) {
             if (nt.type != NT_PRSTATUS || nt.descsz < sp_off + 8)
                 continue;
             uint64_t sp;
@@ -264,9 +268,9 @@ int core_slim_plan(const uint8_t *prefix, const struct core_layout *L, uint64_t 
         snprintf(why, whylen, "out of memory");
         return -1;
     }
-    uint64_t pos = 0;
+    size_t pos = 0;
     struct core_note nt;
-    while (core_notes_next((uint8_t *)prefix, L, &pos, &nt)) {
+    while (core_note_next(prefix + L->note_off, L->note_size, &pos, &nt)) {
         uint32_t type = nt.type, descsz = nt.descsz;
         const uint8_t *desc = nt.desc;
         if (type == NT_PRSTATUS && descsz >= sp_off + 8) {

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "format.h"
+
 #define CORE_PREFIX_MAX (64u << 20)
 
 struct core_seg {
@@ -34,15 +36,8 @@ int core_layout_parse(const uint8_t *b, size_t len, struct core_layout *L, uint6
                       char *why, size_t whylen);
 void core_layout_free(struct core_layout *L);
 
-/* Iterates the notes of the core's PT_NOTE, which must lie within `prefix`; stops early when
- * fn returns nonzero. Malformed sizes end the walk. */
-struct core_note {
-    uint32_t type;
-    uint8_t *desc;
-    uint32_t descsz;
-};
-int core_notes_next(uint8_t *prefix, const struct core_layout *L, uint64_t *pos,
-                    struct core_note *out);
+/* The notes of the core's PT_NOTE are walked with core_note_next (format.h) over
+ * prefix + note_off, note_size bytes, once the prefix covers them. */
 
 struct slim_piece {
     uint64_t in_off, len, out_off;

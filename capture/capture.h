@@ -80,12 +80,18 @@ struct cap {
     char snap_reason[512];  /* why: "requested", or the stall watch saw */
     /* enrich.c: O_PATH descriptor of /proc/<pid>/root, opened before the drain, or -1 */
     int rootfd;
+    /* privs.c: privs_drop has run (CAP_SETUID/CAP_SETGID only permitted, nothing effective) */
+    int privs_dropped;
 };
 
-/* The value of NAME in the crashed process's initial environment, or NULL. */
+/* cap.c: the context's setup (every descriptor -1, the capture.json pieces created; opens
+ * nothing), before anything else */
+void cap_init(struct cap *c);
+
+/* cap.c: the value of NAME in the crashed process's initial environment, or NULL. */
 const char *cap_env(const struct cap *c, const char *name);
 
-/* steps: record one outcome. status: ok|absent|timeout|refused|skipped|failed */
+/* cap.c, steps: record one outcome. status: ok|absent|timeout|refused|skipped|failed */
 void cap_step(struct cap *c, const char *name, const char *status, double t_start,
               const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
@@ -119,7 +125,7 @@ void stream_core(struct cap *c);
 /* publish.c */
 int publish_bundle(struct cap *c, char *final, size_t finallen);
 void publish_post_command(struct cap *c, const char *final);
-int privs_drop(struct cap *c);
+/* privs.c (privs.h): privs_drop, privs_become, privs_clear */
 
 /* snap.c: `crashpack-capture --snap ...` arguments (the live process's identity from /proc);
  * snap.json after the core; the final name to the waiting `crashpack snap` */

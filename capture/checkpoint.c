@@ -21,14 +21,14 @@
  * uid and nobody else can write them, so one user cannot plant a path in another user's bundle.
  */
 #include "capture.h"
+#include "privs.h"
+#include "utf8.h"
 #include "util.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <limits.h>
-#include <linux/capability.h>
 #include <linux/openat2.h>
 #include <poll.h>
 #include <signal.h>
@@ -37,7 +37,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -59,32 +58,12 @@ static unsigned timeout_s(const struct cap *c)
 
 /* ---- JSON helpers (paths are bytes; checkpoint.json must stay valid UTF-8) ---- */
 
+/* s as valid UTF-8 (each invalid byte U+FFFD: common/utf8.c, the analyzer's validator). */
 static void add_text(cJSON *o, const char *k, const char *s)
 {
-    size_t len = strlen(s), j = 0;
-    char *t = malloc(len * 3 + 1);
+    char *t = cp_utf8_clean(s);
     if (!t)
         return;
-    const unsigned char *p = (const unsigned char *)s;
-    for (size_t i = 0; i < len;) {
-        unsigned ch = p[i];
-        size_t n = ch < 0x80 ? 1 : ch >= 0xC2 && ch <= 0xDF ? 2 : ch >= 0xE0 && ch <= 0xEF ? 3
-                               : ch >= 0xF0 && ch <= 0xF4 ? 4 : 0;
-        for (size_t q = 1; q < n; q++)
-            if (i + q >= len || (p[i + q] & 0xC0) != 0x80)
-                n = 0;
-        /* overlong and surrogate forms are rare enough in file names to pass as they come */
-        if (!n) {
-            memcpy(t + j, "\xEF\xBF\xBD", 3);
-            j += 3;
-            i++;
-        } else {
-            memcpy(t + j, p + i, n);
-            j += n;
-            i += n;
-        }
-    }
-    t[j] = 0;
     cJSON_AddStringToObject(o, k, t);
     free(t);
 }
@@ -810,13 +789,6 @@ static pid_t ns_pid(struct cap *c)
     return v;
 }
 
-static int become(uid_t uid, gid_t gid)
-{
-    if (setgroups(0, NULL) || setresgid(gid, gid, gid) || setresuid(uid, uid, uid))
-        return -1;
-    return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-}
-
 static void send_all(int sock, const char *s, size_t len, const int *fds, int nfds)
 {
     for (size_t off = 0; off < len;) {
@@ -871,7 +843,7 @@ static void __attribute__((noreturn)) collect_child(struct cap *c, int sock)
     k.cands = cJSON_CreateArray();
     k.nspid = ns_pid(c);
     k.starttime = stat_starttime(c->procfd);
-    if (become(c->uid, c->gid)) {
+    if (privs_become(c, c->uid, c->gid)) {
         cJSON_AddBoolToObject(k.out, "found", 0);
         cJSON_AddStringToObject(k.out, "reason", "cannot switch to the crashed uid/gid");
         char *s = cJSON_PrintUnformatted(k.out);
@@ -1142,17 +1114,10 @@ static void __attribute__((noreturn)) verdict_child(struct cap *c, const char *p
     if (hi_d >= 0)
         dup2(hi_d, 4);
     close_range(hi_f >= 0 ? (hi_d >= 0 ? 5 : 4) : 3, ~0u, 0);
-    /* CAP_SETUID/CAP_SETGID are only permitted after privs_drop: make them effective for the
-     * switch, which then clears them (and all of them are cleared for uid 0 too) */
-    struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
-    struct __user_cap_data_struct d[2];
-    memset(d, 0, sizeof(d));
-    d[0].permitted = d[0].effective = (1u << CAP_SETUID) | (1u << CAP_SETGID);
-    syscall(SYS_capset, &h, d);
-    if (become(c->uid, c->gid))
+    /* after privs_drop: the switch makes CAP_SETUID/CAP_SETGID effective for itself, then clears
+     * every capability (for uid 0 too) */
+    if (privs_become(c, c->uid, c->gid))
         _exit(125);
-    memset(d, 0, sizeof(d));
-    syscall(SYS_capset, &h, d);
     alarm(timeout_s(c) + 1); /* survives the exec */
     char budget[24];
     snprintf(budget, sizeof(budget), "%u", timeout_s(c) * 500);

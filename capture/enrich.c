@@ -20,22 +20,19 @@
  * failed|off|skipped, reason, ms, bytes, uid} and the bundle is completed.
  */
 #include "capture.h"
+#include "privs.h"
 #include "util.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <limits.h>
-#include <linux/capability.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -58,27 +55,6 @@ void enrich_open_root(struct cap *c)
     c->rootfd = openat(c->procfd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC);
 }
 
-static int set_caps(uint32_t caps)
-{
-    struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
-    struct __user_cap_data_struct d[2];
-    memset(d, 0, sizeof(d));
-    d[0].permitted = d[0].effective = caps;
-    return (int)syscall(SYS_capset, &h, d);
-}
-
-/* CAP_SETUID/CAP_SETGID are only permitted after privs_drop: effective for the switch, then
- * every capability is cleared (for uid 0 too). */
-static int become(uid_t uid, gid_t gid)
-{
-    set_caps((1u << CAP_SETUID) | (1u << CAP_SETGID));
-    if (setgroups(0, NULL) || setresgid(gid, gid, gid) || setresuid(uid, uid, uid))
-        return -1;
-    if (set_caps(0) && errno != EPERM)
-        return -1;
-    return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-}
-
 static void __attribute__((noreturn))
 child(struct cap *c, const char *prog, int out, int err, int bfd, uid_t uid, gid_t gid,
       unsigned timeout)
@@ -97,7 +73,7 @@ child(struct cap *c, const char *prog, int out, int err, int bfd, uid_t uid, gid
         (hi_r >= 0 && dup2(hi_r, 4) < 0))
         _exit(126);
     close_range(hi_r >= 0 ? 5 : 4, ~0u, 0);
-    if (become(uid, gid))
+    if (privs_become(c, uid, gid))
         _exit(125);
     struct rlimit core1 = {1, 1}, cpu = {timeout + GRACE_S, timeout + GRACE_S};
     setrlimit(RLIMIT_CORE, &core1);
@@ -129,13 +105,13 @@ child(struct cap *c, const char *prog, int out, int err, int bfd, uid_t uid, gid
 }
 
 /* SIGKILL to the process group, sent as its uid (the finisher has no CAP_KILL). */
-static void kill_group(pid_t pgid, uid_t uid, gid_t gid)
+static void kill_group(const struct cap *c, pid_t pgid, uid_t uid, gid_t gid)
 {
     if (kill(-pgid, SIGKILL) == 0 || errno != EPERM)
         return;
     pid_t k = fork();
     if (k == 0) {
-        if (become(uid, gid) == 0)
+        if (privs_become(c, uid, gid) == 0)
             kill(-pgid, SIGKILL);
         _exit(0);
     }
@@ -329,10 +305,10 @@ void enrich_finish(struct cap *c)
     memset(&r, 0, sizeof(r));
     collect(c, &r, pout[0], perr[0], t + timeout + GRACE_S);
     if (r.timed_out || r.capped)
-        kill_group(p, uid, gid);
+        kill_group(c, p, uid, gid);
     int ws = reap_child(p, 0);
     if (ws < 0 && !r.timed_out && !r.capped) { /* still running with its output closed */
-        kill_group(p, uid, gid);
+        kill_group(c, p, uid, gid);
         ws = reap_child(p, 0);
     }
     char errline[300] = "";

@@ -9,19 +9,18 @@
  * records to the parent over a pipe: a fixed header, then the bytes. Flight-recorder dumps are
  * pickles: they are copied as opaque bytes, never unpickled. */
 #include "capture.h"
+#include "privs.h"
 #include "util.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
-#include <grp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -276,13 +275,6 @@ static void ml_files(struct cap *c, int out)
 }
 
 /* Become the crashed process's uid/gid for good. */
-static int become(uid_t uid, gid_t gid)
-{
-    if (setgroups(0, NULL) || setresgid(gid, gid, gid) || setresuid(uid, uid, uid))
-        return -1;
-    return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-}
-
 static void child(struct cap *c, int out, const int fds[2], char targets[2][512])
 {
     /* above all not the core pipe: the kernel waits for every reader of it, and this child may
@@ -300,7 +292,7 @@ static void child(struct cap *c, int out, const int fds[2], char targets[2][512]
     snprintf(cwd, sizeof(cwd), "/proc/%d/cwd", (int)c->pid);
     int cwdfd = open(cwd, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     close(c->procfd);
-    if (become(c->uid, c->gid)) {
+    if (privs_become(c, c->uid, c->gid)) {
         send_rec(out, "", "logs", "failed", "cannot switch to the crashed uid", NULL, 0);
         _exit(1);
     }

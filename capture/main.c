@@ -10,11 +10,11 @@
  *   as the crashed uid), capture.json, tar end, index,
  *   fsync, permissions, rename, kmsg line, post-command, salvage of orphans. */
 #include "capture.h"
+#include "privs.h"
 #include "util.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,23 +39,6 @@ const char *__ubsan_default_options(void)
     return "log_path=/tmp/crashpack-capture-ubsan:print_stacktrace=1";
 }
 #endif
-
-void cap_step(struct cap *c, const char *name, const char *status, double t_start,
-              const char *fmt, ...)
-{
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "name", name);
-    cJSON_AddStringToObject(o, "status", status);
-    char reason[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(reason, sizeof(reason), fmt, ap);
-    va_end(ap);
-    if (reason[0])
-        cJSON_AddStringToObject(o, "reason", reason);
-    cJSON_AddNumberToObject(o, "ms", (double)(long)((now_mono() - t_start) * 1e4) / 10);
-    cJSON_AddItemToArray(c->steps, o);
-}
 
 static void fds_safe(void)
 {
@@ -249,17 +232,9 @@ int main(int argc, char **argv)
 {
     fds_safe();
     struct cap cap, *c = &cap;
-    memset(c, 0, sizeof(*c));
-    c->t0 = now_mono();
-    c->pidfd = c->procfd = c->dirfd = c->kmsgfd = c->outfd = c->smi_fd = -1;
-    c->smi_pid = -1;
-    c->rootfd = -1;
-    c->steps = cJSON_CreateArray();
-    c->core = cJSON_CreateObject();
-    c->extra = cJSON_CreateObject();
+    cap_init(c);
     c->kmsgfd = open("/dev/kmsg", O_WRONLY | O_CLOEXEC | O_NONBLOCK);
     umask(077);
-    c->snap_info_fd = c->snap_status_fd = -1;
     if (argc > 1 && !strcmp(argv[1], "--snap")) {
         if (snap_parse_args(c, argc, argv)) {
             fprintf(stderr, "usage: crashpack-capture --snap [-c CONFIG] [--bundle-dir DIR] "

@@ -393,19 +393,6 @@ static void add_json_member(struct cap *c, const char *member, cJSON *j, double 
     free(s);
 }
 
-const char *cap_env(const struct cap *c, const char *name)
-{
-    size_t nl = strlen(name);
-    for (size_t i = 0; c->environ_raw && i < c->environ_len;) {
-        const char *kv = c->environ_raw + i;
-        size_t l = strnlen(kv, c->environ_len - i);
-        if (l > nl && !memcmp(kv, name, nl) && kv[nl] == '=')
-            return kv + nl + 1;
-        i += l + 1;
-    }
-    return NULL;
-}
-
 static cJSON *environ_json(struct cap *c)
 {
     if (!c->environ_raw)

@@ -1,42 +1,16 @@
-/* publish.c - give up privileges before the drain; make the finished bundle visible
- * atomically (fsync, mode + ACL, RENAME_NOREPLACE, fsync dir); run the post-capture command. */
+/* publish.c - make the finished bundle visible atomically (fsync, mode + ACL, RENAME_NOREPLACE, fsync dir); run the post-capture command. */
 #include "capture.h"
 #include "util.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/capability.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/xattr.h>
 #include <unistd.h>
-
-/* Keep only CAP_SETUID/CAP_SETGID, and only in the permitted set (the finisher may need them
- * to run a step as the crashed uid); nothing is effective while the core drains, and nothing
- * can be regained through exec. */
-int privs_drop(struct cap *c)
-{
-    (void)c;
-    for (int cap = 0; cap <= 63; cap++) {
-        if (cap == CAP_SETUID || cap == CAP_SETGID)
-            continue;
-        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) && errno == EINVAL)
-            break; /* past the last capability this kernel knows */
-    }
-    struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
-    struct __user_cap_data_struct d[2];
-    memset(d, 0, sizeof(d));
-    d[0].permitted = (1u << CAP_SETUID) | (1u << CAP_SETGID);
-    int rc = (int)syscall(SYS_capset, &h, d);
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
-        rc = -1;
-    return rc;
-}
 
 /* POSIX ACL xattr: owner rw, user:<uid> r, group r (masked), other none. */
 static int grant_read(int fd, uid_t uid)

@@ -19,11 +19,11 @@
  * own process group, with no_new_privs, and with the handler's RLIMIT_CORE of 1, which tells the
  * kernel not to run core_pattern again if it crashes. */
 #include "capture.h"
+#include "privs.h"
 #include "util.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/capability.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -32,7 +32,6 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -101,10 +100,7 @@ static __attribute__((noreturn)) void supervise(const char *path, int out_w, int
     dup2(0, 1);
     dup2(0, 2);
     /* the supervisor needs no privilege to wait */
-    struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
-    struct __user_cap_data_struct d[2];
-    memset(d, 0, sizeof(d));
-    syscall(SYS_capset, &h, d);
+    privs_clear();
     int st;
     while (waitpid(s, &st, 0) < 0)
         if (errno != EINTR)

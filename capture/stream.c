@@ -300,11 +300,12 @@ static void redact_psargs(const struct cap *c, uint8_t *prefix, size_t plen,
 {
     if (!c->arg_start || L->note_off + L->note_size > plen)
         return;
-    uint64_t pos = 0;
+    size_t pos = 0;
     struct core_note note;
-    while (core_notes_next(prefix, L, &pos, &note)) {
+    uint8_t *notes = prefix + L->note_off;
+    while (core_note_next(notes, L->note_size, &pos, &note)) {
         if (note.type == 3 /* NT_PRPSINFO */ && note.descsz >= 56 + 80) {
-            uint8_t *psargs = note.desc + 56;
+            uint8_t *psargs = notes + (note.desc - notes) + 56; /* the walk hands out const */
             for (size_t i = 0; i < c->nredact; i++) {
                 uint64_t lo = c->redact[i].vaddr, hi = lo + c->redact[i].len;
                 if (hi <= c->arg_start || lo >= c->arg_start + 80)
@@ -409,6 +410,245 @@ static char *hex64(char *b, uint64_t v)
     return b;
 }
 
+/* Reads the core's ELF headers from the pipe into a growing prefix until the layout is known, and
+ * then the notes too when they fit CORE_PREFIX_MAX (the slim plan and the frame cuts read them).
+ * Returns 0 with *prefix (malloc'd) holding *plen bytes, or -1 with the reason in `why` (empty:
+ * out of memory) and *prefix to free. */
+static int read_headers(struct pipe_in *p, uint8_t **prefix, size_t *plen, struct core_layout *L,
+                        char *why, size_t whylen)
+{
+    size_t pcap = 1 << 16;
+    *plen = 0;
+    *prefix = malloc(pcap);
+    memset(L, 0, sizeof(*L));
+    int pr = 1;
+    uint64_t need = 64;
+    while (*prefix && pr == 1) {
+        if (need > CORE_PREFIX_MAX) {
+            snprintf(why, whylen, "core headers larger than %u bytes", CORE_PREFIX_MAX);
+            pr = -1;
+            break;
+        }
+        if (need > pcap) {
+            size_t nc = pcap;
+            while (nc < need)
+                nc *= 2;
+            uint8_t *np = realloc(*prefix, nc);
+            if (!np)
+                break;
+            *prefix = np;
+            pcap = nc;
+        }
+        if (need > *plen) {
+            size_t got = pipe_fill(p, *prefix + *plen, (size_t)need - *plen);
+            *plen += got;
+            if (*plen < need) {
+                snprintf(why, whylen, "stream ended after %zu bytes, inside the ELF headers",
+                         *plen);
+                pr = -1;
+                break;
+            }
+        }
+        pr = core_layout_parse(*prefix, *plen, L, &need, why, whylen);
+        if (pr == 0 && L->data_start > *plen) {
+            need = L->data_start; /* the notes, for the slim plan and the frame cuts */
+            if (need <= CORE_PREFIX_MAX) {
+                pr = 1;
+                core_layout_free(L);
+            } else {
+                pr = 0;
+            }
+        }
+    }
+    return pr == 0 ? 0 : -1;
+}
+
+/* The mode the core is stored in: a full core over max_core_size becomes slim (reading the rest of
+ * the notes for the plan), a slim plan that fails becomes full (better a full core than none).
+ * Sets c->mode and c->mode_reason, fills *P in slim mode; returns the member's declared size. */
+static uint64_t choose_core_mode(struct cap *c, struct pipe_in *p, uint8_t **prefix,
+                                 size_t *plen, const struct core_layout *L, struct slim_plan *P)
+{
+    char why[200] = "";
+    memset(P, 0, sizeof(*P));
+    if (c->mode == CP_MODE_FULL && L->size > c->cfg.max_core_size) {
+        c->mode = CP_MODE_SLIM;
+        snprintf(c->mode_reason, sizeof(c->mode_reason),
+                 "core of %llu bytes is over max_core_size (%llu): slim instead",
+                 (unsigned long long)L->size, (unsigned long long)c->cfg.max_core_size);
+        if (L->data_start > *plen && L->data_start <= CORE_PREFIX_MAX) {
+            uint8_t *np = realloc(*prefix, L->data_start);
+            if (np) {
+                *prefix = np;
+                *plen += pipe_fill(p, *prefix + *plen, (size_t)(L->data_start - *plen));
+            }
+        }
+    }
+    if (c->mode == CP_MODE_SLIM) {
+        if (*plen < L->data_start ||
+            core_slim_plan(*prefix, L, c->cfg.slim_stack_max, P, why, sizeof(why))) {
+            if (*plen < L->data_start)
+                snprintf(why, sizeof(why), "notes not available");
+            /* better a full core than none */
+            c->mode = CP_MODE_FULL;
+            snprintf(c->mode_reason, sizeof(c->mode_reason), "slim plan failed (%s): full core",
+                     why);
+        }
+    }
+    return c->mode == CP_MODE_SLIM ? P->size : L->size;
+}
+
+/* Full mode: the stream itself, the prefix first, up to the core's size. */
+static void copy_full(struct sink *k, struct pipe_in *p, const uint8_t *prefix, size_t plen,
+                      const struct core_layout *L)
+{
+    uint64_t take = plen < L->size ? plen : L->size;
+    sink_write(k, prefix, (size_t)take);
+    while (sink_pos(k) < L->size && !k->stop_writing) {
+        size_t a;
+        uint8_t *d = reserve(k, &a);
+        if (a > L->size - sink_pos(k))
+            a = (size_t)(L->size - sink_pos(k));
+        size_t got = pipe_fill(p, d, a);
+        commit(k, got);
+        if (got < a)
+            break;
+    }
+}
+
+/* Slim mode: the plan's new headers, then each kept piece of the stream at its place in the slim
+ * core (zeros between), skipping the rest; then the rest of the stream is read so that the stream
+ * hash covers the whole core and the dump completes. in_pos: stream offset of the next byte. */
+static void copy_slim(struct sink *k, struct pipe_in *p, const struct slim_plan *P,
+                      const struct core_layout *L, uint64_t in_pos)
+{
+    sink_write(k, P->head, P->head_len);
+    uint8_t *scratch = malloc(1 << 20);
+    for (size_t i = 0; i < P->npieces && scratch && !k->stop_writing; i++) {
+        const struct slim_piece *sp = &P->pieces[i];
+        if (sp->in_off < in_pos)
+            break; /* overlapping pieces: cannot happen with kernel cores */
+        skip_bytes(p, sp->in_off - in_pos, scratch, 1 << 20);
+        in_pos = p->bytes;
+        if (in_pos != sp->in_off)
+            break;
+        if (sink_pos(k) < sp->out_off)
+            sink_zero(k, sp->out_off - sink_pos(k));
+        uint64_t left = sp->len;
+        while (left && !k->stop_writing) {
+            size_t a;
+            uint8_t *d = reserve(k, &a);
+            if (a > left)
+                a = (size_t)left;
+            size_t got = pipe_fill(p, d, a);
+            commit(k, got);
+            left -= got;
+            if (got < a)
+                break;
+        }
+        in_pos = p->bytes;
+        if (left)
+            break;
+    }
+    free(scratch);
+    /* read the rest so the stream hash covers the whole core and the dump completes */
+    if (!p->eof && !p->timed_out && !k->stop_writing) {
+        uint8_t *s2 = malloc(1 << 20);
+        if (s2)
+            skip_bytes(p, L->size > p->bytes ? L->size - p->bytes : 0, s2, 1 << 20);
+        free(s2);
+    }
+}
+
+/* What is still in the pipe beyond the declared size is counted, not stored (a second at most).
+ * Returns the bytes. */
+static uint64_t drain_extra(struct pipe_in *p, const struct sink *k, const struct core_layout *L)
+{
+    uint64_t extra = 0;
+    if (!p->eof && !p->timed_out && !k->stop_writing && p->bytes >= L->size) {
+        uint8_t tmp[65536];
+        double dl = p->deadline;
+        p->deadline = now_mono() + 1.0 < dl ? now_mono() + 1.0 : dl;
+        ssize_t r;
+        uint64_t before = p->bytes;
+        while ((r = pipe_read(p, tmp, sizeof(tmp))) > 0)
+            ;
+        extra = p->bytes - before;
+        p->timed_out = 0;
+    }
+    return extra;
+}
+
+/* The core's outcome after the copy: why it is short (NULL: it is not), its member hash,
+ * capture.json's core{} fields, the member closed with its padding, and the step. */
+static void core_result(struct cap *c, struct pipe_in *p, struct sink *k,
+                        const struct core_layout *L, const struct slim_plan *P, uint64_t declared,
+                        uint64_t extra, double t)
+{
+    cJSON *core = c->core;
+    uint64_t written = k->written;
+    const char *reason = NULL;
+    char rbuf[200];
+    if (k->stop_writing)
+        reason = k->stop_reason;
+    else if (p->timed_out) {
+        snprintf(rbuf, sizeof(rbuf), "deadline of %u s reached", c->cfg.deadline_s);
+        reason = rbuf;
+    } else if (p->error) {
+        snprintf(rbuf, sizeof(rbuf), "pipe read failed: %s", strerror(p->error));
+        reason = rbuf;
+    } else if (written < declared) {
+        snprintf(rbuf, sizeof(rbuf), "stream ended at %llu of %llu bytes",
+                 (unsigned long long)p->bytes, (unsigned long long)L->size);
+        reason = rbuf;
+    }
+    /* The member hash: in full mode the member is the stream itself (plus zero padding), so the
+     * stream hash is reused rather than hashing every byte twice. */
+    struct xxh64 mh = k->member_hash;
+    int have_mh = 1;
+    if (c->mode == CP_MODE_FULL && !k->hash_member) {
+        mh = p->hash;
+        have_mh = written == p->bytes - extra;
+    } else if (k->stop_writing) {
+        have_mh = 1; /* hashed in write order: exactly what reached the file */
+    }
+    if (written < declared) {
+        static const uint8_t zb[1 << 14];
+        for (uint64_t left = declared - written; have_mh && left;) {
+            size_t a = left < sizeof(zb) ? (size_t)left : sizeof(zb);
+            xxh64_update(&mh, zb, a);
+            left -= a;
+        }
+        cJSON_AddBoolToObject(core, "truncated", 1);
+        cJSON_AddStringToObject(core, "truncation_reason", reason ? reason : "incomplete");
+    } else {
+        cJSON_AddBoolToObject(core, "truncated", 0);
+    }
+    if (bw_end(&c->bw, c->cfg.frame_size) < 0)
+        cap_step(c, "core_padding", "failed", t, "%s", strerror(c->bw.err));
+    char hx[20];
+    cJSON_AddStringToObject(core, "mode", cp_mode_name(c->mode));
+    cJSON_AddNumberToObject(core, "stream_bytes", (double)p->bytes);
+    cJSON_AddNumberToObject(core, "stored_bytes", (double)written);
+    cJSON_AddNumberToObject(core, "extra_bytes", (double)extra);
+    cJSON_AddStringToObject(core, "stream_xxh64", hex64(hx, xxh64_digest(&p->hash)));
+    if (have_mh)
+        cJSON_AddStringToObject(core, "member_xxh64", hex64(hx, xxh64_digest(&mh)));
+    cJSON_AddNumberToObject(core, "compressed_bytes", (double)k->compressed);
+    cJSON_AddNumberToObject(core, "frames", (double)k->frames);
+    cJSON_AddNumberToObject(core, "pipe_reads", (double)p->reads);
+    cJSON_AddNumberToObject(core, "redacted_ranges", (double)p->nredact);
+    cJSON_AddNumberToObject(core, "redacted_bytes", (double)p->redacted);
+    if (c->mode == CP_MODE_SLIM) {
+        cJSON_AddNumberToObject(core, "slim_kept_bytes", (double)P->kept);
+        cJSON_AddNumberToObject(core, "slim_stacks", (double)P->stacks);
+        cJSON_AddNumberToObject(core, "slim_segments", (double)P->npieces);
+    }
+    cap_step(c, "core", reason ? "failed" : "ok", t, "%s", reason ? reason : "");
+}
+
+/* The core step: headers -> redaction map -> mode (full or slim) -> the core member's frames ->
+ * the outcome in capture.json. */
 void stream_core(struct cap *c)
 {
     double t = now_mono();
@@ -418,51 +658,11 @@ void stream_core(struct cap *c)
     /* a bigger pipe means fewer wakeups for the dumping task and for us */
     fcntl(0, F_SETPIPE_SZ, 1 << 20);
 
-    size_t pcap = 1 << 16, plen = 0;
-    uint8_t *prefix = malloc(pcap);
+    uint8_t *prefix;
+    size_t plen;
     struct core_layout L;
-    memset(&L, 0, sizeof(L));
     char why[200] = "";
-    int pr = 1;
-    uint64_t need = 64;
-    while (prefix && pr == 1) {
-        if (need > CORE_PREFIX_MAX) {
-            snprintf(why, sizeof(why), "core headers larger than %u bytes", CORE_PREFIX_MAX);
-            pr = -1;
-            break;
-        }
-        if (need > pcap) {
-            size_t nc = pcap;
-            while (nc < need)
-                nc *= 2;
-            uint8_t *np = realloc(prefix, nc);
-            if (!np)
-                break;
-            prefix = np;
-            pcap = nc;
-        }
-        if (need > plen) {
-            size_t got = pipe_fill(&p, prefix + plen, (size_t)need - plen);
-            plen += got;
-            if (plen < need) {
-                snprintf(why, sizeof(why), "stream ended after %zu bytes, inside the ELF headers",
-                         plen);
-                pr = -1;
-                break;
-            }
-        }
-        pr = core_layout_parse(prefix, plen, &L, &need, why, sizeof(why));
-        if (pr == 0 && L.data_start > plen) {
-            need = L.data_start; /* the notes, for the slim plan and the frame cuts */
-            if (need <= CORE_PREFIX_MAX) {
-                pr = 1;
-                core_layout_free(&L);
-            } else {
-                pr = 0;
-            }
-        }
-    }
-    if (pr != 0) {
+    if (read_headers(&p, &prefix, &plen, &L, why, sizeof(why))) {
         cJSON_AddStringToObject(core, "error", why[0] ? why : "out of memory");
         cap_step(c, "core", "failed", t, "%s", why[0] ? why : "out of memory");
         free(prefix);
@@ -477,32 +677,7 @@ void stream_core(struct cap *c)
     cJSON_AddNumberToObject(core, "segments", (double)L.nsegs);
 
     struct slim_plan P;
-    memset(&P, 0, sizeof(P));
-    if (c->mode == CP_MODE_FULL && L.size > c->cfg.max_core_size) {
-        c->mode = CP_MODE_SLIM;
-        snprintf(c->mode_reason, sizeof(c->mode_reason),
-                 "core of %llu bytes is over max_core_size (%llu): slim instead",
-                 (unsigned long long)L.size, (unsigned long long)c->cfg.max_core_size);
-        if (L.data_start > plen && L.data_start <= CORE_PREFIX_MAX) {
-            uint8_t *np = realloc(prefix, L.data_start);
-            if (np) {
-                prefix = np;
-                plen += pipe_fill(&p, prefix + plen, (size_t)(L.data_start - plen));
-            }
-        }
-    }
-    if (c->mode == CP_MODE_SLIM) {
-        if (plen < L.data_start ||
-            core_slim_plan(prefix, &L, c->cfg.slim_stack_max, &P, why, sizeof(why))) {
-            if (plen < L.data_start)
-                snprintf(why, sizeof(why), "notes not available");
-            /* better a full core than none */
-            c->mode = CP_MODE_FULL;
-            snprintf(c->mode_reason, sizeof(c->mode_reason), "slim plan failed (%s): full core",
-                     why);
-        }
-    }
-    uint64_t declared = c->mode == CP_MODE_SLIM ? P.size : L.size;
+    uint64_t declared = choose_core_mode(c, &p, &prefix, &plen, &L, &P);
     cJSON_AddNumberToObject(core, "declared_size", (double)declared);
 
     guard_vacuum(c, declared / 4);
@@ -538,134 +713,15 @@ void stream_core(struct cap *c)
     }
     k.cuts = cuts;
 
-    uint64_t in_pos = plen; /* stream offset of the next byte read */
-    if (c->mode == CP_MODE_FULL) {
-        uint64_t take = plen < L.size ? plen : L.size;
-        sink_write(&k, prefix, (size_t)take);
-        while (sink_pos(&k) < L.size && !k.stop_writing) {
-            size_t a;
-            uint8_t *d = reserve(&k, &a);
-            if (a > L.size - sink_pos(&k))
-                a = (size_t)(L.size - sink_pos(&k));
-            size_t got = pipe_fill(&p, d, a);
-            commit(&k, got);
-            in_pos += got;
-            if (got < a)
-                break;
-        }
-    } else {
-        sink_write(&k, P.head, P.head_len);
-        uint8_t *scratch = malloc(1 << 20);
-        for (size_t i = 0; i < P.npieces && scratch && !k.stop_writing; i++) {
-            struct slim_piece *sp = &P.pieces[i];
-            if (sp->in_off < in_pos)
-                break; /* overlapping pieces: cannot happen with kernel cores */
-            skip_bytes(&p, sp->in_off - in_pos, scratch, 1 << 20);
-            in_pos = p.bytes;
-            if (in_pos != sp->in_off)
-                break;
-            if (sink_pos(&k) < sp->out_off)
-                sink_zero(&k, sp->out_off - sink_pos(&k));
-            uint64_t left = sp->len;
-            while (left && !k.stop_writing) {
-                size_t a;
-                uint8_t *d = reserve(&k, &a);
-                if (a > left)
-                    a = (size_t)left;
-                size_t got = pipe_fill(&p, d, a);
-                commit(&k, got);
-                left -= got;
-                if (got < a)
-                    break;
-            }
-            in_pos = p.bytes;
-            if (left)
-                break;
-        }
-        free(scratch);
-        /* read the rest so the stream hash covers the whole core and the dump completes */
-        if (!p.eof && !p.timed_out && !k.stop_writing) {
-            uint8_t *s2 = malloc(1 << 20);
-            if (s2)
-                skip_bytes(&p, L.size > p.bytes ? L.size - p.bytes : 0, s2, 1 << 20);
-            free(s2);
-        }
-    }
-    /* what is still in the pipe beyond the declared size is counted, not stored */
-    uint64_t extra = 0;
-    if (!p.eof && !p.timed_out && !k.stop_writing && p.bytes >= L.size) {
-        uint8_t tmp[65536];
-        double dl = p.deadline;
-        p.deadline = now_mono() + 1.0 < dl ? now_mono() + 1.0 : dl;
-        ssize_t r;
-        uint64_t before = p.bytes;
-        while ((r = pipe_read(&p, tmp, sizeof(tmp))) > 0)
-            ;
-        extra = p.bytes - before;
-        p.timed_out = 0;
-    }
+    if (c->mode == CP_MODE_FULL)
+        copy_full(&k, &p, prefix, plen, &L);
+    else
+        copy_slim(&k, &p, &P, &L, plen);
+    uint64_t extra = drain_extra(&p, &k, &L);
     sink_close(&k);
     free(cuts);
-    uint64_t written = k.written;
-    const char *reason = NULL;
-    char rbuf[200];
-    if (k.stop_writing)
-        reason = k.stop_reason;
-    else if (p.timed_out) {
-        snprintf(rbuf, sizeof(rbuf), "deadline of %u s reached", c->cfg.deadline_s);
-        reason = rbuf;
-    } else if (p.error) {
-        snprintf(rbuf, sizeof(rbuf), "pipe read failed: %s", strerror(p.error));
-        reason = rbuf;
-    } else if (written < declared) {
-        snprintf(rbuf, sizeof(rbuf), "stream ended at %llu of %llu bytes",
-                 (unsigned long long)p.bytes, (unsigned long long)L.size);
-        reason = rbuf;
-    }
-    /* The member hash: in full mode the member is the stream itself (plus zero padding), so the
-     * stream hash is reused rather than hashing every byte twice. */
-    struct xxh64 mh = k.member_hash;
-    int have_mh = 1;
-    if (c->mode == CP_MODE_FULL && !k.hash_member) {
-        mh = p.hash;
-        have_mh = written == p.bytes - extra;
-    } else if (k.stop_writing) {
-        have_mh = 1; /* hashed in write order: exactly what reached the file */
-    }
-    if (written < declared) {
-        static const uint8_t zb[1 << 14];
-        for (uint64_t left = declared - written; have_mh && left;) {
-            size_t a = left < sizeof(zb) ? (size_t)left : sizeof(zb);
-            xxh64_update(&mh, zb, a);
-            left -= a;
-        }
-        cJSON_AddBoolToObject(core, "truncated", 1);
-        cJSON_AddStringToObject(core, "truncation_reason", reason ? reason : "incomplete");
-    } else {
-        cJSON_AddBoolToObject(core, "truncated", 0);
-    }
-    if (bw_end(&c->bw, c->cfg.frame_size) < 0)
-        cap_step(c, "core_padding", "failed", t, "%s", strerror(c->bw.err));
-    char hx[20];
-    cJSON_AddStringToObject(core, "mode", cp_mode_name(c->mode));
-    cJSON_AddNumberToObject(core, "stream_bytes", (double)p.bytes);
-    cJSON_AddNumberToObject(core, "stored_bytes", (double)written);
-    cJSON_AddNumberToObject(core, "extra_bytes", (double)extra);
-    cJSON_AddStringToObject(core, "stream_xxh64", hex64(hx, xxh64_digest(&p.hash)));
-    if (have_mh)
-        cJSON_AddStringToObject(core, "member_xxh64", hex64(hx, xxh64_digest(&mh)));
-    cJSON_AddNumberToObject(core, "compressed_bytes", (double)k.compressed);
-    cJSON_AddNumberToObject(core, "frames", (double)k.frames);
-    cJSON_AddNumberToObject(core, "pipe_reads", (double)p.reads);
-    cJSON_AddNumberToObject(core, "redacted_ranges", (double)p.nredact);
-    cJSON_AddNumberToObject(core, "redacted_bytes", (double)p.redacted);
+    core_result(c, &p, &k, &L, &P, declared, extra, t);
     free(p.redact);
-    if (c->mode == CP_MODE_SLIM) {
-        cJSON_AddNumberToObject(core, "slim_kept_bytes", (double)P.kept);
-        cJSON_AddNumberToObject(core, "slim_stacks", (double)P.stacks);
-        cJSON_AddNumberToObject(core, "slim_segments", (double)P.npieces);
-    }
-    cap_step(c, "core", reason ? "failed" : "ok", t, "%s", reason ? reason : "");
     free(prefix);
     core_layout_free(&L);
     core_slim_free(&P);

@@ -7,6 +7,7 @@
  * is what a save cut short by a crash (or a full disk) breaks. */
 #include "checkpoint.h"
 #include "lazylib.h"
+#include "util.h"
 
 #include <cjson/cJSON.h>
 #include <zip.h>
@@ -433,18 +434,12 @@ static int newer(const struct timespec *a, const struct timespec *b)
     return a->tv_sec != b->tv_sec ? a->tv_sec > b->tv_sec : a->tv_nsec > b->tv_nsec;
 }
 
-static double mono(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 int ckv_scan_dir(int dirfd, const struct stat *skip, unsigned budget_ms, struct ckv_scan *s)
 {
     memset(s, 0, sizeof(*s));
     s->valid = -1;
-    double deadline = mono() + budget_ms / 1000.0;
+    double deadline = now_mono() + budget_ms / 1000.0;
     int dfd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0)
         return -1;
@@ -478,12 +473,12 @@ int ckv_scan_dir(int dirfd, const struct stat *skip, unsigned budget_ms, struct 
         memmove(&top[at + 1], &top[at], (nt - 1 - at) * sizeof(top[0]));
         snprintf(top[at].name, sizeof(top[at].name), "%s", e->d_name);
         top[at].mt = st.st_mtim;
-        if (mono() > deadline)
+        if (now_mono() > deadline)
             break;
     }
     closedir(d);
     for (size_t i = 0; i < nt; i++) {
-        if (mono() > deadline) {
+        if (now_mono() > deadline) {
             s->stopped = 1;
             break;
         }

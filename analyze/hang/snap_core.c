@@ -745,20 +745,14 @@ static cJSON *thread_json(const struct thr *t)
     return o;
 }
 
-int snap_stop_and_write(pid_t pid, const struct snap_opts *o, int core_fd, int info_fd, char *err,
-                        size_t errlen)
+/* Seizes every thread of pid (PTRACE_SEIZE: nothing stops yet), threads started meanwhile too:
+ * *th grows with list_tasks. 0, or -1 with the message in err when the main thread cannot be. */
+static int seize_all(pid_t pid, struct thr **thp, size_t *ntp, size_t *capp, char *err,
+                     size_t errlen)
 {
-    double t0 = now_ms();
-    struct thr *th = NULL;
-    size_t nt = 0, cap = 0;
-    if (list_tasks(pid, &th, &nt, &cap) < 0) {
-        cp_errmsg(err, errlen, "/proc/%d: %s", (int)pid, strerror(errno));
-        return -1;
-    }
-    int rc = 0;
-    /* seize everything, threads started meanwhile too */
     for (int pass = 0; pass < 4; pass++) {
-        for (size_t i = 0; i < nt; i++) {
+        struct thr *th = *thp;
+        for (size_t i = 0; i < *ntp; i++) {
             if (th[i].seized || th[i].gone)
                 continue;
             if (ptrace(PTRACE_SEIZE, th[i].tid, 0, 0) == 0)
@@ -768,29 +762,26 @@ int snap_stop_and_write(pid_t pid, const struct snap_opts *o, int core_fd, int i
             else if (i == 0 || th[i].tid == pid) {
                 cp_errmsg(err, errlen, "ptrace(PTRACE_SEIZE, %d): %s", (int)th[i].tid,
                           strerror(errno));
-                free(th);
                 return -1;
             }
         }
-        if (list_tasks(pid, &th, &nt, &cap) <= 0)
+        if (list_tasks(pid, thp, ntp, capp) <= 0)
             break;
     }
-    /* the mappings (smaps walks page tables: before the stop, not during it) */
-    struct map *m = NULL;
-    size_t nm = 0;
-    parse_maps(pid, &m, &nm);
-    /* the kernel's view first: it shows the hang, not our stop */
-    for (size_t i = 0; i < nt; i++)
-        if (!th[i].gone)
-            kernel_view(pid, &th[i]);
-    double t_stop0 = now_ms();
+    return 0;
+}
+
+/* Interrupts every seized thread and waits for the stops; each thread gets o->timeout_ms from
+ * its interrupt (50 ms when it is in uninterruptible sleep already). Records stop times and the
+ * signal a signal-delivery stop took (it goes back on detach). */
+static void stop_all(struct thr *th, size_t nt, const struct snap_opts *o)
+{
     for (size_t i = 0; i < nt; i++)
         if (th[i].seized) {
             th[i].t_interrupt = now_ms();
             if (ptrace(PTRACE_INTERRUPT, th[i].tid, 0, 0))
                 th[i].gone = errno == ESRCH;
         }
-    /* wait for the stops; each thread gets timeout_ms from its interrupt */
     for (;;) {
         size_t waiting = 0;
         double last = 0;
@@ -828,7 +819,12 @@ int snap_stop_and_write(pid_t pid, const struct snap_opts *o, int core_fd, int i
             }
         }
     }
-    /* registers */
+}
+
+/* The stopped threads' registers, then the futex words of those blocked in futex(2) (the
+ * syscall's first argument, read through /proc/<pid>/mem) and the host tid of a futex owner. */
+static void read_threads(struct thr *th, size_t nt, int memfd)
+{
     for (size_t i = 0; i < nt; i++) {
         struct thr *t = &th[i];
         if (!t->stopped)
@@ -838,9 +834,6 @@ int snap_stop_and_write(pid_t pid, const struct snap_opts *o, int core_fd, int i
         io = (struct iovec){&t->fp, sizeof(t->fp)};
         t->have_fp = ptrace(PTRACE_GETREGSET, t->tid, (void *)NT_PRFPREG, &io) == 0;
     }
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
-    int memfd = open(path, O_RDONLY | O_CLOEXEC);
     for (size_t i = 0; i < nt; i++)
         if (th[i].nr == 202 && memfd >= 0 &&
             pread(memfd, th[i].futex_word, sizeof(th[i].futex_word), (off_t)th[i].args[0]) ==
@@ -851,25 +844,20 @@ int snap_stop_and_write(pid_t pid, const struct snap_opts *o, int core_fd, int i
         for (size_t j = 0; th[i].have_futex && j < nt; j++)
             if (th[j].ns_tid && th[j].ns_tid == (pid_t)th[i].futex_word[2])
                 th[i].owner_host = th[j].tid;
-    struct plan P = {0};
-    make_plan(m, nm, th, nt, o, &P);
-    if (!o->full && memfd >= 0) { /* the Python walker's pages (snap_python.h) */
-        struct py_pages pp = {&P, m, nm};
-        for (size_t i = 0; i < nm; i++)
-            if (m[i].pgoff == 0 && is_file_map(&m[i]) && snap_python_module(m[i].path) &&
-                (i == 0 || strcmp(m[i - 1].path, m[i].path)))
-                snap_python_pages(pid, memfd, m[i].path, m[i].lo, py_page, &pp);
-        plan_merge(&P);
-    }
-    struct buf notes = {0};
-    build_notes(&notes, pid, th, nt, m, nm);
-    uint64_t unreadable = 0, kept = 0;
-    double t_core0 = now_ms();
-    if (notes.oom || (P.n + 1) >= PN_XNUM) {
-        cp_errmsg(err, errlen, "%s", notes.oom ? "out of memory" : "too many segments");
+}
+
+/* Writes the core to core_fd: the ELF header, the note and load program headers, the notes,
+ * page-aligned padding, then each planned range from memfd. Adds the segment bytes to *kept and
+ * the bytes that could not be read (zeros in the core) to *unreadable. 0, or -1 with err. */
+static int write_core(int core_fd, int memfd, const struct plan *P, const struct buf *notes,
+                      uint64_t *kept, uint64_t *unreadable, char *err, size_t errlen)
+{
+    int rc = 0;
+    if (notes->oom || (P->n + 1) >= PN_XNUM) {
+        cp_errmsg(err, errlen, "%s", notes->oom ? "out of memory" : "too many segments");
         rc = -1;
     } else {
-        size_t phn = 1 + P.n;
+        size_t phn = 1 + P->n;
         size_t head = sizeof(Elf64_Ehdr) + phn * sizeof(Elf64_Phdr);
         Elf64_Ehdr eh;
         memset(&eh, 0, sizeof(eh));
@@ -887,22 +875,22 @@ int snap_stop_and_write(pid_t pid, const struct snap_opts *o, int core_fd, int i
         eh.e_phnum = (uint16_t)phn;
         struct buf hb = {0};
         put(&hb, &eh, sizeof(eh));
-        Elf64_Phdr nph = {.p_type = PT_NOTE, .p_offset = head, .p_filesz = notes.len};
+        Elf64_Phdr nph = {.p_type = PT_NOTE, .p_offset = head, .p_filesz = notes->len};
         put(&hb, &nph, sizeof(nph));
-        uint64_t off = (head + notes.len + PAGE - 1) & ~(PAGE - 1);
-        for (size_t i = 0; i < P.n; i++) {
+        uint64_t off = (head + notes->len + PAGE - 1) & ~(PAGE - 1);
+        for (size_t i = 0; i < P->n; i++) {
             Elf64_Phdr ph = {.p_type = PT_LOAD,
-                             .p_flags = P.p[i].flags,
+                             .p_flags = P->p[i].flags,
                              .p_offset = off,
-                             .p_vaddr = P.p[i].lo,
-                             .p_filesz = P.p[i].hi - P.p[i].lo,
-                             .p_memsz = P.p[i].hi - P.p[i].lo,
+                             .p_vaddr = P->p[i].lo,
+                             .p_filesz = P->p[i].hi - P->p[i].lo,
+                             .p_memsz = P->p[i].hi - P->p[i].lo,
                              .p_align = PAGE};
             put(&hb, &ph, sizeof(ph));
             off += ph.p_filesz; /* page multiples: stays aligned */
-            kept += ph.p_filesz;
+            *kept += ph.p_filesz;
         }
-        put(&hb, notes.p, notes.len);
+        put(&hb, notes->p, notes->len);
         size_t scap = 1 << 20;
         uint8_t *scratch = malloc(scap);
         if (hb.oom || !scratch || memfd < 0) {
@@ -910,13 +898,13 @@ int snap_stop_and_write(pid_t pid, const struct snap_opts *o, int core_fd, int i
                       memfd < 0 ? "cannot open the process's memory" : "out of memory");
             rc = -1;
         } else if (write_all(core_fd, hb.p, hb.len) ||
-                   write_zero(core_fd, ((head + notes.len + PAGE - 1) & ~(PAGE - 1)) - hb.len)) {
+                   write_zero(core_fd, ((head + notes->len + PAGE - 1) & ~(PAGE - 1)) - hb.len)) {
             cp_errmsg(err, errlen, "writing the core: %s", strerror(errno));
             rc = -1;
         } else {
-            for (size_t i = 0; i < P.n && rc == 0; i++)
-                if (copy_range(memfd, core_fd, P.p[i].lo, P.p[i].hi, scratch, scap,
-                               &unreadable)) {
+            for (size_t i = 0; i < P->n && rc == 0; i++)
+                if (copy_range(memfd, core_fd, P->p[i].lo, P->p[i].hi, scratch, scap,
+                               unreadable)) {
                     cp_errmsg(err, errlen, "writing the core: %s", strerror(errno));
                     rc = -1;
                 }
@@ -924,6 +912,90 @@ int snap_stop_and_write(pid_t pid, const struct snap_opts *o, int core_fd, int i
         free(scratch);
         free(hb.p);
     }
+    return rc;
+}
+
+/* snap.json: the stop's timings (t: start, stop, core write start and end, detach), counts, the
+ * core written, and each thread's state. */
+static cJSON *snap_info(pid_t pid, const struct snap_opts *o, const struct thr *th, size_t nt,
+                        const struct plan *P, uint64_t kept, uint64_t unreadable,
+                        const double t[5], int rc, const char *err)
+{
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "format", "crashpack-snap/1");
+    cJSON_AddNumberToObject(j, "pid", pid);
+    cJSON_AddStringToObject(j, "core", o->full ? "full" : "slim");
+    cJSON_AddStringToObject(j, "arch", "x86_64");
+    cJSON *s = cJSON_AddObjectToObject(j, "stop");
+    cJSON_AddNumberToObject(s, "timeout_ms", o->timeout_ms);
+    cJSON_AddNumberToObject(s, "prepare_ms", (double)(long)((t[1] - t[0]) * 10) / 10);
+    cJSON_AddNumberToObject(s, "stopped_ms", (double)(long)((t[4] - t[1]) * 10) / 10);
+    cJSON_AddNumberToObject(s, "core_write_ms", (double)(long)((t[3] - t[2]) * 10) / 10);
+    size_t nstop = 0, nnot = 0;
+    for (size_t i = 0; i < nt; i++) {
+        nstop += th[i].stopped;
+        nnot += !th[i].stopped && !th[i].gone;
+    }
+    cJSON_AddNumberToObject(s, "threads", (double)nt);
+    cJSON_AddNumberToObject(s, "threads_stopped", (double)nstop);
+    cJSON_AddNumberToObject(s, "threads_not_stopped", (double)nnot);
+    cJSON *cj = cJSON_AddObjectToObject(j, "core_info");
+    cJSON_AddNumberToObject(cj, "segments", (double)P->n);
+    cJSON_AddNumberToObject(cj, "bytes", (double)kept);
+    cJSON_AddNumberToObject(cj, "unreadable_bytes", (double)unreadable);
+    if (rc)
+        cJSON_AddStringToObject(j, "error", err);
+    cJSON *ta = cJSON_AddArrayToObject(j, "threads");
+    for (size_t i = 0; i < nt; i++)
+        cJSON_AddItemToArray(ta, thread_json(&th[i]));
+    return j;
+}
+
+int snap_stop_and_write(pid_t pid, const struct snap_opts *o, int core_fd, int info_fd, char *err,
+                        size_t errlen)
+{
+    double t0 = now_ms();
+    struct thr *th = NULL;
+    size_t nt = 0, cap = 0;
+    if (list_tasks(pid, &th, &nt, &cap) < 0) {
+        cp_errmsg(err, errlen, "/proc/%d: %s", (int)pid, strerror(errno));
+        return -1;
+    }
+    int rc = 0;
+    /* seize everything, threads started meanwhile too */
+    if (seize_all(pid, &th, &nt, &cap, err, errlen)) {
+        free(th);
+        return -1;
+    }
+    /* the mappings (smaps walks page tables: before the stop, not during it) */
+    struct map *m = NULL;
+    size_t nm = 0;
+    parse_maps(pid, &m, &nm);
+    /* the kernel's view first: it shows the hang, not our stop */
+    for (size_t i = 0; i < nt; i++)
+        if (!th[i].gone)
+            kernel_view(pid, &th[i]);
+    double t_stop0 = now_ms();
+    stop_all(th, nt, o);
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
+    int memfd = open(path, O_RDONLY | O_CLOEXEC);
+    read_threads(th, nt, memfd);
+    struct plan P = {0};
+    make_plan(m, nm, th, nt, o, &P);
+    if (!o->full && memfd >= 0) { /* the Python walker's pages (snap_python.h) */
+        struct py_pages pp = {&P, m, nm};
+        for (size_t i = 0; i < nm; i++)
+            if (m[i].pgoff == 0 && is_file_map(&m[i]) && snap_python_module(m[i].path) &&
+                (i == 0 || strcmp(m[i - 1].path, m[i].path)))
+                snap_python_pages(pid, memfd, m[i].path, m[i].lo, py_page, &pp);
+        plan_merge(&P);
+    }
+    struct buf notes = {0};
+    build_notes(&notes, pid, th, nt, m, nm);
+    uint64_t unreadable = 0, kept = 0;
+    double t_core0 = now_ms();
+    rc = write_core(core_fd, memfd, &P, &notes, &kept, &unreadable, err, errlen);
     double t_core1 = now_ms();
     /* let go: stopped threads now; the others when this process exits */
     for (size_t i = 0; i < nt; i++)
@@ -935,33 +1007,8 @@ int snap_stop_and_write(pid_t pid, const struct snap_opts *o, int core_fd, int i
     if (memfd >= 0)
         close(memfd);
 
-    cJSON *j = cJSON_CreateObject();
-    cJSON_AddStringToObject(j, "format", "crashpack-snap/1");
-    cJSON_AddNumberToObject(j, "pid", pid);
-    cJSON_AddStringToObject(j, "core", o->full ? "full" : "slim");
-    cJSON_AddStringToObject(j, "arch", "x86_64");
-    cJSON *s = cJSON_AddObjectToObject(j, "stop");
-    cJSON_AddNumberToObject(s, "timeout_ms", o->timeout_ms);
-    cJSON_AddNumberToObject(s, "prepare_ms", (double)(long)((t_stop0 - t0) * 10) / 10);
-    cJSON_AddNumberToObject(s, "stopped_ms", (double)(long)((t_end - t_stop0) * 10) / 10);
-    cJSON_AddNumberToObject(s, "core_write_ms", (double)(long)((t_core1 - t_core0) * 10) / 10);
-    size_t nstop = 0, nnot = 0;
-    for (size_t i = 0; i < nt; i++) {
-        nstop += th[i].stopped;
-        nnot += !th[i].stopped && !th[i].gone;
-    }
-    cJSON_AddNumberToObject(s, "threads", (double)nt);
-    cJSON_AddNumberToObject(s, "threads_stopped", (double)nstop);
-    cJSON_AddNumberToObject(s, "threads_not_stopped", (double)nnot);
-    cJSON *cj = cJSON_AddObjectToObject(j, "core_info");
-    cJSON_AddNumberToObject(cj, "segments", (double)P.n);
-    cJSON_AddNumberToObject(cj, "bytes", (double)kept);
-    cJSON_AddNumberToObject(cj, "unreadable_bytes", (double)unreadable);
-    if (rc)
-        cJSON_AddStringToObject(j, "error", err);
-    cJSON *ta = cJSON_AddArrayToObject(j, "threads");
-    for (size_t i = 0; i < nt; i++)
-        cJSON_AddItemToArray(ta, thread_json(&th[i]));
+    const double t[5] = {t0, t_stop0, t_core0, t_core1, t_end};
+    cJSON *j = snap_info(pid, o, th, nt, &P, kept, unreadable, t, rc, err);
     char *out = cJSON_PrintUnformatted(j);
     cJSON_Delete(j);
     if (out) {

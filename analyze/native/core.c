@@ -289,26 +289,6 @@ size_t core_thread_dwarf_regs(const struct core *c, const struct core_thread *t,
 
 /* ---- notes ---- */
 
-int core_note_next(const unsigned char *buf, size_t len, size_t *pos, struct core_note *out)
-{
-    Elf_Data d = {.d_buf = (void *)buf, .d_type = ELF_T_NHDR, .d_size = len,
-                  .d_version = EV_CURRENT};
-    GElf_Nhdr nh;
-    size_t name_off = 0, desc_off = 0;
-    if (*pos >= len || ((uintptr_t)buf & 3))
-        return 0;
-    size_t next = gelf_getnote(&d, *pos, &nh, &name_off, &desc_off);
-    if (next == 0 || next <= *pos)
-        return 0;
-    out->type = nh.n_type;
-    out->name = (const char *)buf + name_off;
-    out->namesz = nh.n_namesz;
-    out->desc = buf + desc_off;
-    out->descsz = nh.n_descsz;
-    *pos = next;
-    return 1;
-}
-
 static int name_is(const struct core_note *n, const char *want)
 {
     size_t l = strlen(want) + 1;

@@ -28,6 +28,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "format.h"
+
 struct bundle;
 struct bundle_member;
 
@@ -150,16 +152,8 @@ uint64_t core_thread_fp(const struct core *c, const struct core_thread *t);
 size_t core_thread_dwarf_regs(const struct core *c, const struct core_thread *t, uint64_t *out,
                               size_t max);
 
-/* Iterates ELF notes in buf[0..len) (4-byte aligned note format), e.g. a build-id note read from
- * memory: returns 1 with the next note's fields, 0 at the end or at the first malformed note. */
-struct core_note {
-    uint32_t type;
-    const char *name; /* not NUL-terminated when namesz is wrong: use namesz */
-    uint32_t namesz;
-    const unsigned char *desc;
-    uint32_t descsz;
-};
-int core_note_next(const unsigned char *buf, size_t len, size_t *pos, struct core_note *out);
+/* ELF notes (the core's, or a build-id note read from memory) are walked with core_note_next
+ * and struct core_note from format.h, the one walk the handler uses too. */
 
 const char *core_strerror(int code);
 

@@ -15,6 +15,9 @@ Usage: hostile_core.py KIND IN OUT       (KIND: one of the names below; `list` p
                      past the analyzer's 64 MiB cap on notes)
   phnum-xnum         e_phnum set to PN_XNUM (0xffff) with no section header to hold the real count
   load-overlap       every PT_LOAD moved to the same address (overlapping segments)
+  threads-N          the crashed thread's notes (NT_PRSTATUS up to the next one) repeated until the
+                     core has N threads (pids counting up), in a new PT_NOTE at the end of the file:
+                     threads-60000 is issue 16's 60,000-thread core
 """
 import random
 import struct
@@ -53,6 +56,33 @@ def notes(b):
         desc = pos + 12 + align4(namesz)
         yield pos, namesz, descsz, ntype, desc
         pos = desc + align4(descsz)
+
+
+def many_threads(b, n):
+    """The notes with the first thread's group (its NT_PRSTATUS and the notes after it up to the
+    next NT_PRSTATUS or a process-wide note) repeated n-1 more times with pids counting up."""
+    at, p = note_seg(b)
+    ns = list(notes(b))
+    raw = lambda x: bytes(b[x[0]: x[4] + align4(x[2])])
+    first = next(i for i, x in enumerate(ns) if x[3] == NT_PRSTATUS)
+    group = [ns[first]]
+    for x in ns[first + 1:]:
+        if x[3] in (NT_PRSTATUS, NT_FILE, NT_SIGINFO, 3, 6):  # prpsinfo=3, auxv=6
+            break
+        group.append(x)
+    out = bytearray(b"".join(raw(x) for x in ns))
+    pid0 = struct.unpack_from("<i", b, ns[first][4] + 32)[0]  # pr_pid in elf_prstatus (x86_64)
+    tmpl = [bytearray(raw(x)) for x in group]
+    for k in range(1, n):
+        for x, t in zip(group, tmpl):
+            if x[3] == NT_PRSTATUS:
+                struct.pack_into("<i", t, 12 + align4(x[1]) + 32, pid0 + 100000 + k)
+            out += t
+    end = (len(b) + 7) & ~7
+    b = bytearray(b) + bytes(end - len(b)) + out
+    p[2], p[5], p[6] = end, len(out), len(out)
+    PHDR.pack_into(b, at, *p)
+    return b
 
 
 def main():
@@ -106,6 +136,8 @@ def main():
             if p[0] == PT_LOAD:
                 p[3] = 0x400000
                 PHDR.pack_into(b, at, *p)
+    elif kind.startswith("threads-") and kind[8:].isdigit():
+        b = many_threads(b, int(kind[8:]))
     else:
         sys.exit("hostile_core.py: unknown kind " + kind)
     open(dst, "wb").write(b)

@@ -151,7 +151,7 @@ static void tw_marker(struct tw *w, const char *name, uint64_t size, uint64_t he
     cJSON_AddNumberToObject(j, "header", (double)header);
     cJSON_AddNumberToObject(j, "data", (double)data);
     char *s = cJSON_PrintUnformatted(j);
-    put32(&w->f, 0x184D2A51u);
+    put32(&w->f, BUNDLE_MAGIC_MARKER);
     put32(&w->f, (uint32_t)strlen(s));
     put(&w->f, s, strlen(s));
     free(s);
@@ -193,7 +193,7 @@ static void tw_member(struct tw *w, const char *name, const void *data, size_t l
 static char *tw_index_json(struct tw *w)
 {
     cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "format", "crashpack-index/1");
+    cJSON_AddStringToObject(root, "format", BUNDLE_INDEX_FORMAT);
     cJSON_AddNumberToObject(root, "tar_size", (double)(w->tar + 1024));
     cJSON *ms = cJSON_AddArrayToObject(root, "members");
     for (size_t i = 0; i < w->n; i++) {
@@ -212,11 +212,11 @@ static char *tw_index_json(struct tw *w)
 
 static void tw_index_raw(struct tw *w, const char *json, size_t n)
 {
-    put32(&w->f, 0x184D2A5Eu);
+    put32(&w->f, BUNDLE_MAGIC_INDEX);
     put32(&w->f, (uint32_t)n + 12);
     put(&w->f, json, n);
     put32(&w->f, (uint32_t)n);
-    put(&w->f, "CPKIDX01", 8);
+    put(&w->f, BUNDLE_INDEX_TRAILER, BUNDLE_INDEX_TRAILER_LEN);
 }
 
 /* The tar end frame, then the index (unless with_index is 0). */
