@@ -58,6 +58,9 @@ cp_restore() {
         umount "$T"/* 2>/dev/null || true
         rm -rf "$T"
     fi
+    # what the test left running in the background must not outlive it (nor hold the lock)
+    local j
+    for j in $(jobs -p); do kill -9 "$j" 2>/dev/null || true; done
     exec 9>&- 2>/dev/null || true
     exit $rc
 }
@@ -66,7 +69,18 @@ cp_restore() {
 cp_setup() {
     cp_need_root
     exec 9>/run/crashpack-test.lock
-    flock 9
+    # a test killed from outside (ctest's timeout sends SIGKILL, so no trap runs) can leave a
+    # background child that inherited fd 9 and keeps the lock; such orphans (parent pid 1) are
+    # killed, processes of live tests never are
+    while ! flock -w 20 9; do
+        local p
+        for p in $(fuser /run/crashpack-test.lock 2>/dev/null); do
+            [ "$p" = $$ ] && continue
+            [ "$(ps -o ppid= -p "$p" 2>/dev/null | tr -d " ")" = 1 ] || continue
+            echo "cp_setup: killing pid $p, an orphan of an earlier test that holds the test lock" >&2
+            kill -9 "$p" 2>/dev/null || true
+        done
+    done
     T=$(mktemp -d /tmp/cpt.XXXXXX)
     chmod 755 "$T"
     CP_SAVED_PATTERN_FILE=$T/.saved_pattern
