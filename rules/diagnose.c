@@ -7,6 +7,7 @@
  */
 #include "rule.h"
 #include "errmsg.h"
+#include "utf8.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -159,21 +160,21 @@ int diagnose_with(cJSON *report, struct rulebase *rb, char *err, size_t errlen)
     return n;
 }
 
-void diagnose_print(FILE *out, const cJSON *report, void (*put)(FILE *, const char *))
+void diagnose_print(FILE *out, const cJSON *report)
 {
     const cJSON *ds = cJSON_GetObjectItemCaseSensitive(report, "diagnoses"), *d;
     const char *ierr = sget(cJSON_GetObjectItemCaseSensitive(report, "diagnosis_info"), "error");
     fputc('\n', out);
     if (ierr) {
         fputs("diagnosis could not run: ", out);
-        put(out, ierr);
+        cp_text_put(out, ierr);
         fputc('\n', out);
         return;
     }
     if (cJSON_GetArraySize(ds) == 0) {
         const char *sig = sget(report, "signature");
         fputs("diagnosis no known failure pattern matched this crash (signature: ", out);
-        put(out, sig ? sig : "none");
+        cp_text_put(out, sig ? sig : "none");
         fputs(")\n", out);
         return;
     }
@@ -184,28 +185,28 @@ void diagnose_print(FILE *out, const cJSON *report, void (*put)(FILE *, const ch
         char conf[16];
         snprintf(conf, sizeof(conf), "%.2f", nget(d, "confidence"));
         fprintf(out, "  %d. ", ++i);
-        put(out, sget(d, "title") ? sget(d, "title") : "?");
+        cp_text_put(out, sget(d, "title") ? sget(d, "title") : "?");
         fprintf(out, "  [%s, confidence %s, rule ", sget(d, "category") ? sget(d, "category") : "?",
                 conf);
-        put(out, sget(d, "rule") ? sget(d, "rule") : "?");
+        cp_text_put(out, sget(d, "rule") ? sget(d, "rule") : "?");
         fputs("]\n", out);
         const char *co = sget(d, "consequence_of");
         if (co) {
             fputs("     likely a consequence of ", out);
-            put(out, co);
+            cp_text_put(out, co);
             fputc('\n', out);
         }
         const cJSON *e;
         cJSON_ArrayForEach(e, cJSON_GetObjectItem(d, "evidence"))
         {
             fputs("     evidence: ", out);
-            put(out, cJSON_GetStringValue(e) ? cJSON_GetStringValue(e) : "");
+            cp_text_put(out, cJSON_GetStringValue(e) ? cJSON_GetStringValue(e) : "");
             fputc('\n', out);
         }
         cJSON_ArrayForEach(e, cJSON_GetObjectItem(d, "actions"))
         {
             fputs("     action:   ", out);
-            put(out, cJSON_GetStringValue(e) ? cJSON_GetStringValue(e) : "");
+            cp_text_put(out, cJSON_GetStringValue(e) ? cJSON_GetStringValue(e) : "");
             fputc('\n', out);
         }
     }

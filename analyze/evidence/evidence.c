@@ -631,9 +631,9 @@ static void label(FILE *out, const char *l)
     fprintf(out, "%-9s ", l); /* a space even after a 10-character label */
 }
 
-static void put_s(FILE *out, const struct report_text_ops *ops, const char *s)
+static void put_s(FILE *out, const char *s)
 {
-    ops->put(out, s ? s : "?");
+    cp_text_put(out, s ? s : "?");
 }
 
 static void print_num(FILE *out, const cJSON *o, const char *k, const char *fmt)
@@ -645,7 +645,7 @@ static void print_num(FILE *out, const cJSON *o, const char *k, const char *fmt)
         fputs("?", out);
 }
 
-void evidence_print(FILE *out, const cJSON *r, const struct report_text_ops *ops)
+void evidence_print(FILE *out, const cJSON *r)
 {
     const cJSON *gpu = item(r, "gpu"), *x;
     int nx = cJSON_GetArraySize(item(gpu, "xid")), i = 0;
@@ -659,21 +659,21 @@ void evidence_print(FILE *out, const cJSON *r, const struct report_text_ops *ops
         label(out, i == 1 ? "xid" : "");
         print_num(out, x, "code", "Xid %.0f");
         fputs(" on ", out);
-        put_s(out, ops, sget(x, "pci") ? sget(x, "pci") : "unknown GPU");
+        put_s(out, sget(x, "pci") ? sget(x, "pci") : "unknown GPU");
         if (cJSON_IsTrue(item(x, "own_gpu")))
             fputs(" (this process's GPU)", out);
         if (cJSON_IsTrue(item(x, "own_pid")))
             fputs(" (this pid)", out);
         if (sget(x, "time_utc")) {
             fputs(" at ", out);
-            put_s(out, ops, sget(x, "time_utc"));
+            put_s(out, sget(x, "time_utc"));
         }
         fputs(": ", out);
-        put_s(out, ops, sget(x, "meaning"));
+        put_s(out, sget(x, "meaning"));
         fputs(" [blame ", out);
-        put_s(out, ops, sget(x, "blame"));
+        put_s(out, sget(x, "blame"));
         fputs(", action ", out);
-        put_s(out, ops, sget(x, "action"));
+        put_s(out, sget(x, "action"));
         fputs("]\n", out);
     }
     const cJSON *smi = item(gpu, "nvidia_smi");
@@ -683,9 +683,9 @@ void evidence_print(FILE *out, const cJSON *r, const struct report_text_ops *ops
         {
             label(out, "gpu");
             print_num(out, g, "index", "%.0f ");
-            put_s(out, ops, sget(g, "pci"));
+            put_s(out, sget(g, "pci"));
             fputc(' ', out);
-            put_s(out, ops, sget(g, "name"));
+            put_s(out, sget(g, "name"));
             fputs(": memory ", out);
             print_num(out, g, "memory_used_mib", "%.0f");
             fputc('/', out);
@@ -708,7 +708,7 @@ void evidence_print(FILE *out, const cJSON *r, const struct report_text_ops *ops
                 cJSON_ArrayForEach(t, item(g, "throttle_reasons"))
                 {
                     fputc(' ', out);
-                    put_s(out, ops, cJSON_IsString(t) ? t->valuestring : "?");
+                    put_s(out, cJSON_IsString(t) ? t->valuestring : "?");
                 }
             }
             if (cJSON_IsTrue(item(g, "own")))
@@ -717,7 +717,7 @@ void evidence_print(FILE *out, const cJSON *r, const struct report_text_ops *ops
         }
     } else if (sget(gpu, "nvidia_smi_error")) {
         label(out, "nvidia-smi");
-        put_s(out, ops, sget(gpu, "nvidia_smi_error"));
+        put_s(out, sget(gpu, "nvidia_smi_error"));
         fputc('\n', out);
     }
     const cJSON *errs = item(item(r, "log"), "errors"), *e;
@@ -731,24 +731,24 @@ void evidence_print(FILE *out, const cJSON *r, const struct report_text_ops *ops
             break;
         }
         label(out, i == 1 ? "log" : "");
-        put_s(out, ops, sget(e, "source"));
+        put_s(out, sget(e, "source"));
         print_num(out, e, "line", ":%.0f ");
-        put_s(out, ops, sget(e, "category"));
+        put_s(out, sget(e, "category"));
         fputs(": ", out);
         char t[161];
         snprintf(t, sizeof(t), "%s", sget(e, "text") ? sget(e, "text") : "");
-        put_s(out, ops, t);
+        put_s(out, t);
         fputc('\n', out);
     }
     const cJSON *ck = item(r, "checkpoint");
     if (sget(ck, "path")) {
         fputs("checkpoint ", out);
-        put_s(out, ops, sget(ck, "path"));
+        put_s(out, sget(ck, "path"));
         fputs(": ", out);
-        put_s(out, ops, sget(ck, "verdict") ? sget(ck, "verdict") : "no verdict");
+        put_s(out, sget(ck, "verdict") ? sget(ck, "verdict") : "no verdict");
         if (sget(ck, "reason") && sget(ck, "reason")[0]) {
             fputs(" (", out);
-            put_s(out, ops, sget(ck, "reason"));
+            put_s(out, sget(ck, "reason"));
             fputc(')', out);
         }
         if (sget(ck, "verdict_from")) {
@@ -760,7 +760,7 @@ void evidence_print(FILE *out, const cJSON *r, const struct report_text_ops *ops
         if (sget(ck, "newest_valid")) {
             label(out, "");
             fputs("newest valid: ", out);
-            put_s(out, ops, sget(ck, "newest_valid"));
+            put_s(out, sget(ck, "newest_valid"));
             fputc('\n', out);
         }
     }

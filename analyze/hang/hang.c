@@ -1,5 +1,6 @@
 /* hang.c - thread blocking states and mutex deadlocks (see hang.h). */
 #include "hang.h"
+#include "utf8.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -613,12 +614,6 @@ void hang_analyze(struct bundle *b, cJSON *r)
     cJSON_Delete(fds);
 }
 
-static void put_clean(FILE *out, const char *s)
-{
-    for (; s && *s; s++)
-        fputc((unsigned char)*s < 32 || *s == 127 ? '?' : *s, out);
-}
-
 void hang_print_text(FILE *out, const cJSON *r)
 {
     const cJSON *h = cJSON_GetObjectItemCaseSensitive(r, "hang");
@@ -631,14 +626,14 @@ void hang_print_text(FILE *out, const cJSON *r)
     fprintf(out, "\nhang (%s", snap ? "live capture" : "from the core");
     if (fstr(h, "reason")) {
         fprintf(out, ", reason: ");
-        put_clean(out, fstr(h, "reason"));
+        cp_text_put(out, fstr(h, "reason"));
     }
     fprintf(out, ")\n");
     const cJSON *d;
     cJSON_ArrayForEach(d, dl)
     {
         fprintf(out, "  DEADLOCK: ");
-        put_clean(out, fstr(d, "summary"));
+        cp_text_put(out, fstr(d, "summary"));
         fputc('\n', out);
         const cJSON *t;
         cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(d, "threads"))
@@ -646,7 +641,7 @@ void hang_print_text(FILE *out, const cJSON *r)
             double tid = 0;
             fnum(t, "tid", &tid);
             fprintf(out, "    thread %d blocked in ", (int)tid);
-            put_clean(out, fstr(t, "blocked_in") ? fstr(t, "blocked_in") : "?");
+            cp_text_put(out, fstr(t, "blocked_in") ? fstr(t, "blocked_in") : "?");
             fputc('\n', out);
         }
     }
@@ -660,12 +655,12 @@ void hang_print_text(FILE *out, const cJSON *r)
         fnum(t, "tid", &tid);
         fprintf(out, "  %-8d %-16.16s %-18s ", (int)tid, fstr(t, "name") ? fstr(t, "name") : "",
                 fstr(hs, "state") ? fstr(hs, "state") : "?");
-        put_clean(out, fstr(hs, "detail"));
+        cp_text_put(out, fstr(hs, "detail"));
         if (fstr(hs, "mutex")) {
             fprintf(out, " [%s", fstr(hs, "mutex"));
             if (fstr(hs, "mutex_symbol")) {
                 fputc(' ', out);
-                put_clean(out, fstr(hs, "mutex_symbol"));
+                cp_text_put(out, fstr(hs, "mutex_symbol"));
             }
             double ow;
             if (fnum(hs, "mutex_owner", &ow))
