@@ -409,7 +409,7 @@ cJSON *report_build(const char *path, const struct report_opts *o, struct report
     char cache_dir[4096];
     if (o->no_cache)
         nopt.unwind.cache_dir = NULL;
-    else if (!nopt.unwind.cache_dir && dcache_default_dir(cache_dir, sizeof(cache_dir)))
+    else if (!nopt.unwind.cache_dir && !dcache_default_dir(cache_dir, sizeof(cache_dir)))
         nopt.unwind.cache_dir = cache_dir;
     /* the child that unwinds starts first and opens the bundle itself: forked before this process
      * has touched the bundle, it copies few pages on write. It works while this process decodes
