@@ -5,7 +5,7 @@
  * (`--fd N --dir-fd M`, descriptors its collector resolved inside the crashed process's root
  * without following symlinks), so the verdict is about the very file the job wrote, even in a
  * container or after a rename. Paths are untrusted text: JSON gets valid UTF-8, the terminal gets
- * escapes.
+ * them through the terminal policy (cp_text_put, utf8.h).
  *
  * Exit: 0 valid, 1 truncated / unreadable / unverifiable, 2 usage error. */
 #include "utf8.h"
@@ -60,16 +60,6 @@ static void add_str(cJSON *o, const char *k, const char *v)
     free(c);
 }
 
-/* Control characters and bytes >= 0x80 escaped: a file name must not drive the terminal. */
-static void put_safe(FILE *out, const char *s)
-{
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-        if (*p < 0x20 || *p >= 0x7f)
-            fprintf(out, "\\x%02x", *p);
-        else
-            fputc(*p, out);
-}
-
 static void add_result(cJSON *o, const char *path, const struct ckv_result *r)
 {
     add_str(o, "path", path);
@@ -101,9 +91,9 @@ static void add_result(cJSON *o, const char *path, const struct ckv_result *r)
 
 static void print_text(const char *path, const struct ckv_result *r)
 {
-    put_safe(stdout, path);
+    cp_text_put(stdout, path);
     printf(": %s (%s)\n  ", ckv_verdict_name(r->verdict), r->format);
-    put_safe(stdout, r->reason);
+    cp_text_put(stdout, r->reason);
     printf("\n");
     if (r->have_stat) {
         char tb[64] = "?";

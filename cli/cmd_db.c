@@ -1,11 +1,13 @@
 /* cmd_db.c - `crashpack db add|list|show|groups|jobs|search|stats`: the knowledge base of analyzed
- * crashes (db/kb.h). `db add` stores what `crashpack analyze --json` reports for each bundle. */
-#include "analyze_run.h"
+ * crashes (db/kb.h). `db add` stores the report `crashpack analyze --json` prints for each bundle,
+ * built in-process by the report library (report.h). */
 #include "commands.h"
 #include "jpath.h"
 #include "kb.h"
 #include "query.h"
+#include "report.h"
 #include "rule.h"
+#include "utf8.h"
 
 #include <cjson/cJSON.h>
 
@@ -141,15 +143,25 @@ static sqlite3 *open_db(struct dopts *o, int create)
     return db;
 }
 
-/* Prints s with control characters replaced (stored strings come from untrusted bundles). */
+/* Prints at most max bytes of s (0: all) through the terminal policy (utf8.h): stored strings
+ * come from untrusted bundles. NULL prints "-". */
 static void put(FILE *out, const char *s, int max)
 {
     if (!s) {
         fputc('-', out);
         return;
     }
-    for (int i = 0; s[i] && (max <= 0 || i < max); i++)
-        fputc((unsigned char)s[i] < 0x20 || s[i] == 0x7f ? ' ' : s[i], out);
+    cp_text_putn(out, s, max > 0 ? (size_t)max : 0);
+}
+
+/* A column of a listing: put() of at most max bytes (0: all), padded to width, then one space. */
+static void put_col(FILE *out, const char *s, int width, int max)
+{
+    size_t l = strlen(s);
+    if (max > 0 && l > (size_t)max)
+        l = (size_t)max;
+    put(out, s, max);
+    fprintf(out, "%*s ", (int)(l < (size_t)width ? width - l : 0), "");
 }
 
 static void fmt_time(double t, char *buf, size_t len)
@@ -246,15 +258,21 @@ static int do_add(struct dopts *o)
         cJSON_Delete(j);
     }
     for (int i = 0; i < o->nargs; i++) {
-        int partial = 0;
         char abs[PATH_MAX];
         const char *path = realpath(o->args[i], abs) ? abs : o->args[i];
-        cJSON *r = analyze_run_json(path, o->db, &partial, err, sizeof(err));
+        struct report_opts ro = {.db = o->db};
+        struct report_status st;
+        cJSON *r = report_build(path, &ro, &st);
         if (!r) {
-            fprintf(stderr, "crashpack db: %s: %s\n", o->args[i], err);
+            fputs("crashpack db: ", stderr);
+            cp_text_put(stderr, o->args[i]);
+            fputs(": ", stderr);
+            cp_text_put(stderr, st.error);
+            fputc('\n', stderr);
             bad++;
             continue;
         }
+        report_print_notes(stderr, "crashpack db", r, &st, 1);
         bad += add_one(db, r, path, NULL) != 0;
         cJSON_Delete(r);
     }
@@ -280,9 +298,9 @@ static void print_rows(const cJSON *rows)
         else
             snprintf(jr, sizeof(jr), "%.22s", job ? job : "-");
         printf("%-6lld %-20s ", (long long)cp_jnum_or(r, "id", 0), t);
-        put(stdout, host ? host : "-", 16);
-        printf("%*s %-22s %-8s ", (int)(16 - (host ? (strlen(host) > 16 ? 16 : strlen(host)) : 1)),
-               "", jr, cp_jstr_or(r, "signal", "-"));
+        put_col(stdout, host ? host : "-", 16, 16);
+        put_col(stdout, jr, 22, 0);
+        put_col(stdout, cp_jstr_or(r, "signal", "-"), 8, 0);
         put(stdout, cp_jstr_or(r, "top_title", "(no diagnosis)"), 60);
         fputs(" | ", stdout);
         put(stdout, cp_jstr(r, "signature"), 80);

@@ -1,16 +1,17 @@
 /* cmd_report.c - `crashpack report BUNDLE`: paste-ready Markdown for a bug ticket, from the same
- * report `crashpack analyze --json` prints (summary, ranked diagnoses with their evidence, the
- * crashed thread with its Python frames, GPU state, checkpoint advice, the signature and how often
- * the knowledge base has seen it). `--slim OUT` also writes a small bundle to attach (slim.c).
+ * report `crashpack analyze --json` prints, built in-process by the report library (report.h):
+ * summary, ranked diagnoses with their evidence, the crashed thread with its Python frames, GPU
+ * state, checkpoint advice, the signature and how often the knowledge base has seen it. `--slim OUT` also writes a small bundle to attach (slim.c).
  *
  * Every string comes from an untrusted bundle: it is printed inside code spans/blocks with
  * backticks and control characters neutralised, or as table cells with '|' escaped. */
 #include "jpath.h"
 #include "query.h"
-#include "analyze_run.h"
 #include "commands.h"
 #include "kb.h"
+#include "report.h"
 #include "rule.h"
+#include "utf8.h"
 
 #include <cjson/cJSON.h>
 
@@ -576,11 +577,17 @@ int cmd_report(int argc, char **argv)
         if (!cp_jpath(r, "diagnosis_info") && diagnose(r, db, err, sizeof(err)) < 0)
             fprintf(stderr, "crashpack report: diagnosis: %s\n", err);
     } else {
-        r = analyze_run_json(bundle, db, &partial, err, sizeof(err));
+        struct report_opts ro = {.db = db};
+        struct report_status st;
+        r = report_build(bundle, &ro, &st);
         if (!r) {
-            fprintf(stderr, "crashpack report: %s\n", err);
+            fputs("crashpack report: ", stderr);
+            cp_text_put(stderr, st.error);
+            fputc('\n', stderr);
             return 2;
         }
+        report_print_notes(stderr, "crashpack report", r, &st, 1);
+        partial = st.partial;
     }
     FILE *o = out ? fopen(out, "w") : stdout;
     if (!o) {

@@ -4,6 +4,7 @@
 #include "kb.h"
 #include "query.h"
 #include "rule.h"
+#include "utf8.h"
 
 #include <cjson/cJSON.h>
 
@@ -112,6 +113,15 @@ static int write_json(const char *path, const cJSON *j)
     return bad ? -1 : 0;
 }
 
+/* A column of a listing: s through the terminal policy (a user rule's strings are untrusted),
+ * padded to width, then one space. */
+static void put_col(FILE *out, const char *s, int width)
+{
+    s = s ? s : "?";
+    cp_text_put(out, s);
+    fprintf(out, "%*s ", (int)(strlen(s) < (size_t)width ? width - strlen(s) : 0), "");
+}
+
 static int do_list(struct ropts *o)
 {
     struct rulebase *rb = open_rb(o);
@@ -132,11 +142,12 @@ static int do_list(struct ropts *o)
     cJSON_ArrayForEach(r, all)
     {
         const char *src = cJSON_GetStringValue(cJSON_GetObjectItem(r, "source"));
-        printf("%-34s %-8s %-16s %.2f  %s%s\n", cJSON_GetStringValue(cJSON_GetObjectItem(r, "id")),
-               src ? src : "?", cJSON_GetStringValue(cJSON_GetObjectItem(r, "category")),
-               cJSON_GetNumberValue(cJSON_GetObjectItem(r, "confidence")),
-               cJSON_GetStringValue(cJSON_GetObjectItem(r, "title")),
-               cJSON_IsTrue(cJSON_GetObjectItem(r, "overrides")) ? " (overrides the built-in)" : "");
+        put_col(stdout, cJSON_GetStringValue(cJSON_GetObjectItem(r, "id")), 34);
+        put_col(stdout, src, 8);
+        put_col(stdout, cJSON_GetStringValue(cJSON_GetObjectItem(r, "category")), 16);
+        printf("%.2f  ", cJSON_GetNumberValue(cJSON_GetObjectItem(r, "confidence")));
+        cp_text_put(stdout, cJSON_GetStringValue(cJSON_GetObjectItem(r, "title")));
+        puts(cJSON_IsTrue(cJSON_GetObjectItem(r, "overrides")) ? " (overrides the built-in)" : "");
     }
     printf("%d rules\n", cJSON_GetArraySize(all));
     cJSON_Delete(all);
@@ -188,10 +199,14 @@ static int do_test(struct ropts *o)
         }
         seen++;
         if (rule_validate(r, err, sizeof(err)) || rule_selftest(r, err, sizeof(err))) {
-            printf("FAIL %s\n", err);
+            fputs("FAIL ", stdout);
+            cp_text_put(stdout, err);
+            fputc('\n', stdout);
             failed++;
         } else {
-            printf("ok   %s\n", id);
+            fputs("ok   ", stdout);
+            cp_text_put(stdout, id);
+            fputc('\n', stdout);
             pass++;
         }
     }
@@ -313,12 +328,6 @@ static int do_export(struct ropts *o)
     return rc ? 2 : 0;
 }
 
-static void put_plain(FILE *out, const char *s)
-{
-    for (; *s; s++)
-        fputc((unsigned char)*s < 0x20 || *s == 0x7f ? ' ' : *s, out);
-}
-
 static int do_match(struct ropts *o)
 {
     if (o->nargs != 1) {
@@ -360,7 +369,7 @@ static int do_match(struct ropts *o)
     if (o->json)
         rc = write_json(NULL, cJSON_GetObjectItem(r, "diagnoses"));
     else
-        diagnose_print(stdout, r, put_plain);
+        diagnose_print(stdout, r);
     cJSON_Delete(r);
     return rc ? 2 : 0;
 }

@@ -1,5 +1,7 @@
-/* utf8.c - see utf8.h. */
+/* utf8.c - see utf8.h: the UTF-8 validator, cleaning, and the terminal policy. */
 #include "utf8.h"
+
+#include <cjson/cJSON.h>
 
 #include <stdlib.h>
 #include <string.h>
@@ -53,4 +55,53 @@ char *cp_utf8_clean(const char *s)
     }
     o[j] = 0;
     return o;
+}
+
+void cp_utf8_clean_tree(struct cJSON *j)
+{
+    for (cJSON *it = j ? j->child : NULL; it; it = it->next) {
+        if (cJSON_IsString(it) && it->valuestring) {
+            char *c = cp_utf8_clean(it->valuestring);
+            if (c && strcmp(c, it->valuestring))
+                cJSON_SetValuestring(it, c);
+            free(c);
+        } else if (cJSON_IsObject(it) || cJSON_IsArray(it)) {
+            cp_utf8_clean_tree(it);
+        }
+    }
+}
+
+void cp_text_putn(FILE *out, const char *s, size_t max)
+{
+    if (!s)
+        return;
+    const unsigned char *p = (const unsigned char *)s, *end = max ? p + max : NULL;
+    while (*p && (!end || p < end)) {
+        size_t n = cp_utf8_seq(p, (size_t)-1);
+        if (end && n > (size_t)(end - p))
+            break; /* a sequence that crosses the column's limit */
+        if (n == 0) {
+            fprintf(out, "\\x%02x", *p);
+            p++;
+        } else if (n == 1 && (*p < 0x20 || *p == 0x7f)) {
+            if (*p == '\n')
+                fputs("\\n", out);
+            else if (*p == '\t')
+                fputs("\\t", out);
+            else
+                fprintf(out, "\\x%02x", *p);
+            p++;
+        } else if (n == 2 && p[0] == 0xC2 && p[1] < 0xA0) { /* U+0080..U+009F */
+            fprintf(out, "\\u%04x", p[1]);
+            p += 2;
+        } else {
+            fwrite(p, 1, n, out);
+            p += n;
+        }
+    }
+}
+
+void cp_text_put(FILE *out, const char *s)
+{
+    cp_text_putn(out, s, 0);
 }

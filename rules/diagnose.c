@@ -8,6 +8,7 @@
 #include "rule.h"
 #include "errmsg.h"
 #include "jpath.h"
+#include "utf8.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -152,21 +153,21 @@ int diagnose_with(cJSON *report, struct rulebase *rb, char *err, size_t errlen)
     return n;
 }
 
-void diagnose_print(FILE *out, const cJSON *report, void (*put)(FILE *, const char *))
+void diagnose_print(FILE *out, const cJSON *report)
 {
     const cJSON *ds = cJSON_GetObjectItemCaseSensitive(report, "diagnoses"), *d;
     const char *ierr = cp_jstr(cJSON_GetObjectItemCaseSensitive(report, "diagnosis_info"), "error");
     fputc('\n', out);
     if (ierr) {
         fputs("diagnosis could not run: ", out);
-        put(out, ierr);
+        cp_text_put(out, ierr);
         fputc('\n', out);
         return;
     }
     if (cJSON_GetArraySize(ds) == 0) {
         const char *sig = cp_jstr(report, "signature");
         fputs("diagnosis no known failure pattern matched this crash (signature: ", out);
-        put(out, sig ? sig : "none");
+        cp_text_put(out, sig ? sig : "none");
         fputs(")\n", out);
         return;
     }
@@ -177,28 +178,28 @@ void diagnose_print(FILE *out, const cJSON *report, void (*put)(FILE *, const ch
         char conf[16];
         snprintf(conf, sizeof(conf), "%.2f", cp_jnum_or(d, "confidence", 0));
         fprintf(out, "  %d. ", ++i);
-        put(out, cp_jstr(d, "title") ? cp_jstr(d, "title") : "?");
+        cp_text_put(out, cp_jstr(d, "title") ? cp_jstr(d, "title") : "?");
         fprintf(out, "  [%s, confidence %s, rule ",
                 cp_jstr(d, "category") ? cp_jstr(d, "category") : "?", conf);
-        put(out, cp_jstr(d, "rule") ? cp_jstr(d, "rule") : "?");
+        cp_text_put(out, cp_jstr(d, "rule") ? cp_jstr(d, "rule") : "?");
         fputs("]\n", out);
         const char *co = cp_jstr(d, "consequence_of");
         if (co) {
             fputs("     likely a consequence of ", out);
-            put(out, co);
+            cp_text_put(out, co);
             fputc('\n', out);
         }
         const cJSON *e;
         cJSON_ArrayForEach(e, cJSON_GetObjectItem(d, "evidence"))
         {
             fputs("     evidence: ", out);
-            put(out, cJSON_GetStringValue(e) ? cJSON_GetStringValue(e) : "");
+            cp_text_put(out, cJSON_GetStringValue(e) ? cJSON_GetStringValue(e) : "");
             fputc('\n', out);
         }
         cJSON_ArrayForEach(e, cJSON_GetObjectItem(d, "actions"))
         {
             fputs("     action:   ", out);
-            put(out, cJSON_GetStringValue(e) ? cJSON_GetStringValue(e) : "");
+            cp_text_put(out, cJSON_GetStringValue(e) ? cJSON_GetStringValue(e) : "");
             fputc('\n', out);
         }
     }

@@ -73,8 +73,8 @@ struct rulebase *diagnose_open(const char *dbpath_or_NULL, char *err, size_t err
 int diagnose_with(cJSON *report, struct rulebase *rb, char *err, size_t errlen);
 
 /* The text section for `crashpack analyze`: ranked diagnoses with evidence and actions, or a plain
- * "no known failure pattern matched" with the signature. put() prints untrusted text safely. */
-void diagnose_print(FILE *out, const cJSON *report, void (*put)(FILE *, const char *));
+ * "no known failure pattern matched" with the signature. Untrusted text goes through cp_text_put (utf8.h). */
+void diagnose_print(FILE *out, const cJSON *report);
 
 /* The default knowledge base: $CRASHPACK_DB, else /var/lib/crashpack/kb.sqlite for root, else
  * $XDG_DATA_HOME/crashpack/kb.sqlite (~/.local/share/...). Returns buf or NULL. */

@@ -612,9 +612,9 @@ static void label(FILE *out, const char *l)
     fprintf(out, "%-9s ", l); /* a space even after a 10-character label */
 }
 
-static void put_s(FILE *out, const struct report_text_ops *ops, const char *s)
+static void put_s(FILE *out, const char *s)
 {
-    ops->put(out, s ? s : "?");
+    cp_text_put(out, s ? s : "?");
 }
 
 static void print_num(FILE *out, const cJSON *o, const char *k, const char *fmt)
@@ -626,7 +626,7 @@ static void print_num(FILE *out, const cJSON *o, const char *k, const char *fmt)
         fputs("?", out);
 }
 
-void evidence_print(FILE *out, const cJSON *r, const struct report_text_ops *ops)
+void evidence_print(FILE *out, const cJSON *r)
 {
     const cJSON *gpu = cp_jkey(r, "gpu"), *x;
     int nx = cJSON_GetArraySize(cp_jkey(gpu, "xid")), i = 0;
@@ -640,21 +640,21 @@ void evidence_print(FILE *out, const cJSON *r, const struct report_text_ops *ops
         label(out, i == 1 ? "xid" : "");
         print_num(out, x, "code", "Xid %.0f");
         fputs(" on ", out);
-        put_s(out, ops, cp_jstr(x, "pci") ? cp_jstr(x, "pci") : "unknown GPU");
+        put_s(out, cp_jstr(x, "pci") ? cp_jstr(x, "pci") : "unknown GPU");
         if (cJSON_IsTrue(cp_jkey(x, "own_gpu")))
             fputs(" (this process's GPU)", out);
         if (cJSON_IsTrue(cp_jkey(x, "own_pid")))
             fputs(" (this pid)", out);
         if (cp_jstr(x, "time_utc")) {
             fputs(" at ", out);
-            put_s(out, ops, cp_jstr(x, "time_utc"));
+            put_s(out, cp_jstr(x, "time_utc"));
         }
         fputs(": ", out);
-        put_s(out, ops, cp_jstr(x, "meaning"));
+        put_s(out, cp_jstr(x, "meaning"));
         fputs(" [blame ", out);
-        put_s(out, ops, cp_jstr(x, "blame"));
+        put_s(out, cp_jstr(x, "blame"));
         fputs(", action ", out);
-        put_s(out, ops, cp_jstr(x, "action"));
+        put_s(out, cp_jstr(x, "action"));
         fputs("]\n", out);
     }
     const cJSON *smi = cp_jkey(gpu, "nvidia_smi");
@@ -664,9 +664,9 @@ void evidence_print(FILE *out, const cJSON *r, const struct report_text_ops *ops
         {
             label(out, "gpu");
             print_num(out, g, "index", "%.0f ");
-            put_s(out, ops, cp_jstr(g, "pci"));
+            put_s(out, cp_jstr(g, "pci"));
             fputc(' ', out);
-            put_s(out, ops, cp_jstr(g, "name"));
+            put_s(out, cp_jstr(g, "name"));
             fputs(": memory ", out);
             print_num(out, g, "memory_used_mib", "%.0f");
             fputc('/', out);
@@ -689,7 +689,7 @@ void evidence_print(FILE *out, const cJSON *r, const struct report_text_ops *ops
                 cJSON_ArrayForEach(t, cp_jkey(g, "throttle_reasons"))
                 {
                     fputc(' ', out);
-                    put_s(out, ops, cJSON_IsString(t) ? t->valuestring : "?");
+                    put_s(out, cJSON_IsString(t) ? t->valuestring : "?");
                 }
             }
             if (cJSON_IsTrue(cp_jkey(g, "own")))
@@ -698,7 +698,7 @@ void evidence_print(FILE *out, const cJSON *r, const struct report_text_ops *ops
         }
     } else if (cp_jstr(gpu, "nvidia_smi_error")) {
         label(out, "nvidia-smi");
-        put_s(out, ops, cp_jstr(gpu, "nvidia_smi_error"));
+        put_s(out, cp_jstr(gpu, "nvidia_smi_error"));
         fputc('\n', out);
     }
     const cJSON *errs = cp_jkey(cp_jkey(r, "log"), "errors"), *e;
@@ -712,24 +712,24 @@ void evidence_print(FILE *out, const cJSON *r, const struct report_text_ops *ops
             break;
         }
         label(out, i == 1 ? "log" : "");
-        put_s(out, ops, cp_jstr(e, "source"));
+        put_s(out, cp_jstr(e, "source"));
         print_num(out, e, "line", ":%.0f ");
-        put_s(out, ops, cp_jstr(e, "category"));
+        put_s(out, cp_jstr(e, "category"));
         fputs(": ", out);
         char t[161];
         snprintf(t, sizeof(t), "%s", cp_jstr(e, "text") ? cp_jstr(e, "text") : "");
-        put_s(out, ops, t);
+        put_s(out, t);
         fputc('\n', out);
     }
     const cJSON *ck = cp_jkey(r, "checkpoint");
     if (cp_jstr(ck, "path")) {
         fputs("checkpoint ", out);
-        put_s(out, ops, cp_jstr(ck, "path"));
+        put_s(out, cp_jstr(ck, "path"));
         fputs(": ", out);
-        put_s(out, ops, cp_jstr(ck, "verdict") ? cp_jstr(ck, "verdict") : "no verdict");
+        put_s(out, cp_jstr(ck, "verdict") ? cp_jstr(ck, "verdict") : "no verdict");
         if (cp_jstr(ck, "reason") && cp_jstr(ck, "reason")[0]) {
             fputs(" (", out);
-            put_s(out, ops, cp_jstr(ck, "reason"));
+            put_s(out, cp_jstr(ck, "reason"));
             fputc(')', out);
         }
         if (cp_jstr(ck, "verdict_from")) {
@@ -741,7 +741,7 @@ void evidence_print(FILE *out, const cJSON *r, const struct report_text_ops *ops
         if (cp_jstr(ck, "newest_valid")) {
             label(out, "");
             fputs("newest valid: ", out);
-            put_s(out, ops, cp_jstr(ck, "newest_valid"));
+            put_s(out, cp_jstr(ck, "newest_valid"));
             fputc('\n', out);
         }
     }

@@ -25,6 +25,6 @@
 int evidence_add(cJSON *report, struct bundle *b, char *err, size_t errlen);
 
 /* The text-mode section: Xids, nvidia-smi figures, log errors, checkpoint. */
-void evidence_print(FILE *out, const cJSON *report, const struct report_text_ops *ops);
+void evidence_print(FILE *out, const cJSON *report);
 
 #endif

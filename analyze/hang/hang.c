@@ -3,6 +3,7 @@
 #include "errmsg.h"
 #include "jpath.h"
 #include "kvfile.h"
+#include "utf8.h"
 
 #include <pthread.h>
 #include <stdint.h>
@@ -672,12 +673,6 @@ void hang_analyze(struct bundle *b, cJSON *r)
     cJSON_Delete(fds);
 }
 
-static void put_clean(FILE *out, const char *s)
-{
-    for (; s && *s; s++)
-        fputc((unsigned char)*s < 32 || *s == 127 ? '?' : *s, out);
-}
-
 void hang_print_text(FILE *out, const cJSON *r)
 {
     const cJSON *h = cJSON_GetObjectItemCaseSensitive(r, "hang");
@@ -690,14 +685,14 @@ void hang_print_text(FILE *out, const cJSON *r)
     fprintf(out, "\nhang (%s", snap ? "live capture" : "from the core");
     if (cp_jstr(h, "reason")) {
         fprintf(out, ", reason: ");
-        put_clean(out, cp_jstr(h, "reason"));
+        cp_text_put(out, cp_jstr(h, "reason"));
     }
     fprintf(out, ")\n");
     const cJSON *d;
     cJSON_ArrayForEach(d, dl)
     {
         fprintf(out, "  DEADLOCK: ");
-        put_clean(out, cp_jstr(d, "summary"));
+        cp_text_put(out, cp_jstr(d, "summary"));
         fputc('\n', out);
         const cJSON *t;
         cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(d, "threads"))
@@ -705,7 +700,7 @@ void hang_print_text(FILE *out, const cJSON *r)
             double tid = 0;
             cp_jnum(t, "tid", &tid);
             fprintf(out, "    thread %d blocked in ", (int)tid);
-            put_clean(out, cp_jstr(t, "blocked_in") ? cp_jstr(t, "blocked_in") : "?");
+            cp_text_put(out, cp_jstr(t, "blocked_in") ? cp_jstr(t, "blocked_in") : "?");
             fputc('\n', out);
         }
     }
@@ -720,12 +715,12 @@ void hang_print_text(FILE *out, const cJSON *r)
         fprintf(out, "  %-8d %-16.16s %-18s ", (int)tid,
                 cp_jstr(t, "name") ? cp_jstr(t, "name") : "",
                 cp_jstr(hs, "state") ? cp_jstr(hs, "state") : "?");
-        put_clean(out, cp_jstr(hs, "detail"));
+        cp_text_put(out, cp_jstr(hs, "detail"));
         if (cp_jstr(hs, "mutex")) {
             fprintf(out, " [%s", cp_jstr(hs, "mutex"));
             if (cp_jstr(hs, "mutex_symbol")) {
                 fputc(' ', out);
-                put_clean(out, cp_jstr(hs, "mutex_symbol"));
+                cp_text_put(out, cp_jstr(hs, "mutex_symbol"));
             }
             double ow;
             if (cp_jnum(hs, "mutex_owner", &ow))

@@ -6,6 +6,7 @@
  */
 #include "report_native.h"
 #include "jpath.h"
+#include "utf8.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -16,20 +17,6 @@
 #define TEXT_PYTHON_FRAMES 40
 
 /* ---- merge ---- */
-
-static void clean_tree(cJSON *j, const struct report_text_ops *ops)
-{
-    for (cJSON *it = j ? j->child : NULL; it; it = it->next) {
-        if (cJSON_IsString(it) && it->valuestring) {
-            char *c = ops->clean(it->valuestring);
-            if (c && strcmp(c, it->valuestring))
-                cJSON_SetValuestring(it, c);
-            free(c);
-        } else if (cJSON_IsObject(it) || cJSON_IsArray(it)) {
-            clean_tree(it, ops);
-        }
-    }
-}
 
 static cJSON *take(cJSON *o, const char *key)
 {
@@ -105,10 +92,9 @@ static void merge_process(cJSON *r, cJSON *nat)
     cJSON_Delete(ns);
 }
 
-void report_native_merge(cJSON *r, cJSON *nat, const cJSON *threads_json,
-                         const struct report_text_ops *ops)
+void report_native_merge(cJSON *r, cJSON *nat, const cJSON *threads_json)
 {
-    clean_tree(nat, ops);
+    cp_utf8_clean_tree(nat);
     merge_process(r, nat);
     cJSON *threads = take(nat, "threads"), *shaped = cJSON_CreateArray();
     while (threads && threads->child)
@@ -152,12 +138,12 @@ static void label(FILE *out, const char *l)
     fprintf(out, "%-10s", l);
 }
 
-static void line(FILE *out, const char *l, const char *s, const struct report_text_ops *ops)
+static void line(FILE *out, const char *l, const char *s)
 {
     if (!s)
         return;
     label(out, l);
-    ops->put(out, s);
+    cp_text_put(out, s);
     fputc('\n', out);
 }
 
@@ -167,7 +153,7 @@ static const char *base(const char *p)
     return s && s[1] ? s + 1 : p;
 }
 
-static void print_frame(FILE *out, int n, const cJSON *f, const struct report_text_ops *ops)
+static void print_frame(FILE *out, int n, const cJSON *f)
 {
     const char *fn = cp_jstr(f, "function"), *mod = cp_jstr(f, "module"),
                *file = cp_jstr(f, "file");
@@ -175,19 +161,19 @@ static void print_frame(FILE *out, int n, const cJSON *f, const struct report_te
     fprintf(out, "  #%-3d %-18s ", n, pc ? pc : "?");
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(f, "inline")))
         fputs("[inline] ", out);
-    ops->put(out, fn ? fn : "??");
+    cp_text_put(out, fn ? fn : "??");
     if (mod) {
         fputs(" (", out);
-        ops->put(out, mod);
+        cp_text_put(out, mod);
         if (off) {
             fputc('+', out);
-            ops->put(out, off);
+            cp_text_put(out, off);
         }
         fputc(')', out);
     }
     if (file) {
         fputc(' ', out);
-        ops->put(out, base(file));
+        cp_text_put(out, base(file));
         double ln = cp_jnum_or(f, "line", 0);
         if (ln > 0)
             fprintf(out, ":%.0f", ln);
@@ -200,7 +186,7 @@ static void print_frame(FILE *out, int n, const cJSON *f, const struct report_te
 
 /* The thread's Python frames as a Python traceback (most recent call last), each with the native
  * frame (#N) of the _PyEval_EvalFrameDefault that runs it. */
-static void print_python(FILE *out, const cJSON *t, const struct report_text_ops *ops)
+static void print_python(FILE *out, const cJSON *t)
 {
     const cJSON *pf = cJSON_GetObjectItemCaseSensitive(t, "python_frames");
     const cJSON *py = cJSON_GetObjectItemCaseSensitive(t, "python");
@@ -210,11 +196,11 @@ static void print_python(FILE *out, const cJSON *t, const struct report_text_ops
     fputs("  Python", out);
     if (cp_jstr(py, "thread_id")) {
         fputs(" thread ", out);
-        ops->put(out, cp_jstr(py, "thread_id"));
+        cp_text_put(out, cp_jstr(py, "thread_id"));
     }
     if (cp_jstr(py, "name")) {
         fputs(" \"", out);
-        ops->put(out, cp_jstr(py, "name"));
+        cp_text_put(out, cp_jstr(py, "name"));
         fputc('"', out);
     }
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(py, "holds_gil")))
@@ -235,13 +221,13 @@ static void print_python(FILE *out, const cJSON *t, const struct report_text_ops
         const cJSON *f = shown[i];
         const char *file = cp_jstr(f, "file"), *fn = cp_jstr(f, "function");
         fputs("    File \"", out);
-        ops->put(out, file ? file : "???");
+        cp_text_put(out, file ? file : "???");
         double ln = cp_jnum_or(f, "line", -1);
         if (ln >= 0)
             fprintf(out, "\", line %.0f, in ", ln);
         else
             fputs("\", line ???, in ", out);
-        ops->put(out, fn ? fn : "???");
+        cp_text_put(out, fn ? fn : "???");
         double nf = cp_jnum_or(f, "native_frame_index", -1);
         if (nf >= 0)
             fprintf(out, "  [native #%.0f]", nf);
@@ -250,17 +236,17 @@ static void print_python(FILE *out, const cJSON *t, const struct report_text_ops
     const char *merge = cp_jstr(t, "python_merge");
     if (merge && strcmp(merge, "ok")) {
         fputs("    (", out);
-        ops->put(out, merge);
+        cp_text_put(out, merge);
         fputs(")\n", out);
     }
     if (cp_jstr(py, "error")) {
         fputs("    (Python frames stopped: ", out);
-        ops->put(out, cp_jstr(py, "error"));
+        cp_text_put(out, cp_jstr(py, "error"));
         fputs(")\n", out);
     }
 }
 
-static void print_frames(FILE *out, const cJSON *t, int max, const struct report_text_ops *ops)
+static void print_frames(FILE *out, const cJSON *t, int max)
 {
     const cJSON *frames = cJSON_GetObjectItemCaseSensitive(t, "frames"), *f;
     int n = 0, total = cJSON_GetArraySize(frames);
@@ -268,7 +254,7 @@ static void print_frames(FILE *out, const cJSON *t, int max, const struct report
     {
         if (n == max)
             break;
-        print_frame(out, n++, f, ops);
+        print_frame(out, n++, f);
     }
     double dropped = cp_jnum_or(t, "frames_dropped", 0);
     if (total > max || dropped > 0)
@@ -277,18 +263,18 @@ static void print_frames(FILE *out, const cJSON *t, int max, const struct report
     const cJSON *fb = cJSON_GetObjectItemCaseSensitive(t, "unwinder_fallback");
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(fb, "used")) && cp_jstr(fb, "reason")) {
         fputs("  (frames from libunwind: ", out);
-        ops->put(out, cp_jstr(fb, "reason"));
+        cp_text_put(out, cp_jstr(fb, "reason"));
         fputs(")\n", out);
     }
     const char *stop = cp_jstr(t, "unwind_stop");
     if (stop) {
         fputs("  (unwinding stopped: ", out);
-        ops->put(out, stop);
+        cp_text_put(out, stop);
         fputs(")\n", out);
     }
     if (!total)
         fputs("  (no frames)\n", out);
-    print_python(out, t, ops);
+    print_python(out, t);
 }
 
 /* Two threads group together when their frames have the same pcs and functions. */
@@ -319,19 +305,18 @@ static int same_stack(const cJSON *a, const cJSON *b)
     return 1;
 }
 
-static void print_tid(FILE *out, const cJSON *t, const struct report_text_ops *ops)
+static void print_tid(FILE *out, const cJSON *t)
 {
     fprintf(out, "%.0f", cp_jnum_or(t, "tid", 0));
     const char *name = cp_jstr(t, "name");
     if (name) {
         fputs(" (", out);
-        ops->put(out, name);
+        cp_text_put(out, name);
         fputc(')', out);
     }
 }
 
-static void print_group(FILE *out, const cJSON *threads, const cJSON *first, char *done,
-                        const struct report_text_ops *ops)
+static void print_group(FILE *out, const cJSON *threads, const cJSON *first, char *done)
 {
     int count = 0, i = 0;
     const cJSON *t;
@@ -350,7 +335,7 @@ static void print_group(FILE *out, const cJSON *threads, const cJSON *first, cha
             done[i] = 1;
             if (shown < TEXT_GROUP_TIDS) {
                 fputs(shown ? ", " : "", out);
-                print_tid(out, t, ops);
+                print_tid(out, t);
             }
             shown++;
         }
@@ -359,10 +344,10 @@ static void print_group(FILE *out, const cJSON *threads, const cJSON *first, cha
     if (shown > TEXT_GROUP_TIDS)
         fprintf(out, ", ... (%d more)", shown - TEXT_GROUP_TIDS);
     fputc('\n', out);
-    print_frames(out, first, TEXT_OTHER_FRAMES, ops);
+    print_frames(out, first, TEXT_OTHER_FRAMES);
 }
 
-static void print_threads(FILE *out, const cJSON *r, const struct report_text_ops *ops)
+static void print_threads(FILE *out, const cJSON *r)
 {
     const cJSON *threads = cJSON_GetObjectItemCaseSensitive(r, "threads"), *t;
     int n = cJSON_GetArraySize(threads), i = 0;
@@ -373,9 +358,9 @@ static void print_threads(FILE *out, const cJSON *r, const struct report_text_op
     {
         if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(t, "crashed"))) {
             fputs("\ncrashed thread ", out);
-            print_tid(out, t, ops);
+            print_tid(out, t);
             fputc('\n', out);
-            print_frames(out, t, TEXT_CRASHED_FRAMES, ops);
+            print_frames(out, t, TEXT_CRASHED_FRAMES);
             done[i] = 1;
         }
         i++;
@@ -384,14 +369,14 @@ static void print_threads(FILE *out, const cJSON *r, const struct report_text_op
     cJSON_ArrayForEach(t, threads)
     {
         if (!done[i])
-            print_group(out, threads, t, done, ops);
+            print_group(out, threads, t, done);
         i++;
     }
     free(done);
 }
 
 /* Modules with a problem that frames refer to; the others only counted. */
-static void print_modules(FILE *out, const cJSON *r, const struct report_text_ops *ops)
+static void print_modules(FILE *out, const cJSON *r)
 {
     const cJSON *m, *t, *f;
     int other = 0, header = 0;
@@ -414,9 +399,9 @@ static void print_modules(FILE *out, const cJSON *r, const struct report_text_op
         if (!header++)
             fputs("\nmodule problems\n", out);
         fputs("  ", out);
-        ops->put(out, path);
+        cp_text_put(out, path);
         fputs(": ", out);
-        ops->put(out, prob);
+        cp_text_put(out, prob);
         fputc('\n', out);
     }
     if (other)
@@ -425,16 +410,16 @@ static void print_modules(FILE *out, const cJSON *r, const struct report_text_op
                 other == 1 ? "has" : "have");
 }
 
-static void print_cause(FILE *out, const cJSON *r, const struct report_text_ops *ops)
+static void print_cause(FILE *out, const cJSON *r)
 {
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(r, "cause");
-    line(out, "signal", cp_jstr(c, "summary"), ops);
+    line(out, "signal", cp_jstr(c, "summary"));
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "stack_overflow")))
-        line(out, "cause", cp_jstr(c, "stack_overflow_detail"), ops);
+        line(out, "cause", cp_jstr(c, "stack_overflow_detail"));
     const char *am = cp_jstr(c, "abort_message");
     if (am) {
         label(out, "abort");
-        ops->put(out, am);
+        cp_text_put(out, am);
         if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "abort_message_heuristic")))
             fputs(" (heuristic: found on the stack)", out);
         fputc('\n', out);
@@ -443,22 +428,22 @@ static void print_cause(FILE *out, const cJSON *r, const struct report_text_ops 
     if (cp_jstr(e, "type")) {
         label(out, "exception");
         fputs("uncaught C++ exception of type ", out);
-        ops->put(out, cp_jstr(e, "type"));
+        cp_text_put(out, cp_jstr(e, "type"));
         if (cp_jstr(e, "what")) {
             fputs(": what() = \"", out);
-            ops->put(out, cp_jstr(e, "what"));
+            cp_text_put(out, cp_jstr(e, "what"));
             fputc('"', out);
         }
         fputs(" (heuristic)\n", out);
     }
 }
 
-void report_native_print(FILE *out, const cJSON *r, const struct report_text_ops *ops)
+void report_native_print(FILE *out, const cJSON *r)
 {
     const cJSON *a = cJSON_GetObjectItemCaseSensitive(r, "analysis");
     if (!a)
         return;
-    print_cause(out, r, ops);
+    print_cause(out, r);
     const cJSON *threads = cJSON_GetObjectItemCaseSensitive(r, "threads");
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(r, "process");
     if (cJSON_GetArraySize(threads) > 0) {
@@ -468,18 +453,18 @@ void report_native_print(FILE *out, const cJSON *r, const struct report_text_ops
         const char *src = cp_jstr(p, "crashed_tid_source");
         if (src) {
             fputs(" (from ", out);
-            ops->put(out, src);
+            cp_text_put(out, src);
             fputc(')', out);
         }
         fputs(", unwinder ", out);
-        ops->put(out, cp_jstr(r, "unwinder") ? cp_jstr(r, "unwinder") : "?");
+        cp_text_put(out, cp_jstr(r, "unwinder") ? cp_jstr(r, "unwinder") : "?");
         fputc('\n', out);
     }
     const cJSON *py = cJSON_GetObjectItemCaseSensitive(r, "python");
     if (cJSON_IsObject(py)) {
         label(out, "python");
         fputs("CPython ", out);
-        ops->put(out, cp_jstr(py, "version") ? cp_jstr(py, "version") : "?");
+        cp_text_put(out, cp_jstr(py, "version") ? cp_jstr(py, "version") : "?");
         const cJSON *gil = cJSON_GetObjectItemCaseSensitive(py, "gil");
         if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(gil, "holder_tid")))
             fprintf(out, ", GIL held by tid %.0f", cp_jnum_or(gil, "holder_tid", 0));
@@ -487,19 +472,19 @@ void report_native_print(FILE *out, const cJSON *r, const struct report_text_ops
             fputs(", GIL free", out);
         if (cp_jstr(py, "error")) {
             fputs(": ", out);
-            ops->put(out, cp_jstr(py, "error"));
+            cp_text_put(out, cp_jstr(py, "error"));
         }
         fputc('\n', out);
     }
     const cJSON *w;
     cJSON_ArrayForEach(w, cJSON_GetObjectItemCaseSensitive(a, "warnings"))
         if (cJSON_IsString(w))
-            line(out, "warning", w->valuestring, ops);
+            line(out, "warning", w->valuestring);
     cJSON_ArrayForEach(w, cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(a, "core"), "warnings"))
         if (cJSON_IsString(w))
-            line(out, "warning", w->valuestring, ops);
+            line(out, "warning", w->valuestring);
     if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(a, "complete")))
-        line(out, "analysis", cp_jstr(a, "error") ? cp_jstr(a, "error") : "incomplete", ops);
-    print_threads(out, r, ops);
-    print_modules(out, r, ops);
+        line(out, "analysis", cp_jstr(a, "error") ? cp_jstr(a, "error") : "incomplete");
+    print_threads(out, r);
+    print_modules(out, r);
 }

@@ -6,7 +6,8 @@
  * frames_dropped and analysis{complete, error, warnings, core}. Every string is made valid UTF-8.
  *
  * report_native_print() prints the one-screen summary: signal and cause, the crashed thread's
- * frames, the other threads grouped by identical stacks ("4 threads: ..."), module problems.
+ * frames, the other threads grouped by identical stacks ("4 threads: ..."), module problems;
+ * every untrusted string through cp_text_put (utf8.h).
  *
  * Ownership: merge consumes `nat`; nothing is kept. Never exits.
  */
@@ -15,12 +16,10 @@
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
-#include "utf8.h" /* struct report_text_ops */
 
-void report_native_merge(cJSON *r, cJSON *nat, const cJSON *threads_json,
-                         const struct report_text_ops *ops);
+void report_native_merge(cJSON *r, cJSON *nat, const cJSON *threads_json);
 /* Records that no native analysis ran (reason: "no core in this bundle", ...). */
 void report_native_skipped(cJSON *r, const char *reason);
-void report_native_print(FILE *out, const cJSON *r, const struct report_text_ops *ops);
+void report_native_print(FILE *out, const cJSON *r);
 
 #endif

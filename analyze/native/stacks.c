@@ -8,6 +8,7 @@
  * cmp holds the frame-by-frame comparison of the two analyses.
  */
 #include "stacks.h"
+#include "utf8.h"
 #include "jpath.h"
 
 #include "bundle.h"
@@ -671,22 +672,7 @@ cJSON *stacks_apply(struct bundle *b, cJSON *local, int no_stacks, int *failed, 
     return r;
 }
 
-/* Strings in info quote function names from the core and from stacks.json: any bytes. */
-static void clean_strings(cJSON *j, const struct report_text_ops *ops)
-{
-    for (cJSON *it = j ? j->child : NULL; it; it = it->next) {
-        if (cJSON_IsString(it) && it->valuestring) {
-            char *c = ops->clean(it->valuestring);
-            if (c && strcmp(c, it->valuestring))
-                cJSON_SetValuestring(it, c);
-            free(c);
-        } else if (cJSON_IsObject(it) || cJSON_IsArray(it)) {
-            clean_strings(it, ops);
-        }
-    }
-}
-
-void stacks_annotate(cJSON *report, cJSON *info, const struct report_text_ops *ops)
+void stacks_annotate(cJSON *report, cJSON *info)
 {
     cJSON *a = cJSON_GetObjectItemCaseSensitive(report, "analysis");
     if (!cJSON_IsObject(a)) {
@@ -698,8 +684,7 @@ void stacks_annotate(cJSON *report, cJSON *info, const struct report_text_ops *o
         cp_json_set(a, "stacks_json", NULL);
         return;
     }
-    if (ops && ops->clean)
-        clean_strings(info, ops);
+    cp_utf8_clean_tree(info); /* function names from the core and from stacks.json: any bytes */
     cp_json_set(a, "source", detach(info, "source"));
     cJSON *w = cJSON_GetObjectItemCaseSensitive(a, "warnings");
     if (!cJSON_IsArray(w)) {

@@ -73,9 +73,9 @@ cJSON *stacks_choose(cJSON *local, cJSON *stacks, const cJSON *doc, cJSON **info
 cJSON *stacks_apply(struct bundle *b, cJSON *local, int no_stacks, int *failed, cJSON **info);
 
 /* After report_native_merge(): sets analysis.source and analysis.stacks_json {present, used,
- * agrees, differences[], ...} from info (consumed; its strings made valid UTF-8 with ops->clean),
+ * agrees, differences[], ...} from info (consumed; its strings made valid UTF-8),
  * and adds its warning and note to analysis.warnings. info NULL (no native analysis ran): source
  * and stacks_json null. */
-void stacks_annotate(cJSON *report, cJSON *info, const struct report_text_ops *ops);
+void stacks_annotate(cJSON *report, cJSON *info);
 
 #endif

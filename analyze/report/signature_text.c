@@ -1,10 +1,11 @@
 /* signature_text.c - see signature_text.h. */
 #include "signature_text.h"
 #include "jpath.h"
+#include "utf8.h"
 
 #include <string.h>
 
-static void print_explain(FILE *out, const cJSON *ex, void (*put)(FILE *, const char *))
+static void print_explain(FILE *out, const cJSON *ex)
 {
     const cJSON *e;
     int run_from = -1, run_to = -1;
@@ -24,10 +25,10 @@ static void print_explain(FILE *out, const cJSON *ex, void (*put)(FILE *, const 
             continue;
         }
         fprintf(out, "            #%-3d %-9s ", idx, action ? action : "?");
-        put(out, name ? name : "?");
+        cp_text_put(out, name ? name : "?");
         if (rule) {
             fputs("  (", out);
-            put(out, rule);
+            cp_text_put(out, rule);
             fputc(')', out);
         }
         fputc('\n', out);
@@ -39,14 +40,14 @@ static void print_explain(FILE *out, const cJSON *ex, void (*put)(FILE *, const 
             fprintf(out, "            #%d unused", run_from);
         if (run_why) {
             fputs(" (", out);
-            put(out, run_why);
+            cp_text_put(out, run_why);
             fputc(')', out);
         }
         fputc('\n', out);
     }
 }
 
-void signature_print(FILE *out, const cJSON *r, void (*put)(FILE *, const char *))
+void signature_print(FILE *out, const cJSON *r)
 {
     const cJSON *info = cJSON_GetObjectItemCaseSensitive(r, "signature_info");
     if (!cJSON_IsObject(info))
@@ -56,26 +57,26 @@ void signature_print(FILE *out, const cJSON *r, void (*put)(FILE *, const char *
                *err = cp_jstr(info, "error");
     fprintf(out, "%-10s", "signature");
     if (sig) {
-        put(out, sig);
+        cp_text_put(out, sig);
     } else {
         fputs("none: ", out);
-        put(out, err ? err : "?");
+        cp_text_put(out, err ? err : "?");
     }
     fputc('\n', out);
     if (fp) {
         fprintf(out, "%-10s", "");
         fputs("fingerprint ", out);
-        put(out, fp);
+        cp_text_put(out, fp);
         fputs(" (", out);
-        put(out, kind ? kind : "?");
+        cp_text_put(out, kind ? kind : "?");
         fputs("; signature lists version ", out);
-        put(out, ver ? ver : "?");
+        cp_text_put(out, ver ? ver : "?");
         fputs(")\n", out);
     }
     const cJSON *ex = cJSON_GetObjectItemCaseSensitive(info, "explain");
     if (cJSON_IsArray(ex)) {
         fprintf(out, "%-10s", "");
         fputs("how each frame of the crashed thread was used (rules/signature/*.txt):\n", out);
-        print_explain(out, ex, put);
+        print_explain(out, ex);
     }
 }

@@ -19,7 +19,7 @@ export CRASHPACK_DB="$T/kb.sqlite"
 check "report: the top diagnosis title" grep -q '^# Crash report: .* GPU fell off the bus (Xid 79)' "$T/x.md"
 check "report: the diagnosis is listed with its evidence" grep -q "^- \`Xid 79 on 00000000:3b:00.0 (this process's GPU)" "$T/x.md"
 check "report: the Xid line verbatim" grep -qx "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus." "$T/x.md"
-check "report: the crashed thread's top frame" grep -Eq '^#0 +raise \(libc.so.6\)' "$T/x.md"
+check "report: the crashed thread's top frame" grep -Eq '^#0 +(0x[0-9a-f]+ +)?raise \(libc.so.6\)' "$T/x.md"
 check "report: the checkpoint advice names the newest valid checkpoint" \
     grep -q 'do not resume from `/ckpt/step42000.pt`; resume from `/ckpt/step41000.pt`' "$T/x.md"
 check "report: the NCCL timeout is marked a consequence" grep -q 'likely a consequence of `xid-79-fallen-off-bus`' "$T/x.md"

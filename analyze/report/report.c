@@ -1,0 +1,423 @@
+/* report.c - see report.h: the pipeline, bundle -> evidence -> native -> hang -> signature ->
+ * rules, and the report's bundle-level parts (bundle, process, host, capture, members).
+ *
+ * Every string from the bundle is untrusted: the report carries it as valid UTF-8 (invalid bytes
+ * become U+FFFD); the text formatter (report_text.c) prints it through the terminal policy.
+ */
+#include "report.h"
+#include "bundle.h"
+#include "dcache.h"
+#include "errmsg.h"
+#include "evidence.h"
+#include "hang.h"
+#include "jpath.h"
+#include "report_native.h"
+#include "rule.h"
+#include "signature.h"
+#include "stacks.h"
+#include "utf8.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define SMALL_MEMBER_MAX (16u << 20) /* manifest.json, capture.json */
+#define THREADS_JSON_MAX (16u << 20)
+
+/* ---- building the report ---- */
+
+static void add_str(cJSON *o, const char *key, const char *s)
+{
+    if (!s) {
+        cJSON_AddNullToObject(o, key);
+        return;
+    }
+    char *c = cp_utf8_clean(s);
+    cJSON_AddStringToObject(o, key, c ? c : "");
+    free(c);
+}
+
+/* Copies a string field of `from` into `to` (absent or non-string: skipped). */
+static void copy_str(cJSON *to, const char *tokey, const cJSON *from, const char *fromkey)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(from, fromkey);
+    if (cJSON_IsString(v))
+        add_str(to, tokey, v->valuestring);
+}
+
+/* Copies a number field; an object {"host": n, ...} counts as its "host" value (tolerance). */
+static void copy_num(cJSON *to, const char *tokey, const cJSON *from, const char *fromkey)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(from, fromkey);
+    if (cJSON_IsObject(v))
+        v = cJSON_GetObjectItemCaseSensitive(v, "host");
+    if (cJSON_IsNumber(v))
+        cJSON_AddNumberToObject(to, tokey, v->valuedouble);
+}
+
+static void copy_bool(cJSON *to, const char *tokey, const cJSON *from, const char *fromkey)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(from, fromkey);
+    if (cJSON_IsBool(v))
+        cJSON_AddBoolToObject(to, tokey, cJSON_IsTrue(v));
+}
+
+/* Reads and parses a small JSON member. NULL with a reason in `why` when absent or unreadable. */
+static cJSON *read_json(struct bundle *b, const char *name, char *why, size_t whylen)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    int rc = bundle_read_all(b, name, SMALL_MEMBER_MAX, &buf, &len);
+    if (rc == BUNDLE_ENOENT) {
+        snprintf(why, whylen, "absent");
+        return NULL;
+    }
+    if (rc && rc != BUNDLE_ETRUNC) {
+        snprintf(why, whylen, "%s", bundle_error(b));
+        free(buf);
+        return NULL;
+    }
+    cJSON *j = cJSON_ParseWithLength(buf, len);
+    free(buf);
+    if (!j || !cJSON_IsObject(j)) {
+        snprintf(why, whylen, "%s", rc == BUNDLE_ETRUNC ? "truncated" : "not a JSON object");
+        cJSON_Delete(j);
+        return NULL;
+    }
+    return j;
+}
+
+static void signal_name(int sig, char *buf, size_t len)
+{
+    const char *abbr = sig > 0 ? sigabbrev_np(sig) : NULL;
+    if (abbr)
+        snprintf(buf, len, "SIG%s", abbr);
+    else
+        snprintf(buf, len, "signal %d", sig);
+}
+
+static cJSON *process_part(const cJSON *man)
+{
+    cJSON *p = cJSON_CreateObject();
+    copy_num(p, "pid", man, "pid");
+    copy_num(p, "crashed_tid", man, "tid");
+    copy_num(p, "ns_tid", man, "ns_tid");
+    copy_str(p, "exe", man, "exe");
+    copy_str(p, "comm", man, "comm");
+    cJSON *args = cJSON_AddArrayToObject(p, "cmdline");
+    const cJSON *cl = cJSON_GetObjectItemCaseSensitive(man, "cmdline"), *a;
+    cJSON_ArrayForEach(a, cl)
+    {
+        if (cJSON_IsString(a)) {
+            char *c = cp_utf8_clean(a->valuestring);
+            cJSON_AddItemToArray(args, cJSON_CreateString(c ? c : ""));
+            free(c);
+        }
+    }
+    /* signal: {"number": n, "name": "SIGSEGV"} or a bare number */
+    const cJSON *sj = cJSON_GetObjectItemCaseSensitive(man, "signal");
+    const cJSON *num = cJSON_IsObject(sj) ? cJSON_GetObjectItemCaseSensitive(sj, "number") : sj;
+    cJSON *sig = cJSON_AddObjectToObject(p, "signal");
+    if (cJSON_IsNumber(num) && num->valuedouble >= 0 && num->valuedouble < 1024) {
+        int n = (int)num->valuedouble;
+        char name[32];
+        signal_name(n, name, sizeof(name));
+        cJSON_AddNumberToObject(sig, "number", n);
+        add_str(sig, "name", name);
+    } else {
+        cJSON_AddNullToObject(sig, "number");
+        cJSON_AddNullToObject(sig, "name");
+    }
+    copy_num(p, "uid", man, "uid");
+    copy_num(p, "gid", man, "gid");
+    copy_num(p, "euid", man, "euid");
+    copy_num(p, "egid", man, "egid");
+    copy_bool(p, "secure", man, "secure");
+    copy_str(p, "cwd", man, "cwd");
+    copy_str(p, "cgroup", man, "cgroup");
+    copy_str(p, "container_id", man, "container_id");
+    return p;
+}
+
+static cJSON *host_part(const cJSON *man)
+{
+    cJSON *h = cJSON_CreateObject();
+    const cJSON *hj = cJSON_GetObjectItemCaseSensitive(man, "host");
+    if (!cJSON_IsObject(hj))
+        hj = man; /* tolerance: flat keys */
+    copy_str(h, "hostname", hj, "hostname");
+    copy_str(h, "kernel", hj, "kernel");
+    copy_str(h, "machine", hj, "machine");
+    copy_str(h, "boot_id", hj, "boot_id");
+    copy_num(h, "time", man, "time");
+    const cJSON *iso = cJSON_GetObjectItemCaseSensitive(man, "time_utc");
+    if (cJSON_IsString(iso)) {
+        add_str(h, "time_utc", iso->valuestring);
+    } else {
+        double t = cp_jnum_or(man, "time", -1);
+        struct tm tm;
+        time_t tt = (time_t)t;
+        char buf[64];
+        if (t >= 0 && t < 1e11 && gmtime_r(&tt, &tm) &&
+            strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm))
+            add_str(h, "time_utc", buf);
+    }
+    copy_str(h, "crashpack_version", man, "crashpack_version");
+    return h;
+}
+
+/* capture{}: from capture.json (and its salvage record), plus what the member table says. */
+static cJSON *capture_part(struct bundle *b, const cJSON *man, const cJSON *cap, const char *capwhy,
+                           const cJSON *salv)
+{
+    cJSON *c = cJSON_CreateObject();
+    const char *status = cp_jstr_or(cap, "status", NULL);
+    if (!status && salv)
+        status = cp_jstr_or(salv, "status", NULL);
+    add_str(c, "status", status ? status : bundle_complete(b) ? "unknown" : "partial");
+    if (!cap)
+        add_str(c, "capture_json_error", capwhy);
+
+    cJSON *mode = cJSON_AddObjectToObject(c, "mode");
+    const cJSON *mj = cJSON_GetObjectItemCaseSensitive(cap, "mode");
+    const cJSON *mcap = cJSON_GetObjectItemCaseSensitive(man, "capture");
+    if (cJSON_IsObject(mj)) {
+        copy_str(mode, "requested", mj, "requested");
+        copy_str(mode, "effective", mj, "effective");
+        copy_str(mode, "reason", mj, "reason");
+    } else if (cJSON_IsString(mj)) {
+        add_str(mode, "effective", mj->valuestring);
+    } else if (cJSON_IsObject(mcap)) {
+        copy_str(mode, "effective", mcap, "mode");
+        copy_str(mode, "reason", mcap, "mode_reason");
+    } else {
+        copy_str(mode, "effective", man, "mode");
+    }
+
+    cJSON *core = cJSON_AddObjectToObject(c, "core");
+    const cJSON *cj = cJSON_GetObjectItemCaseSensitive(cap, "core");
+    const cJSON *sj = cJSON_GetObjectItemCaseSensitive(salv, "core");
+    copy_num(core, "declared_size", cj, "declared_size");
+    copy_num(core, "stream_bytes", cj, "stream_bytes");
+    copy_num(core, "stored_bytes", cj, "stored_bytes");
+    copy_num(core, "compressed_bytes", cj, "compressed_bytes");
+    copy_num(core, "frames", cj, "frames");
+    copy_str(core, "stream_xxh64", cj, "stream_xxh64");
+    copy_str(core, "member_xxh64", cj, "member_xxh64");
+    copy_str(core, "error", cj, "error");
+    const cJSON *tr = cJSON_GetObjectItemCaseSensitive(cj, "truncated");
+    const cJSON *trr = cJSON_GetObjectItemCaseSensitive(cj, "truncation_reason");
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(sj, "truncated"))) {
+        tr = cJSON_GetObjectItemCaseSensitive(sj, "truncated");
+        trr = cJSON_GetObjectItemCaseSensitive(sj, "truncation_reason");
+    }
+    if (cJSON_IsBool(tr))
+        cJSON_AddBoolToObject(core, "truncated", cJSON_IsTrue(tr));
+    if (cJSON_IsString(trr))
+        add_str(core, "truncation_reason", trr->valuestring);
+    /* the core member as stored in this file */
+    const struct bundle_member *m = bundle_find(b, "core");
+    if (m) {
+        cJSON_AddNumberToObject(core, "member_size", (double)m->size);
+        cJSON_AddNumberToObject(core, "member_compressed", (double)m->compressed);
+        /* data bytes present per compressed byte (a cut member: of what is there) */
+        if (m->compressed && m->available)
+            cJSON_AddNumberToObject(
+                core, "ratio", (double)(long long)((double)m->available / m->compressed * 10) / 10);
+        cJSON_AddBoolToObject(core, "member_truncated", m->truncated);
+        cJSON_AddNumberToObject(core, "member_available", (double)m->available);
+    }
+
+    cJSON *bad = cJSON_AddArrayToObject(c, "failed_steps");
+    const cJSON *steps = cJSON_GetObjectItemCaseSensitive(cap, "steps"), *s;
+    int nsteps = 0;
+    cJSON_ArrayForEach(s, steps)
+    {
+        nsteps++;
+        const char *st = cp_jstr_or(s, "status", NULL);
+        if (!cJSON_IsObject(s) || (st && !strcmp(st, "ok")))
+            continue;
+        cJSON *o = cJSON_CreateObject();
+        add_str(o, "name", cp_jstr_or(s, "name", "?"));
+        add_str(o, "status", st ? st : "?");
+        copy_str(o, "reason", s, "reason");
+        copy_num(o, "ms", s, "ms");
+        cJSON_AddItemToArray(bad, o);
+    }
+    cJSON_AddNumberToObject(c, "steps", nsteps);
+    copy_num(c, "total_ms", cap, "total_ms");
+    if (salv) {
+        cJSON *so = cJSON_AddObjectToObject(c, "salvage");
+        copy_str(so, "from", salv, "from");
+        copy_num(so, "at", salv, "at");
+        copy_str(so, "note", salv, "note");
+        copy_str(so, "cut_member", salv, "cut_member");
+        copy_num(so, "padded_bytes", salv, "padded_bytes");
+    }
+    return c;
+}
+
+static cJSON *members_part(struct bundle *b)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; i < bundle_member_count(b); i++) {
+        const struct bundle_member *m = bundle_member(b, i);
+        cJSON *o = cJSON_CreateObject();
+        add_str(o, "name", m->name);
+        cJSON_AddNumberToObject(o, "size", (double)m->size);
+        cJSON_AddNumberToObject(o, "compressed_size", (double)m->compressed);
+        cJSON_AddNumberToObject(o, "frames", (double)m->nframes);
+        cJSON_AddBoolToObject(o, "truncated", m->truncated);
+        cJSON_AddNumberToObject(o, "available", (double)m->available);
+        cJSON_AddItemToArray(a, o);
+    }
+    return a;
+}
+
+/* The skeleton: what the bundle itself says, and every contract field the stages fill later. */
+static cJSON *bundle_part(struct bundle *b, const char *path)
+{
+    char manwhy[256] = "", capwhy[256] = "";
+    cJSON *man = read_json(b, "manifest.json", manwhy, sizeof(manwhy));
+    cJSON *cap = read_json(b, "capture.json", capwhy, sizeof(capwhy));
+    cJSON *salv = NULL;
+    if (cap && cJSON_IsObject(cJSON_GetObjectItem(cap, "salvage")))
+        salv = cJSON_Duplicate(cJSON_GetObjectItem(cap, "salvage"), 1);
+
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddStringToObject(r, "format", REPORT_FORMAT);
+    cJSON *bj = cJSON_AddObjectToObject(r, "bundle");
+    add_str(bj, "path", path);
+    cJSON_AddBoolToObject(bj, "complete", bundle_complete(b));
+    if (bundle_complete(b))
+        cJSON_AddNullToObject(bj, "partial_reason");
+    else
+        add_str(bj, "partial_reason", bundle_reason(b));
+    cJSON_AddNumberToObject(bj, "file_size", (double)bundle_file_size(b));
+    cJSON_AddNumberToObject(bj, "tar_size", (double)bundle_tar_size(b));
+    if (man)
+        copy_str(bj, "manifest_format", man, "format");
+    else
+        add_str(bj, "manifest_error", manwhy);
+
+    cJSON_AddItemToObject(r, "process", process_part(man));
+    cJSON_AddItemToObject(r, "host", host_part(man));
+    cJSON_AddItemToObject(r, "capture", capture_part(b, man, cap, capwhy, salv));
+    cJSON_AddItemToObject(r, "members", members_part(b));
+
+    /* contract fields the analyzer fills later */
+    cJSON_AddItemToObject(r, "threads", cJSON_CreateArray());
+    cJSON_AddNullToObject(r, "signature");
+    cJSON_AddNullToObject(r, "fingerprint");
+    cJSON *gpu = cJSON_AddObjectToObject(r, "gpu");
+    cJSON_AddItemToObject(gpu, "xid", cJSON_CreateArray());
+    cJSON_AddNullToObject(gpu, "nvidia_smi");
+    cJSON_AddStringToObject(gpu, "nvidia_smi_error", "not analyzed");
+    cJSON *ck = cJSON_AddObjectToObject(r, "checkpoint");
+    cJSON_AddNullToObject(ck, "path");
+    cJSON_AddNullToObject(ck, "valid");
+    cJSON_AddStringToObject(ck, "reason", "not analyzed");
+    cJSON *log = cJSON_AddObjectToObject(r, "log");
+    cJSON_AddItemToObject(log, "errors", cJSON_CreateArray());
+    cJSON_AddItemToObject(r, "diagnoses", cJSON_CreateArray());
+
+    cJSON_Delete(man);
+    cJSON_Delete(cap);
+    cJSON_Delete(salv);
+    return r;
+}
+
+/* Collects the native analysis started in report_build and merges it into r. Returns 1 when it
+ * did not complete. */
+static int native_part(struct bundle *b, cJSON *r, int no_stacks, struct native_job *nj)
+{
+    if (!bundle_find(b, "core")) {
+        native_cancel(nj);
+        report_native_skipped(r, "no core in this bundle (a metadata-only capture)");
+        stacks_annotate(r, NULL);
+        return 0;
+    }
+    cJSON *threads = NULL; /* read while the child still works */
+    if (bundle_find(b, "proc/threads.json")) {
+        char *buf = NULL;
+        size_t len = 0;
+        int rc = bundle_read_all(b, "proc/threads.json", THREADS_JSON_MAX, &buf, &len);
+        if (rc == BUNDLE_OK)
+            threads = cJSON_ParseWithLength(buf, len);
+        free(buf);
+    }
+    int failed = 0;
+    cJSON *nat = nj ? native_finish(nj, &failed) : NULL;
+    cJSON *sinfo = NULL; /* stacks.json: the crashed host's analysis, used where binaries lack */
+    if (nat)
+        nat = stacks_apply(b, nat, no_stacks, &failed, &sinfo);
+    if (!nat) {
+        report_native_skipped(r, "out of memory");
+        cJSON_Delete(sinfo);
+        cJSON_Delete(threads);
+        return 1;
+    }
+    report_native_merge(r, nat, cJSON_IsArray(threads) ? threads : NULL);
+    stacks_annotate(r, sinfo);
+    cJSON_Delete(threads);
+    return failed;
+}
+
+
+/* The stages after the bundle's own parts, in order. Returns 1 when the core analysis did not
+ * complete. nj is consumed. */
+static int analysis_stages(struct bundle *b, cJSON *r, const struct report_opts *o,
+                           struct native_job *nj, struct report_status *st)
+{
+    char everr[1024] = "";
+    if (evidence_add(r, b, everr, sizeof(everr)))
+        cJSON_AddStringToObject(r, "evidence_error", everr);
+    /* the rule base, which the last step needs, and the signature's skip and prefix lists: loaded
+     * while the child still works */
+    char derr[512] = "", lerr[512] = "", serr[512] = "";
+    struct rulebase *rb = diagnose_open(o->db, derr, sizeof(derr));
+    struct siglists *L = siglists_load(NULL, lerr, sizeof(lerr));
+    int native_failed = native_part(b, r, o->no_stacks, nj);
+    hang_analyze(b, r); /* after the frames: threads[].hang_state, hang.deadlocks */
+    /* after hang: a snap's kind is "hang"; failures in signature_info.error */
+    signature_compute(r, L, lerr, o->explain, serr, sizeof(serr));
+    siglists_free(L);
+    /* last step: the rule base reads every field the analysis filled in */
+    if (diagnose_with(r, rb, derr, sizeof(derr)) < 0)
+        snprintf(st->diagnose_error, sizeof(st->diagnose_error), "%s", derr);
+    return native_failed;
+}
+
+cJSON *report_build(const char *path, const struct report_opts *o, struct report_status *st)
+{
+    memset(st, 0, sizeof(*st));
+    struct native_opts nopt = o->native;
+    char cache_dir[4096];
+    if (o->no_cache)
+        nopt.unwind.cache_dir = NULL;
+    else if (!nopt.unwind.cache_dir && !dcache_default_dir(cache_dir, sizeof(cache_dir)))
+        nopt.unwind.cache_dir = cache_dir;
+    /* the child that unwinds starts first and opens the bundle itself: forked before this process
+     * has touched the bundle, it copies few pages on write. It works while this process decodes
+     * the evidence and loads the rule base. */
+    struct native_job *nj = !o->members_only ? native_start_path(path, &nopt) : NULL;
+    struct bundle *b = NULL;
+    if (bundle_open(path, &b, st->error, sizeof(st->error))) {
+        native_cancel(nj);
+        return NULL;
+    }
+    cJSON *r = bundle_part(b, path);
+    if (!r) {
+        native_cancel(nj);
+        bundle_close(b);
+        cp_errmsg(st->error, sizeof(st->error), "out of memory");
+        return NULL;
+    }
+    if (!o->members_only)
+        st->native_failed = analysis_stages(b, r, o, nj, st);
+    st->partial = !bundle_complete(b) || st->native_failed;
+    bundle_close(b);
+    return r;
+}

@@ -1,0 +1,315 @@
+/* report_text.c - the text form of a crashpack-report/1 object (`crashpack analyze` without
+ * --json): one section per stage, each printed from the report alone, so text and JSON never
+ * disagree. Every string from the bundle or the knowledge base goes through cp_text_put. */
+#include "report.h"
+#include "evidence.h"
+#include "hang.h"
+#include "jpath.h"
+#include "report_native.h"
+#include "rule.h"
+#include "signature_text.h"
+#include "utf8.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *human(double n, char *buf, size_t len)
+{
+    static const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    int u = 0;
+    while (n >= 1024 && u < 5) {
+        n /= 1024;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, len, "%.0f B", n);
+    else
+        snprintf(buf, len, "%.1f %s", n, unit[u]);
+    return buf;
+}
+
+static void label(FILE *out, const char *l)
+{
+    fprintf(out, "%-10s", l);
+}
+
+static void print_members(FILE *out, const cJSON *r)
+{
+    const cJSON *m;
+    size_t w = 4;
+    cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(r, "members"))
+    {
+        size_t l = strlen(cp_jstr_at(m, "name") ? cp_jstr_at(m, "name") : "");
+        if (l > w)
+            w = l < 40 ? l : 40;
+    }
+    fprintf(out, "  %-*s %12s %12s %7s\n", (int)w, "name", "size", "compressed", "frames");
+    cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(r, "members"))
+    {
+        const char *name = cp_jstr_at(m, "name");
+        double size = 0, comp = 0, frames = 0, avail = 0;
+        cp_jnum_at(m, "size", &size);
+        cp_jnum_at(m, "compressed_size", &comp);
+        cp_jnum_at(m, "frames", &frames);
+        cp_jnum_at(m, "available", &avail);
+        char a[32], c[32], v[32];
+        fputs("  ", out);
+        cp_text_put(out, name ? name : "?");
+        size_t l = name ? strlen(name) : 1;
+        fprintf(out, "%*s %12s %12s %7.0f", (int)(l < w ? w - l : 0), "", human(size, a, sizeof(a)),
+                human(comp, c, sizeof(c)), frames);
+        if (cJSON_IsTrue(cp_jpath(m, "truncated")))
+            fprintf(out, "  TRUNCATED: %s available", human(avail, v, sizeof(v)));
+        fputc('\n', out);
+    }
+}
+
+/* The bundle line, and what is wrong with it (cut short, no manifest). */
+static void print_bundle(FILE *out, const cJSON *r)
+{
+    double v = 0;
+    char a[32];
+    const char *s;
+    int complete = cJSON_IsTrue(cp_jpath(r, "bundle.complete"));
+
+    label(out, "bundle");
+    cp_text_put(out, cp_jstr_at(r, "bundle.path") ? cp_jstr_at(r, "bundle.path") : "?");
+    cp_jnum_at(r, "bundle.file_size", &v);
+    fprintf(out, " (%s, %d members)\n", human(v, a, sizeof(a)),
+            cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(r, "members")));
+    if (!complete) {
+        label(out, "PARTIAL");
+        cp_text_put(out, cp_jstr_at(r, "bundle.partial_reason") ? cp_jstr_at(r, "bundle.partial_reason") : "");
+        fputc('\n', out);
+    }
+    if ((s = cp_jstr_at(r, "bundle.manifest_error"))) {
+        label(out, "manifest");
+        fputs("unreadable: ", out);
+        cp_text_put(out, s);
+        fputc('\n', out);
+    }
+}
+
+/* The crashed process: pid, tid and signal, exe, command line, user, host, time. */
+static void print_process(FILE *out, const cJSON *r)
+{
+    double v = 0, v2 = 0;
+    const char *s;
+
+    label(out, "process");
+    if (cp_jnum_at(r, "process.pid", &v))
+        fprintf(out, "pid %.0f", v);
+    else
+        fputs("pid ?", out);
+    if (cp_jnum_at(r, "process.crashed_tid", &v))
+        fprintf(out, ", crashed tid %.0f", v);
+    if (cp_jnum_at(r, "process.signal.number", &v)) {
+        fprintf(out, ", signal %.0f (", v);
+        cp_text_put(out, cp_jstr_at(r, "process.signal.name") ? cp_jstr_at(r, "process.signal.name") : "?");
+        fputc(')', out);
+    }
+    fputc('\n', out);
+    if ((s = cp_jstr_at(r, "process.exe"))) {
+        label(out, "exe");
+        cp_text_put(out, s);
+        fputc('\n', out);
+    }
+    const cJSON *args = cp_jpath(r, "process.cmdline"), *arg;
+    if (cJSON_GetArraySize(args) > 0) {
+        label(out, "cmdline");
+        int first = 1;
+        cJSON_ArrayForEach(arg, args)
+        {
+            if (!first)
+                fputc(' ', out);
+            first = 0;
+            int quote = !arg->valuestring[0] || strpbrk(arg->valuestring, " \t'\"\\$`") != NULL;
+            if (quote)
+                fputc('\'', out);
+            cp_text_put(out, arg->valuestring);
+            if (quote)
+                fputc('\'', out);
+        }
+        fputc('\n', out);
+    }
+    if (cp_jnum_at(r, "process.uid", &v)) {
+        label(out, "user");
+        fprintf(out, "uid %.0f", v);
+        if (cp_jnum_at(r, "process.gid", &v2))
+            fprintf(out, ", gid %.0f", v2);
+        if (cJSON_IsTrue(cp_jpath(r, "process.secure")))
+            fputs(" (secure: setuid/capabilities or not dumpable)", out);
+        fputc('\n', out);
+    }
+    if ((s = cp_jstr_at(r, "host.hostname")) || cp_jstr_at(r, "host.kernel")) {
+        label(out, "host");
+        cp_text_put(out, s ? s : "?");
+        if ((s = cp_jstr_at(r, "host.kernel"))) {
+            fputs(", kernel ", out);
+            cp_text_put(out, s);
+        }
+        fputc('\n', out);
+    }
+    if ((s = cp_jstr_at(r, "host.time_utc")) || cp_jnum_at(r, "host.time", &v)) {
+        label(out, "time");
+        if (s)
+            cp_text_put(out, s);
+        if (cp_jnum_at(r, "host.time", &v))
+            fprintf(out, "%s%.0f%s", s ? " (" : "", v, s ? ")" : "");
+        fputc('\n', out);
+    }
+}
+
+/* How the capture went: status, mode, capture.json's problem, the salvage record. */
+static void print_capture(FILE *out, const cJSON *r)
+{
+    const char *s;
+
+    label(out, "capture");
+    cp_text_put(out, cp_jstr_at(r, "capture.status") ? cp_jstr_at(r, "capture.status") : "?");
+    if ((s = cp_jstr_at(r, "capture.mode.effective"))) {
+        fputs(", mode ", out);
+        cp_text_put(out, s);
+        const char *req = cp_jstr_at(r, "capture.mode.requested");
+        if (req && strcmp(req, s)) {
+            fputs(" (requested ", out);
+            cp_text_put(out, req);
+            fputc(')', out);
+        }
+        if ((s = cp_jstr_at(r, "capture.mode.reason"))) {
+            fputs(": ", out);
+            cp_text_put(out, s);
+        }
+    }
+    if ((s = cp_jstr_at(r, "capture.capture_json_error"))) {
+        fputs("; capture.json ", out);
+        cp_text_put(out, s);
+    }
+    fputc('\n', out);
+    if ((s = cp_jstr_at(r, "capture.salvage.note"))) {
+        label(out, "salvaged");
+        cp_text_put(out, s);
+        if ((s = cp_jstr_at(r, "capture.salvage.cut_member"))) {
+            fputs("; cut member ", out);
+            cp_text_put(out, s);
+        }
+        fputc('\n', out);
+    }
+}
+
+/* The core as declared, stored and compressed, and whether it was cut. */
+static void print_core(FILE *out, const cJSON *r)
+{
+    char a[32], c2[32], c3[32];
+    double v = 0, v2 = 0;
+    const char *s;
+    const cJSON *core = cp_jpath(r, "capture.core");
+    if (core && cJSON_GetArraySize(core) > 0) {
+        label(out, "core");
+        int any = 0;
+        if (cp_jnum_at(core, "declared_size", &v)) {
+            fprintf(out, "%s declared", human(v, a, sizeof(a)));
+            any = 1;
+        } else if (cp_jnum_at(core, "member_size", &v)) {
+            fprintf(out, "%s", human(v, a, sizeof(a)));
+            any = 1;
+        }
+        if (cp_jnum_at(core, "stored_bytes", &v)) {
+            fprintf(out, "%s%s stored", any ? ", " : "", human(v, c2, sizeof(c2)));
+            any = 1;
+        }
+        if (cp_jnum_at(core, "member_compressed", &v)) {
+            fprintf(out, "%s%s compressed", any ? ", " : "", human(v, c3, sizeof(c3)));
+            if (cp_jnum_at(core, "ratio", &v2))
+                fprintf(out, " (%.1fx)", v2);
+            any = 1;
+        }
+        if (cJSON_IsTrue(cp_jpath(core, "truncated"))) {
+            fprintf(out, "%sTRUNCATED", any ? "; " : "");
+            if ((s = cp_jstr_at(core, "truncation_reason"))) {
+                fputs(": ", out);
+                cp_text_put(out, s);
+            }
+            any = 1;
+        } else if (cJSON_IsFalse(cp_jpath(core, "truncated"))) {
+            fprintf(out, "%snot truncated", any ? "; " : "");
+            any = 1;
+        }
+        if (cJSON_IsTrue(cp_jpath(core, "member_truncated")) && cp_jnum_at(core, "member_available", &v)) {
+            fprintf(out, "%scut short in this file: %s available", any ? "; " : "",
+                    human(v, a, sizeof(a)));
+            any = 1;
+        }
+        if ((s = cp_jstr_at(core, "error"))) {
+            fprintf(out, "%serror: ", any ? "; " : "");
+            cp_text_put(out, s);
+        }
+        fputc('\n', out);
+    }
+}
+
+/* The capture steps that did not succeed. */
+static void print_failed_steps(FILE *out, const cJSON *r)
+{
+    const char *s;
+    const cJSON *steps = cp_jpath(r, "capture.failed_steps"), *st;
+    int first = 1;
+    cJSON_ArrayForEach(st, steps)
+    {
+        label(out, first ? "not ok" : "");
+        first = 0;
+        cp_text_put(out, cp_jstr_at(st, "name") ? cp_jstr_at(st, "name") : "?");
+        fputs(": ", out);
+        cp_text_put(out, cp_jstr_at(st, "status") ? cp_jstr_at(st, "status") : "?");
+        if ((s = cp_jstr_at(st, "reason"))) {
+            fputs(" (", out);
+            cp_text_put(out, s);
+            fputc(')', out);
+        }
+        fputc('\n', out);
+    }
+}
+
+void report_print_text(FILE *out, const cJSON *r, int members_only)
+{
+    if (members_only) {
+        print_members(out, r);
+        hang_print_text(out, r);
+        return;
+    }
+    print_bundle(out, r);
+    print_process(out, r);
+    signature_print(out, r);
+    report_native_print(out, r);
+    evidence_print(out, r);
+    fputc('\n', out);
+    print_capture(out, r);
+    print_core(out, r);
+    print_failed_steps(out, r);
+    fputs("members\n", out);
+    print_members(out, r);
+    hang_print_text(out, r);
+    diagnose_print(out, r);
+}
+
+void report_print_notes(FILE *err, const char *prog, const cJSON *r, const struct report_status *st,
+                        int json)
+{
+    const char *w = cp_jstr_at(r, "analysis.stacks_json.warning");
+    if (json && w) { /* the text report prints it anyway */
+        fprintf(err, "%s: warning: ", prog);
+        cp_text_put(err, w);
+        fputc('\n', err);
+    }
+    if (st->diagnose_error[0]) {
+        fprintf(err, "%s: diagnosis: ", prog);
+        cp_text_put(err, st->diagnose_error);
+        fputc('\n', err);
+    }
+    if (st->native_failed) {
+        const char *e = cp_jstr_at(r, "analysis.error");
+        fprintf(err, "%s: the core analysis is incomplete: ", prog);
+        cp_text_put(err, e ? e : "unknown error");
+        fputc('\n', err);
+    }
+}
