@@ -16,7 +16,7 @@ static void accepted(const struct cp_opts *p, char *buf, size_t len)
     size_t n = 0;
     buf[0] = 0;
     for (const struct option *o = p->longs; o && o->name && n < len; o++) {
-        int sh = o->val > 0 && o->val < 128 && (o->val == 'h' || (p->shorts && strchr(p->shorts, o->val)));
+        int sh = o->val > ':' && o->val < 128 && (o->val == 'h' || (p->shorts && strchr(p->shorts, o->val)));
         char s[8] = "";
         if (sh)
             snprintf(s, sizeof(s), "-%c/", o->val);
@@ -48,10 +48,28 @@ static const struct option *long_named(const struct cp_opts *p, const char *arg)
     return NULL;
 }
 
+/* Does the table have an entry whose val is the short option c? */
+static int short_in_table(const struct option *longs, int c)
+{
+    for (const struct option *o = longs; o && o->name; o++)
+        if (o->val == c)
+            return 1;
+    return 0;
+}
+
 int cp_getopt(struct cp_opts *p)
 {
     char shorts[128];
-    snprintf(shorts, sizeof(shorts), "%s:%sh", p->in_order ? "+" : "", p->shorts ? p->shorts : "");
+    size_t n = (size_t)snprintf(shorts, sizeof(shorts), "%s:", p->in_order ? "+" : "");
+    for (const char *s = p->shorts ? p->shorts : ""; *s && n + 4 < sizeof(shorts); s++) {
+        if (*s == ':' || !short_in_table(p->longs, *s))
+            continue;
+        shorts[n++] = *s;
+        if (s[1] == ':')
+            shorts[n++] = ':';
+    }
+    shorts[n++] = 'h';
+    shorts[n] = 0;
     if (!p->started) {
         optind = 0; /* glibc: start over, and read the optstring's + again */
         opterr = 0;
@@ -115,4 +133,40 @@ int cp_opt_args(const struct cp_opts *p, int min, int max, const char *what)
         return -1;
     }
     return 0;
+}
+
+void cp_opt_subset(const struct option *all, const char *names, struct option *out, int cap)
+{
+    int n = 0;
+    for (const struct option *o = all; o->name && n < cap - 2; o++) {
+        size_t l = strlen(o->name);
+        for (const char *w = names; w && *w; w += strcspn(w, " "), w += strspn(w, " "))
+            if (strcspn(w, " ") == l && !strncmp(w, o->name, l)) {
+                out[n++] = *o;
+                break;
+            }
+    }
+    out[n++] = (struct option)CP_OPT_HELP;
+    out[n] = (struct option)CP_OPT_END;
+}
+
+const struct cp_subverb *cp_subverb_find(const char *verb, const struct cp_subverb *sv, int n,
+                                         const char *name)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(sv[i].name, name))
+            return &sv[i];
+    fprintf(stderr, "%s: unknown command `%s`; accepted:", verb, name);
+    for (int i = 0; i < n; i++)
+        fprintf(stderr, " %s", sv[i].name);
+    fprintf(stderr, ", --help\n");
+    return NULL;
+}
+
+void cp_subverb_usage(FILE *out, const char *verb, const struct cp_subverb *s, const char *footer)
+{
+    fprintf(out, "usage: %s %s %s\n\n%s", verb, s->name, s->synopsis, s->help);
+    fprintf(out, "  -h, --help   this text\n");
+    if (footer)
+        fprintf(out, "\n%s", footer);
 }

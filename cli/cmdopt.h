@@ -8,10 +8,32 @@
 #include "exitcodes.h"
 
 #include <getopt.h>
+#include <stdio.h>
 
 /* Every verb's table ends with these two entries. */
 #define CP_OPT_HELP {"help", no_argument, 0, 'h'}
 #define CP_OPT_END {0, 0, 0, 0}
+
+/* Copies the entries of `all` named in `names` (space-separated long names), then CP_OPT_HELP and
+ * CP_OPT_END, into out (cap entries): one sub-verb's options out of its verb's table. A short
+ * option in cp_opts.shorts counts only while an entry of the table has it as its val. */
+void cp_opt_subset(const struct option *all, const char *names, struct option *out, int cap);
+
+/* One sub-verb of `crashpack rules` or `crashpack db`: its options (names in the verb's table),
+ * its synopsis and description for --help, and how many arguments it takes (max -1: any). */
+struct cp_subverb {
+    const char *name, *opts, *synopsis, *help;
+    int min_args, max_args;
+    const char *args_name;
+};
+
+/* The sub-verb `name` of table sv (n entries), or NULL after the one-line error naming it and
+ * the accepted ones (verb: "crashpack db"). */
+const struct cp_subverb *cp_subverb_find(const char *verb, const struct cp_subverb *sv, int n,
+                                         const char *name);
+
+/* Prints "usage: VERB NAME SYNOPSIS" and the description (`footer` after it, may be NULL). */
+void cp_subverb_usage(FILE *out, const char *verb, const struct cp_subverb *s, const char *footer);
 
 /* One parse of one verb's arguments. */
 struct cp_opts {
