@@ -1,13 +1,17 @@
 /* cmd_db.c - `crashpack db add|list|show|groups|jobs|search|stats`: the knowledge base of analyzed
  * crashes (db/kb.h). `db add` stores what `crashpack analyze --json` reports for each bundle. */
 #include "analyze_run.h"
+#include "cmdopt.h"
 #include "commands.h"
+#include "listjson.h"
+#include "timearg.h"
 #include "kb.h"
 #include "rule.h"
 
 #include <cjson/cJSON.h>
 
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,111 +20,132 @@
 
 cJSON *rule_read_file(const char *path, char *err, size_t errlen);
 
+#define VERB "crashpack db"
+
+static const char footer[] =
+    "--db PATH: default $CRASHPACK_DB, /var/lib/crashpack/kb.sqlite for root, else\n"
+    "$XDG_DATA_HOME/crashpack/kb.sqlite. TIME: " CP_TIME_FORMS ".\n"
+    "Exit status: 0 ok, 1 a problem (a bundle that could not be added), 2 usage error,\n"
+    "3 no knowledge base yet, or no such crash.\n";
+
+static const struct cp_subverb subverbs[] = {
+    {"add", "db report-json diagnose", "BUNDLE... | --report-json FILE [--diagnose] [--db PATH]",
+     "Analyzes each bundle and stores the crash (again: updated, not doubled). --report-json\n"
+     "stores report JSON (one report, or an array of them) as it is, or with its diagnoses made\n"
+     "again from the rule base (--diagnose).\n", 0, -1, "BUNDLE"},
+    {"list", "db limit json", "[--limit N] [--json] [--db PATH]",
+     "Newest crashes first (default 50).\n"
+     "  --json       one JSON object (format crashpack-db-list/1)\n", 0, 0, ""},
+    {"show", "db json", "ID [--json] [--db PATH]",
+     "One crash with its diagnoses.\n"
+     "  --json       one JSON object (format crashpack-db-show/1)\n", 1, 1, "ID"},
+    {"groups", "db limit json", "[--limit N] [--json] [--db PATH]",
+     "Crashes grouped by fingerprint: count, first/last seen, hosts, top diagnosis.\n"
+     "  --json       one JSON object (format crashpack-db-groups/1)\n", 0, 0, ""},
+    {"jobs", "db limit json", "[JOB...] [--limit N] [--json] [--db PATH]",
+     "Crashes grouped by job (SLURM_JOB_ID, TORCHELASTIC_RUN_ID, MASTER_ADDR:MASTER_PORT) in time\n"
+     "order: the first failing rank, and the later failures that look like its consequences.\n"
+     "  --json       one JSON object (format crashpack-db-jobs/1)\n", 0, -1, "JOB"},
+    {"search", "db host rule category job fingerprint since until limit json",
+     "[TEXT] [--host H] [--rule R] [--category C] [--job J] [--fingerprint F]\n"
+     "       [--since TIME] [--until TIME] [--limit N] [--json] [--db PATH]",
+     "TEXT matches signature, diagnosis titles and evidence, exe.\n"
+     "  --json       one JSON object (format crashpack-db-list/1)\n", 0, 1, "TEXT"},
+    {"stats", "db json", "[--json] [--db PATH]",
+     "Crashes per week, per diagnosis category, per host.\n"
+     "  --json       one JSON object (format crashpack-db-stats/1)\n", 0, 0, ""},
+};
+#define NSUB ((int)(sizeof(subverbs) / sizeof(subverbs[0])))
+
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: crashpack db COMMAND [--db PATH] ...\n"
-            "\n"
-            "  add BUNDLE...             analyze each bundle and store the crash (again: updated, not doubled)\n"
-            "  add --report-json FILE [--diagnose]\n"
-            "                            store report JSON (one report, or an array of them) as it is, or\n"
-            "                            with its diagnoses made again from the rule base\n"
-            "  list [--limit N]          newest crashes first\n"
-            "  show ID [--json]          one crash with its diagnoses\n"
-            "  groups [--limit N]        crashes grouped by fingerprint: count, first/last seen, hosts,\n"
-            "                            top diagnosis\n"
-            "  jobs [JOB]                crashes grouped by job (SLURM_JOB_ID, TORCHELASTIC_RUN_ID,\n"
-            "                            MASTER_ADDR:MASTER_PORT) in time order: the first failing rank,\n"
-            "                            and the later failures that look like its consequences\n"
-            "  search [TEXT] [--host H] [--rule R] [--category C] [--job J] [--fingerprint F]\n"
-            "         [--since DATE] [--until DATE] [--limit N]\n"
-            "                            TEXT matches signature, diagnosis titles and evidence, exe\n"
-            "  stats                     crashes per week, per diagnosis category, per host\n"
-            "\n"
-            "--db PATH: default $CRASHPACK_DB, /var/lib/crashpack/kb.sqlite for root, else\n"
-            "$XDG_DATA_HOME/crashpack/kb.sqlite. DATE is YYYY-MM-DD or epoch seconds.\n");
+    fprintf(out, "usage: " VERB " COMMAND [options]\n\n");
+    for (int i = 0; i < NSUB; i++)
+        fprintf(out, "  %-8s %s\n", subverbs[i].name, subverbs[i].synopsis);
+    fprintf(out, "\n`" VERB " COMMAND --help` describes each command.\n\n%s", footer);
 }
 
 struct dopts {
     const char *db, *report_json, *host, *rule, *category, *job, *fingerprint;
     double since, until;
     int limit, json, diagnose;
+    int missing; /* open_db: there is no knowledge base at db */
+    long long id; /* show's ID */
     char dbbuf[PATH_MAX];
     int nargs;
     char **args;
 };
 
-static int parse_date(const char *s, double *out)
+/* argv[0] is the sub-verb. Returns -1 to go on, else the exit status. */
+static int parse(struct dopts *o, const struct cp_subverb *sv, int argc, char **argv)
 {
-    struct tm tm;
-    memset(&tm, 0, sizeof(tm));
-    char *end = strptime(s, "%Y-%m-%d", &tm);
-    if (end && !*end) {
-        *out = (double)timegm(&tm);
-        return 0;
+    enum { O_DB = 256, O_REPORT, O_HOST, O_RULE, O_CATEGORY, O_JOB, O_FP, O_LIMIT, O_SINCE, O_UNTIL,
+           O_JSON, O_DIAGNOSE };
+    static const struct option all[] = {
+        {"db", required_argument, 0, O_DB}, {"report-json", required_argument, 0, O_REPORT},
+        {"host", required_argument, 0, O_HOST}, {"rule", required_argument, 0, O_RULE},
+        {"category", required_argument, 0, O_CATEGORY}, {"job", required_argument, 0, O_JOB},
+        {"fingerprint", required_argument, 0, O_FP}, {"limit", required_argument, 0, O_LIMIT},
+        {"since", required_argument, 0, O_SINCE}, {"until", required_argument, 0, O_UNTIL},
+        {"json", no_argument, 0, O_JSON}, {"diagnose", no_argument, 0, O_DIAGNOSE}, CP_OPT_END};
+    struct option longs[20];
+    cp_opt_subset(all, sv->opts, longs, 20);
+    char verb[64];
+    snprintf(verb, sizeof(verb), VERB " %s", sv->name);
+    struct cp_opts p = {.verb = verb, .longs = longs, .argc = argc, .argv = argv};
+    o->limit = 50;
+    o->until = 1e18;
+    long long n;
+    int c;
+    while ((c = cp_getopt(&p)) != -1) {
+        switch (c) {
+        case 'h':
+            cp_subverb_usage(stdout, VERB, sv, footer);
+            return CP_EXIT_OK;
+        case O_DB: o->db = optarg; break;
+        case O_REPORT: o->report_json = optarg; break;
+        case O_HOST: o->host = optarg; break;
+        case O_RULE: o->rule = optarg; break;
+        case O_CATEGORY: o->category = optarg; break;
+        case O_JOB: o->job = optarg; break;
+        case O_FP: o->fingerprint = optarg; break;
+        case O_JSON: o->json = 1; break;
+        case O_DIAGNOSE: o->diagnose = 1; break;
+        case O_LIMIT:
+            if (cp_opt_num(&p, "--limit", optarg, 1, INT_MAX, &n))
+                return CP_EXIT_USAGE;
+            o->limit = (int)n;
+            break;
+        case O_SINCE:
+        case O_UNTIL:
+            if (cp_opt_time(&p, c == O_SINCE ? "--since" : "--until", optarg, c == O_SINCE ? &o->since : &o->until))
+                return CP_EXIT_USAGE;
+            break;
+        default:
+            return CP_EXIT_USAGE;
+        }
     }
-    char *e2;
-    double v = strtod(s, &e2);
-    if (*s && !*e2) {
-        *out = v;
-        return 0;
+    if (cp_opt_args(&p, !strcmp(sv->name, "add") && !o->report_json ? 1 : sv->min_args, sv->max_args,
+                    sv->args_name))
+        return CP_EXIT_USAGE;
+    o->args = argv + optind;
+    o->nargs = argc - optind;
+    if (!strcmp(sv->name, "show") && cp_opt_num(&p, "ID", o->args[0], 1, INT64_MAX, &o->id))
+        return CP_EXIT_USAGE;
+    if (!o->db) {
+        if (!kb_default_path(o->dbbuf, sizeof(o->dbbuf))) {
+            fprintf(stderr, VERB ": no knowledge base location (set --db)\n");
+            return CP_EXIT_PROBLEM;
+        }
+        o->db = o->dbbuf;
     }
     return -1;
 }
 
-static int parse(struct dopts *o, int argc, char **argv)
+/* The exit status when open_db failed. */
+static int db_failed(const struct dopts *o)
 {
-    o->args = calloc((size_t)argc + 1, sizeof(char *));
-    o->limit = 50;
-    o->until = 1e18;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define OPT(name, field)                                                                           \
-    if (!strcmp(a, name) && v) {                                                                   \
-        o->field = v;                                                                              \
-        i++;                                                                                       \
-        continue;                                                                                  \
-    }
-        OPT("--db", db)
-        OPT("--report-json", report_json)
-        OPT("--host", host)
-        OPT("--rule", rule)
-        OPT("--category", category)
-        OPT("--job", job)
-        OPT("--fingerprint", fingerprint)
-#undef OPT
-        if (!strcmp(a, "--limit") && v) {
-            o->limit = atoi(v);
-            i++;
-            if (o->limit <= 0)
-                return -1;
-        } else if ((!strcmp(a, "--since") || !strcmp(a, "--until")) && v) {
-            if (parse_date(v, a[2] == 's' ? &o->since : &o->until))
-                return -1;
-            i++;
-        } else if (!strcmp(a, "--json")) {
-            o->json = 1;
-        } else if (!strcmp(a, "--diagnose")) {
-            o->diagnose = 1;
-        } else if (!strcmp(a, "--")) {
-            for (i++; i < argc; i++)
-                o->args[o->nargs++] = argv[i];
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "crashpack db: unknown or incomplete option `%s`\n", a);
-            return -1;
-        } else {
-            o->args[o->nargs++] = argv[i];
-        }
-    }
-    if (!o->db) {
-        if (!kb_default_path(o->dbbuf, sizeof(o->dbbuf))) {
-            fprintf(stderr, "crashpack db: no knowledge base location (set --db)\n");
-            return -1;
-        }
-        o->db = o->dbbuf;
-    }
-    return 0;
+    return o->missing ? CP_EXIT_NOTFOUND : CP_EXIT_PROBLEM;
 }
 
 static sqlite3 *open_db(struct dopts *o, int create)
@@ -128,6 +153,7 @@ static sqlite3 *open_db(struct dopts *o, int create)
     sqlite3 *db = NULL;
     char err[1024];
     if (!create && access(o->db, F_OK)) {
+        o->missing = 1;
         fprintf(stderr, "crashpack db: no knowledge base at %s yet (`crashpack db add BUNDLE` creates it)\n",
                 o->db);
         return NULL;
@@ -194,13 +220,9 @@ static int add_one(sqlite3 *db, cJSON *r, const char *path, struct rulebase *rb)
 
 static int do_add(struct dopts *o)
 {
-    if (!o->report_json && o->nargs == 0) {
-        usage(stderr);
-        return 2;
-    }
     sqlite3 *db = open_db(o, 1);
     if (!db)
-        return 2;
+        return db_failed(o);
     int bad = 0;
     char err[1024];
     if (o->report_json) {
@@ -230,14 +252,14 @@ static int do_add(struct dopts *o)
         if (!j) {
             fprintf(stderr, "crashpack db: %s: not readable JSON\n", o->report_json);
             sqlite3_close(db);
-            return 2;
+            return CP_EXIT_PROBLEM;
         }
         struct rulebase *rb = NULL;
         if (o->diagnose && rulebase_open(NULL, o->db, &rb, err, sizeof(err))) {
             fprintf(stderr, "crashpack db: %s\n", err);
             cJSON_Delete(j);
             sqlite3_close(db);
-            return 2;
+            return CP_EXIT_PROBLEM;
         }
         if (cJSON_IsArray(j)) {
             cJSON *r;
@@ -266,6 +288,38 @@ static int do_add(struct dopts *o)
 }
 
 /* ---- list / search ---- */
+
+/* A listing document: {"format": format, "db": {"path": ...}}. */
+static cJSON *db_doc(const char *format, const struct dopts *o)
+{
+    cJSON *doc = cp_doc_new(format);
+    cp_doc_str(cJSON_AddObjectToObject(doc, "db"), "path", o->db);
+    return doc;
+}
+
+/* The ROW_COLS rows as a crashpack-db-list/1 document. */
+static int json_rows(sqlite3_stmt *q, const struct dopts *o)
+{
+    cJSON *doc = db_doc("crashpack-db-list/1", o);
+    cJSON *arr = cJSON_AddArrayToObject(doc, "crashes");
+    while (sqlite3_step(q) == SQLITE_ROW) {
+        cJSON *r = cJSON_CreateObject();
+        cJSON_AddNumberToObject(r, "id", (double)sqlite3_column_int64(q, 0));
+        cp_doc_time(r, "time", sqlite3_column_double(q, 1));
+        cp_doc_str(r, "host", col(q, 2));
+        cp_doc_str(r, "job", col(q, 3));
+        if (sqlite3_column_type(q, 4) == SQLITE_NULL)
+            cJSON_AddNullToObject(r, "rank");
+        else
+            cJSON_AddNumberToObject(r, "rank", sqlite3_column_int(q, 4));
+        cp_doc_signal(r, col(q, 5));
+        cp_doc_str(r, "top_diagnosis", col(q, 6));
+        cp_doc_str(r, "signature", col(q, 7));
+        cJSON_AddItemToArray(arr, r);
+    }
+    cJSON_AddNumberToObject(doc, "count", cJSON_GetArraySize(arr));
+    return cp_doc_print(stdout, doc) ? CP_EXIT_PROBLEM : CP_EXIT_OK;
+}
 
 static void print_rows(sqlite3_stmt *q)
 {
@@ -299,22 +353,26 @@ static int do_list(struct dopts *o)
 {
     sqlite3 *db = open_db(o, 0);
     if (!db)
-        return 2;
+        return db_failed(o);
     sqlite3_stmt *q = NULL;
     sqlite3_prepare_v2(db, "SELECT " ROW_COLS " FROM crashes ORDER BY time DESC, id DESC LIMIT ?1", -1,
                        &q, NULL);
     sqlite3_bind_int(q, 1, o->limit);
-    print_rows(q);
+    int rc = CP_EXIT_OK;
+    if (o->json)
+        rc = json_rows(q, o);
+    else
+        print_rows(q);
     sqlite3_finalize(q);
     sqlite3_close(db);
-    return 0;
+    return rc;
 }
 
 static int do_search(struct dopts *o)
 {
     sqlite3 *db = open_db(o, 0);
     if (!db)
-        return 2;
+        return db_failed(o);
     char like[1024];
     snprintf(like, sizeof(like), "%%%s%%", o->nargs ? o->args[0] : "");
     sqlite3_stmt *q = NULL;
@@ -330,7 +388,7 @@ static int do_search(struct dopts *o)
     if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) != SQLITE_OK) {
         fprintf(stderr, "crashpack db: %s\n", sqlite3_errmsg(db));
         sqlite3_close(db);
-        return 2;
+        return CP_EXIT_PROBLEM;
     }
     sqlite3_bind_text(q, 1, like, -1, SQLITE_TRANSIENT);
     const char *f[] = {o->host, o->rule, o->category, o->job, o->fingerprint};
@@ -340,23 +398,23 @@ static int do_search(struct dopts *o)
     sqlite3_bind_double(q, 7, o->since);
     sqlite3_bind_double(q, 8, o->until);
     sqlite3_bind_int(q, 9, o->limit);
-    print_rows(q);
+    int rc = CP_EXIT_OK;
+    if (o->json)
+        rc = json_rows(q, o);
+    else
+        print_rows(q);
     sqlite3_finalize(q);
     sqlite3_close(db);
-    return 0;
+    return rc;
 }
 
 /* ---- show ---- */
 
 static int do_show(struct dopts *o)
 {
-    if (o->nargs != 1) {
-        usage(stderr);
-        return 2;
-    }
     sqlite3 *db = open_db(o, 0);
     if (!db)
-        return 2;
+        return db_failed(o);
     sqlite3_stmt *q = NULL;
     sqlite3_prepare_v2(db,
                        "SELECT id, time, host, exe, signal, crash_kind, signature, fingerprint, job, rank,"
@@ -364,21 +422,27 @@ static int do_show(struct dopts *o)
                        " (SELECT COUNT(*) FROM crashes c2 WHERE c2.fingerprint = crashes.fingerprint)"
                        " FROM crashes WHERE id = ?1",
                        -1, &q, NULL);
-    sqlite3_bind_int64(q, 1, atoll(o->args[0]));
+    sqlite3_bind_int64(q, 1, o->id);
     if (sqlite3_step(q) != SQLITE_ROW) {
-        fprintf(stderr, "crashpack db: no crash %s\n", o->args[0]);
+        fprintf(stderr, "crashpack db: no crash %lld (`crashpack db list` shows them)\n", o->id);
         sqlite3_finalize(q);
         sqlite3_close(db);
-        return 1;
+        return CP_EXIT_NOTFOUND;
     }
     cJSON *ds = col(q, 12) ? cJSON_Parse(col(q, 12)) : NULL;
     if (o->json) {
-        cJSON *j = cJSON_CreateObject();
+        cJSON *j = cp_doc_new("crashpack-db-show/1");
         static const char *names[] = {"id", "time", "host", "exe", "signal", "crash_kind", "signature",
                                       "fingerprint", "job", "rank", "local_rank", "bundle_path"};
         for (int i = 0; i < 12; i++) {
             int t = sqlite3_column_type(q, i);
-            if (t == SQLITE_NULL)
+            if (i == 1) /* time and time_utc */
+                cp_doc_time(j, "time", sqlite3_column_double(q, i));
+            else if (i == 4) /* signal: an object, as in the report */
+                cp_doc_signal(j, col(q, i));
+            else if (i == 11) /* bundle.path, as in the report */
+                cp_doc_str(cJSON_AddObjectToObject(j, "bundle"), "path", col(q, i));
+            else if (t == SQLITE_NULL)
                 cJSON_AddNullToObject(j, names[i]);
             else if (t == SQLITE_INTEGER || t == SQLITE_FLOAT)
                 cJSON_AddNumberToObject(j, names[i], sqlite3_column_double(q, i));
@@ -438,11 +502,38 @@ static int do_show(struct dopts *o)
 
 /* ---- groups ---- */
 
+/* do_groups' rows as a crashpack-db-groups/1 document. */
+static int json_groups(sqlite3_stmt *q, const struct dopts *o)
+{
+    cJSON *doc = db_doc("crashpack-db-groups/1", o);
+    cJSON *arr = cJSON_AddArrayToObject(doc, "groups");
+    while (sqlite3_step(q) == SQLITE_ROW) {
+        cJSON *g = cJSON_CreateObject();
+        cp_doc_str(g, "fingerprint", col(q, 0));
+        cJSON_AddNumberToObject(g, "count", sqlite3_column_int(q, 1));
+        cp_doc_time(g, "first_seen", sqlite3_column_double(q, 2));
+        cp_doc_time(g, "last_seen", sqlite3_column_double(q, 3));
+        cJSON *h = cJSON_AddObjectToObject(g, "hosts");
+        cJSON_AddNumberToObject(h, "count", sqlite3_column_int(q, 4));
+        cJSON *names = cJSON_AddArrayToObject(h, "names"); /* the first 4, sorted */
+        for (const char *n = col(q, 5); n && *n; n += strcspn(n, ","), n += *n == ',') {
+            char name[256];
+            snprintf(name, sizeof(name), "%.*s", (int)strcspn(n, ","), n);
+            cJSON_AddItemToArray(names, cJSON_CreateString(name));
+        }
+        cp_doc_str(g, "top_diagnosis", col(q, 6));
+        cp_doc_str(g, "signature", col(q, 7));
+        cJSON_AddItemToArray(arr, g);
+    }
+    cJSON_AddNumberToObject(doc, "count", cJSON_GetArraySize(arr));
+    return cp_doc_print(stdout, doc) ? CP_EXIT_PROBLEM : CP_EXIT_OK;
+}
+
 static int do_groups(struct dopts *o)
 {
     sqlite3 *db = open_db(o, 0);
     if (!db)
-        return 2;
+        return db_failed(o);
     sqlite3_stmt *q = NULL;
     const char *sql =
         "SELECT fingerprint, COUNT(*) AS n, MIN(time), MAX(time), COUNT(DISTINCT host),"
@@ -455,9 +546,15 @@ static int do_groups(struct dopts *o)
     if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) != SQLITE_OK) {
         fprintf(stderr, "crashpack db: %s\n", sqlite3_errmsg(db));
         sqlite3_close(db);
-        return 2;
+        return CP_EXIT_PROBLEM;
     }
     sqlite3_bind_int(q, 1, o->limit);
+    if (o->json) {
+        int rc = json_groups(q, o);
+        sqlite3_finalize(q);
+        sqlite3_close(db);
+        return rc;
+    }
     printf("%-6s %-20s %-20s %-6s %-18s %s\n", "count", "first seen", "last seen", "hosts",
            "fingerprint", "top diagnosis | signature");
     int groups = 0;
@@ -487,6 +584,13 @@ static int do_groups(struct dopts *o)
 
 /* ---- jobs ---- */
 
+struct job_row {
+    long long id;
+    double time;
+    char host[64], title[160], cat[32], rule[64];
+    int rank, victim;
+};
+
 /* Does a crash look like a consequence of another rank's failure? Its top diagnosis says so, or it
  * is in a class that is a victim by nature (a collective timeout or a lost peer), or nothing matched. */
 static int victim(const char *category, const char *consequence_of)
@@ -498,7 +602,34 @@ static int victim(const char *category, const char *consequence_of)
     return !strcmp(category, "nccl") || !strcmp(category, "advice") || !strcmp(category, "scheduler");
 }
 
-static int show_job(sqlite3 *db, const char *job)
+/* One job's rows as an element of crashpack-db-jobs/1's jobs[]. */
+static void job_json(cJSON *jobs, const char *job, const struct job_row *rows, size_t n, size_t first)
+{
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "job", job);
+    cJSON_AddNumberToObject(j, "count", (double)n);
+    cJSON_AddNumberToObject(j, "first_failure", (double)rows[first].id);
+    cJSON *arr = cJSON_AddArrayToObject(j, "crashes");
+    for (size_t i = 0; i < n; i++) {
+        cJSON *r = cJSON_CreateObject();
+        cJSON_AddNumberToObject(r, "id", (double)rows[i].id);
+        cp_doc_time(r, "time", rows[i].time);
+        cJSON_AddStringToObject(r, "host", rows[i].host);
+        if (rows[i].rank < 0)
+            cJSON_AddNullToObject(r, "rank");
+        else
+            cJSON_AddNumberToObject(r, "rank", rows[i].rank);
+        cJSON_AddStringToObject(r, "role", i == first ? "first" : rows[i].victim ? "consequence" : "other");
+        cp_doc_str(r, "top_diagnosis", rows[i].title[0] ? rows[i].title : NULL);
+        cp_doc_str(r, "category", rows[i].cat[0] ? rows[i].cat : NULL);
+        cp_doc_str(r, "rule", rows[i].rule[0] ? rows[i].rule : NULL);
+        cJSON_AddItemToArray(arr, r);
+    }
+    cJSON_AddItemToArray(jobs, j);
+}
+
+/* Prints one job (or, with `jobs` set, appends it there as JSON). Returns 1 when it has crashes. */
+static int show_job(sqlite3 *db, const char *job, cJSON *jobs)
 {
     sqlite3_stmt *q = NULL;
     sqlite3_prepare_v2(db,
@@ -506,24 +637,19 @@ static int show_job(sqlite3 *db, const char *job)
                        " FROM crashes WHERE job = ?1 ORDER BY time, id",
                        -1, &q, NULL);
     sqlite3_bind_text(q, 1, job, -1, SQLITE_TRANSIENT);
-    struct row {
-        long long id;
-        double time;
-        char host[64], title[160], cat[32], rule[64];
-        int rank, victim;
-    } *rows = NULL;
+    struct job_row *rows = NULL;
     size_t n = 0;
     while (sqlite3_step(q) == SQLITE_ROW) {
-        struct row *nr = realloc(rows, (n + 1) * sizeof(*rows));
+        struct job_row *nr = realloc(rows, (n + 1) * sizeof(*rows));
         if (!nr)
             break;
         rows = nr;
-        struct row *r = &rows[n++];
+        struct job_row *r = &rows[n++];
         r->id = sqlite3_column_int64(q, 0);
         r->time = sqlite3_column_double(q, 1);
         snprintf(r->host, sizeof(r->host), "%s", col(q, 2) ? col(q, 2) : "?");
         r->rank = sqlite3_column_type(q, 3) == SQLITE_NULL ? -1 : sqlite3_column_int(q, 3);
-        snprintf(r->title, sizeof(r->title), "%s", col(q, 4) ? col(q, 4) : "(no diagnosis)");
+        snprintf(r->title, sizeof(r->title), "%s", col(q, 4) ? col(q, 4) : "");
         snprintf(r->cat, sizeof(r->cat), "%s", col(q, 5) ? col(q, 5) : "");
         snprintf(r->rule, sizeof(r->rule), "%s", col(q, 7) ? col(q, 7) : "");
         r->victim = victim(col(q, 5), col(q, 6));
@@ -540,18 +666,23 @@ static int show_job(sqlite3 *db, const char *job)
             first = i;
             break;
         }
+    if (jobs) {
+        job_json(jobs, job, rows, n, first);
+        free(rows);
+        return 1;
+    }
     char a[32], b[32];
     fmt_time(rows[0].time, a, sizeof(a));
     fmt_time(rows[n - 1].time, b, sizeof(b));
     fputs("job ", stdout);
     put(stdout, job, 0);
     printf(": %zu crash%s, %s .. %s\n", n, n == 1 ? "" : "es", a, b);
-    struct row *f = &rows[first];
+    struct job_row *f = &rows[first];
     fmt_time(f->time, a, sizeof(a));
     printf("  first failure: rank %d on ", f->rank);
     put(stdout, f->host, 0);
     printf(" at %s (crash %lld): ", a, f->id);
-    put(stdout, f->title, 0);
+    put(stdout, f->title[0] ? f->title : "(no diagnosis)", 0);
     fputc('\n', stdout);
     size_t cons = 0;
     for (size_t i = 0; i < n; i++)
@@ -565,7 +696,7 @@ static int show_job(sqlite3 *db, const char *job)
                a, rows[i].rank, rows[i].id);
         put(stdout, rows[i].host, 20);
         fputs("  ", stdout);
-        put(stdout, rows[i].title, 0);
+        put(stdout, rows[i].title[0] ? rows[i].title : "(no diagnosis)", 0);
         fputc('\n', stdout);
     }
     free(rows);
@@ -576,11 +707,13 @@ static int do_jobs(struct dopts *o)
 {
     sqlite3 *db = open_db(o, 0);
     if (!db)
-        return 2;
+        return db_failed(o);
     int shown = 0;
+    cJSON *doc = o->json ? db_doc("crashpack-db-jobs/1", o) : NULL;
+    cJSON *jobs = doc ? cJSON_AddArrayToObject(doc, "jobs") : NULL;
     if (o->nargs) {
         for (int i = 0; i < o->nargs; i++)
-            shown += show_job(db, o->args[i]);
+            shown += show_job(db, o->args[i], jobs);
     } else {
         sqlite3_stmt *q = NULL;
         sqlite3_prepare_v2(db,
@@ -591,11 +724,15 @@ static int do_jobs(struct dopts *o)
         while (sqlite3_step(q) == SQLITE_ROW) {
             char job[512];
             snprintf(job, sizeof(job), "%s", col(q, 0));
-            if (shown)
+            if (shown && !jobs)
                 fputc('\n', stdout);
-            shown += show_job(db, job);
+            shown += show_job(db, job, jobs);
         }
         sqlite3_finalize(q);
+    }
+    if (doc) {
+        sqlite3_close(db);
+        return cp_doc_print(stdout, doc) ? CP_EXIT_PROBLEM : CP_EXIT_OK;
     }
     if (!shown)
         puts("no crashes with a job id (SLURM_JOB_ID, TORCHELASTIC_RUN_ID, MASTER_ADDR:MASTER_PORT)");
@@ -605,13 +742,22 @@ static int do_jobs(struct dopts *o)
 
 /* ---- stats ---- */
 
-static void stat_block(sqlite3 *db, const char *title, const char *sql)
+/* Prints one block of counts, or with doc set adds it there as doc.key = [{name, count}]. */
+static void stat_block(sqlite3 *db, const char *title, const char *sql, cJSON *doc, const char *key)
 {
     sqlite3_stmt *q = NULL;
-    printf("%s\n", title);
+    cJSON *arr = doc ? cJSON_AddArrayToObject(doc, key) : NULL;
+    if (!doc)
+        printf("%s\n", title);
     if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) != SQLITE_OK)
         return;
-    while (sqlite3_step(q) == SQLITE_ROW) {
+    while (arr && sqlite3_step(q) == SQLITE_ROW) {
+        cJSON *e = cJSON_CreateObject();
+        cp_doc_str(e, "name", col(q, 0));
+        cJSON_AddNumberToObject(e, "count", sqlite3_column_int(q, 1));
+        cJSON_AddItemToArray(arr, e);
+    }
+    while (!arr && sqlite3_step(q) == SQLITE_ROW) {
         printf("  %6d  ", sqlite3_column_int(q, 1));
         put(stdout, col(q, 0) ? col(q, 0) : "(none)", 60);
         fputc('\n', stdout);
@@ -623,57 +769,58 @@ static int do_stats(struct dopts *o)
 {
     sqlite3 *db = open_db(o, 0);
     if (!db)
-        return 2;
+        return db_failed(o);
     sqlite3_stmt *q = NULL;
     sqlite3_prepare_v2(db, "SELECT COUNT(*), COUNT(DISTINCT fingerprint), COUNT(DISTINCT host) FROM crashes",
                        -1, &q, NULL);
-    if (sqlite3_step(q) == SQLITE_ROW)
+    cJSON *doc = o->json ? db_doc("crashpack-db-stats/1", o) : NULL;
+    int ok = sqlite3_step(q) == SQLITE_ROW;
+    if (ok && doc) {
+        cJSON_AddNumberToObject(doc, "crashes", sqlite3_column_int(q, 0));
+        cJSON_AddNumberToObject(doc, "fingerprints", sqlite3_column_int(q, 1));
+        cJSON_AddNumberToObject(doc, "hosts", sqlite3_column_int(q, 2));
+    } else if (ok)
         printf("%d crashes, %d distinct fingerprints, %d hosts\n\n", sqlite3_column_int(q, 0),
                sqlite3_column_int(q, 1), sqlite3_column_int(q, 2));
     sqlite3_finalize(q);
     stat_block(db, "per week",
-               "SELECT strftime('%Y-W%W', time, 'unixepoch'), COUNT(*) FROM crashes GROUP BY 1 ORDER BY 1 DESC LIMIT 26");
+               "SELECT strftime('%Y-W%W', time, 'unixepoch'), COUNT(*) FROM crashes GROUP BY 1 ORDER BY 1 DESC LIMIT 26",
+               doc, "per_week");
     stat_block(db, "per diagnosis category",
-               "SELECT coalesce(top_category, 'undiagnosed'), COUNT(*) FROM crashes GROUP BY 1 ORDER BY 2 DESC, 1");
-    stat_block(db, "per host", "SELECT host, COUNT(*) FROM crashes GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 50");
+               "SELECT coalesce(top_category, 'undiagnosed'), COUNT(*) FROM crashes GROUP BY 1 ORDER BY 2 DESC, 1",
+               doc, "per_category");
+    stat_block(db, "per host", "SELECT host, COUNT(*) FROM crashes GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 50", doc,
+               "per_host");
     sqlite3_close(db);
-    return 0;
+    return doc && cp_doc_print(stdout, doc) ? CP_EXIT_PROBLEM : CP_EXIT_OK;
 }
 
 int cmd_db(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
         usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+        return argc < 2 ? CP_EXIT_USAGE : CP_EXIT_OK;
     }
+    const struct cp_subverb *sv = cp_subverb_find(VERB, subverbs, NSUB, argv[1]);
+    if (!sv)
+        return CP_EXIT_USAGE;
     struct dopts o;
     memset(&o, 0, sizeof(o));
-    if (parse(&o, argc - 2, argv + 2)) {
-        free(o.args);
-        usage(stderr);
-        return 2;
-    }
-    const char *c = argv[1];
-    int rc;
+    int rc = parse(&o, sv, argc - 1, argv + 1);
+    if (rc >= 0)
+        return rc;
+    const char *c = sv->name;
     if (!strcmp(c, "add"))
-        rc = do_add(&o);
-    else if (!strcmp(c, "list"))
-        rc = do_list(&o);
-    else if (!strcmp(c, "show"))
-        rc = do_show(&o);
-    else if (!strcmp(c, "groups"))
-        rc = do_groups(&o);
-    else if (!strcmp(c, "jobs"))
-        rc = do_jobs(&o);
-    else if (!strcmp(c, "search"))
-        rc = do_search(&o);
-    else if (!strcmp(c, "stats"))
-        rc = do_stats(&o);
-    else {
-        fprintf(stderr, "crashpack db: unknown command `%s`\n", c);
-        usage(stderr);
-        rc = 2;
-    }
-    free(o.args);
-    return rc;
+        return do_add(&o);
+    if (!strcmp(c, "list"))
+        return do_list(&o);
+    if (!strcmp(c, "show"))
+        return do_show(&o);
+    if (!strcmp(c, "groups"))
+        return do_groups(&o);
+    if (!strcmp(c, "jobs"))
+        return do_jobs(&o);
+    if (!strcmp(c, "search"))
+        return do_search(&o);
+    return do_stats(&o);
 }
