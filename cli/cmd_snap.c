@@ -2,6 +2,7 @@
  * captures a crash (the library is snap.c). */
 #include "cmdopt.h"
 #include "commands.h"
+#include "listjson.h"
 #include "snap.h"
 
 #include <errno.h>
@@ -29,7 +30,8 @@ static void usage(FILE *out)
             "  -c, --config F  configuration file (default " "/etc/crashpack/crashpack.conf)\n"
             "  --timeout MS    how long each thread may take to stop (default 500)\n"
             "  --reason TEXT   why, recorded in the manifest\n"
-            "  --json          print the stop report (crashpack-snap/1) and the bundle as JSON\n"
+            "  --json          print the bundle and the stop report as JSON (crashpack-snap-result/1:\n"
+            "                  bundle.path, snap: crashpack-snap/1)\n"
             "  -h, --help      this help\n"
             "\n"
             "Exit status: 0 captured, 1 capture failed, 2 usage error, 3 no such process.\n");
@@ -82,9 +84,9 @@ int cmd_snap(int argc, char **argv)
     if (rc == 0 && kill_after && kill(rq.pid, SIGKILL))
         fprintf(stderr, "crashpack snap: kill %d: %s\n", (int)rq.pid, strerror(errno));
     if (json) {
-        cJSON *o = cJSON_CreateObject();
+        cJSON *o = cp_doc_new("crashpack-snap-result/1");
         if (rc == 0)
-            cJSON_AddStringToObject(o, "bundle", bundle);
+            cp_doc_str(cJSON_AddObjectToObject(o, "bundle"), "path", bundle); /* as in the report */
         else
             cJSON_AddNullToObject(o, "bundle");
         if (rc)
