@@ -57,6 +57,16 @@ static int short_in_table(const struct option *longs, int c)
     return 0;
 }
 
+/* How many long options start with the name in `arg` ("--na" or "--na=v"). */
+static int prefix_of(const struct cp_opts *p, const char *arg)
+{
+    size_t l = strcspn(arg + 2, "=");
+    int n = 0;
+    for (const struct option *o = p->longs; o && o->name; o++)
+        n += !strncmp(o->name, arg + 2, l);
+    return n;
+}
+
 int cp_getopt(struct cp_opts *p)
 {
     char shorts[128];
@@ -89,6 +99,8 @@ int cp_getopt(struct cp_opts *p)
         cp_usage_error(p, "option `-%c` needs a value", optopt);
     else if (lo && lo->has_arg == no_argument && strchr(arg, '='))
         cp_usage_error(p, "option `--%s` takes no value (in `%s`)", lo->name, arg);
+    else if (is_long && prefix_of(p, arg) > 1)
+        cp_usage_error(p, "ambiguous option `%.*s`; accepted: %s", (int)strcspn(arg, "="), arg, acc);
     else if (is_long)
         cp_usage_error(p, "unknown option `%.*s`; accepted: %s", (int)strcspn(arg, "="), arg, acc);
     else
