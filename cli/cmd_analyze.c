@@ -5,8 +5,8 @@
  * Every string from the bundle is untrusted: the JSON report carries it as valid UTF-8 (invalid
  * bytes become U+FFFD), the text output goes through the terminal policy (cp_text_put, utf8.h).
  *
- * Exit: 0 complete bundle, 1 partial bundle (what could be read is still printed), 2 usage error
- * or unreadable bundle.
+ * Exit: 0 complete bundle, 1 partial or unreadable bundle (what could be read is still printed),
+ * 2 usage error, 3 no such bundle file (exitcodes.h).
  */
 #include "cmdopt.h"
 #include "commands.h"
@@ -15,9 +15,11 @@
 
 #include <cjson/cJSON.h>
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void usage(FILE *out)
 {
@@ -54,7 +56,8 @@ static void usage(FILE *out)
             "limits; if it fails, what it finished is still reported.\n"
             "\n"
             "Exit status: 0 complete, 1 partial (the bundle is cut short, or the core analysis\n"
-            "did not complete; what could be read is shown), 2 usage error or unreadable file.\n");
+            "did not complete; what could be read is shown) or unreadable, 2 usage error,\n"
+            "3 no such bundle.\n");
 }
 
 #define MAX_DEBUG_DIRS 64
@@ -66,106 +69,76 @@ struct analyze_args {
     const char *debug_dirs[MAX_DEBUG_DIRS];
 };
 
-static int parse_uint(const char *s, unsigned long max, unsigned long *out)
-{
-    char *end;
-    unsigned long v = strtoul(s, &end, 10);
-    if (!*s || *end || v == 0 || v > max)
-        return -1;
-    *out = v;
-    return 0;
-}
-
-/* Options that take a value. Returns 1 when handled, 0 when not one of them, -1 on error. */
-static int parse_value_opt(struct analyze_args *A, const char *a, int argc, char **argv, int *i)
-{
-    int bad = 0;
-    const char *v;
-    unsigned long n;
-    struct modules_opts *mo = &A->R.native.unwind.mods;
-    if ((v = cp_opt_value(a, "--db", argc, argv, i, &bad))) {
-        A->R.db = v;
-    } else if ((v = cp_opt_value(a, "--sysroot", argc, argv, i, &bad))) {
-        mo->sysroot = v;
-    } else if ((v = cp_opt_value(a, "--debug-dir", argc, argv, i, &bad))) {
-        if (mo->ndebug_dirs == MAX_DEBUG_DIRS)
-            return -1;
-        A->debug_dirs[mo->ndebug_dirs++] = v;
-    } else if ((v = cp_opt_value(a, "--unwinder", argc, argv, i, &bad))) {
-        if (!strcmp(v, "dwfl"))
-            A->R.native.unwind.method = UNWIND_DWFL;
-        else if (!strcmp(v, "fp"))
-            A->R.native.unwind.method = UNWIND_FP;
-        else if (!strcmp(v, "libunwind"))
-            A->R.native.unwind.method = UNWIND_LIBUNWIND;
-        else
-            return -1;
-        A->R.no_stacks = 1; /* the user asked for this unwinder's frames, not the crashed host's */
-    } else if ((v = cp_opt_value(a, "--max-frames", argc, argv, i, &bad))) {
-        if (parse_uint(v, 1000000, &n))
-            return -1;
-        A->R.native.unwind.max_frames = n;
-        A->R.no_stacks = 1;
-    } else if ((v = cp_opt_value(a, "--timeout", argc, argv, i, &bad))) {
-        if (parse_uint(v, 86400, &n))
-            return -1;
-        A->R.native.wall_s = (unsigned)n;
-        A->R.native.cpu_s = (unsigned)n;
-    } else {
-        return bad ? -1 : 0;
-    }
-    return 1;
-}
-
 /* Returns -1 to go on, else the exit status. */
 static int parse_args(struct analyze_args *A, int argc, char **argv)
 {
-    int opts = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int r;
-        if (opts && a[0] == '-' && a[1]) {
-            if (!strcmp(a, "--json")) {
-                A->json = 1;
-            } else if (!strcmp(a, "--members")) {
-                A->R.members_only = 1;
-            } else if (!strcmp(a, "--explain")) {
-                A->R.explain = 1;
-            } else if (!strcmp(a, "--in-process")) {
-                A->R.native.in_process = 1;
-            } else if (!strcmp(a, "--no-stacks")) {
-                A->R.no_stacks = 1;
-            } else if (!strcmp(a, "--no-cache")) {
-                A->R.no_cache = 1;
-            } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-                usage(stdout);
-                return 0;
-            } else if (!strcmp(a, "--")) {
-                opts = 0;
-            } else if ((r = parse_value_opt(A, a, argc, argv, &i)) < 0) {
-                fprintf(stderr, "crashpack analyze: bad or missing value for `");
-                cp_text_put(stderr, a);
-                fprintf(stderr, "`\n");
-                usage(stderr);
-                return 2;
-            } else if (r == 0) {
-                fprintf(stderr, "crashpack analyze: unknown option `");
-                cp_text_put(stderr, a);
-                fprintf(stderr, "`\n");
-                usage(stderr);
-                return 2;
-            }
-        } else if (!A->path) {
-            A->path = a;
-        } else {
-            fprintf(stderr, "crashpack analyze: one bundle at a time\n");
-            usage(stderr);
-            return 2;
+    enum { O_JSON = 256, O_MEMBERS, O_EXPLAIN, O_INPROC, O_NOSTACKS, O_NOCACHE, O_DB, O_SYSROOT,
+           O_DEBUGDIR, O_UNWINDER, O_MAXFRAMES, O_TIMEOUT };
+    static const struct option longs[] = {
+        {"json", no_argument, 0, O_JSON}, {"members", no_argument, 0, O_MEMBERS},
+        {"explain", no_argument, 0, O_EXPLAIN}, {"in-process", no_argument, 0, O_INPROC},
+        {"no-stacks", no_argument, 0, O_NOSTACKS}, {"no-cache", no_argument, 0, O_NOCACHE},
+        {"db", required_argument, 0, O_DB}, {"sysroot", required_argument, 0, O_SYSROOT},
+        {"debug-dir", required_argument, 0, O_DEBUGDIR}, {"unwinder", required_argument, 0, O_UNWINDER},
+        {"max-frames", required_argument, 0, O_MAXFRAMES}, {"timeout", required_argument, 0, O_TIMEOUT},
+        CP_OPT_HELP, CP_OPT_END};
+    struct cp_opts p = {.verb = "crashpack analyze", .longs = longs, .argc = argc, .argv = argv};
+    struct modules_opts *mo = &A->R.native.unwind.mods;
+    long long n;
+    int c;
+    while ((c = cp_getopt(&p)) != -1) {
+        switch (c) {
+        case 'h':
+            usage(stdout);
+            return CP_EXIT_OK;
+        case O_JSON: A->json = 1; break;
+        case O_MEMBERS: A->R.members_only = 1; break;
+        case O_EXPLAIN: A->R.explain = 1; break;
+        case O_INPROC: A->R.native.in_process = 1; break;
+        case O_NOSTACKS: A->R.no_stacks = 1; break;
+        case O_NOCACHE: A->R.no_cache = 1; break;
+        case O_DB: A->R.db = optarg; break;
+        case O_SYSROOT: mo->sysroot = optarg; break;
+        case O_DEBUGDIR:
+            if (mo->ndebug_dirs == MAX_DEBUG_DIRS)
+                return cp_usage_error(&p, "--debug-dir `%s`: at most %d of them", optarg, MAX_DEBUG_DIRS);
+            A->debug_dirs[mo->ndebug_dirs++] = optarg;
+            break;
+        case O_UNWINDER:
+            if (!strcmp(optarg, "dwfl"))
+                A->R.native.unwind.method = UNWIND_DWFL;
+            else if (!strcmp(optarg, "fp"))
+                A->R.native.unwind.method = UNWIND_FP;
+            else if (!strcmp(optarg, "libunwind"))
+                A->R.native.unwind.method = UNWIND_LIBUNWIND;
+            else
+                return cp_usage_error(&p, "--unwinder `%s`: expected dwfl, fp or libunwind", optarg);
+            A->R.no_stacks = 1; /* the user asked for this unwinder's frames, not the crashed host's */
+            break;
+        case O_MAXFRAMES:
+            if (cp_opt_num(&p, "--max-frames", optarg, 1, 1000000, &n))
+                return CP_EXIT_USAGE;
+            A->R.native.unwind.max_frames = (unsigned)n;
+            A->R.no_stacks = 1;
+            break;
+        case O_TIMEOUT:
+            if (cp_opt_num(&p, "--timeout", optarg, 1, 86400, &n))
+                return CP_EXIT_USAGE;
+            A->R.native.wall_s = (unsigned)n;
+            A->R.native.cpu_s = (unsigned)n;
+            break;
+        default:
+            return CP_EXIT_USAGE;
         }
     }
-    if (!A->path) {
-        usage(stderr);
-        return 2;
+    if (cp_opt_args(&p, 1, 1, "BUNDLE"))
+        return CP_EXIT_USAGE;
+    A->path = argv[optind];
+    if (access(A->path, F_OK) && errno == ENOENT) {
+        fprintf(stderr, "crashpack analyze: no such bundle: ");
+        cp_text_put(stderr, A->path);
+        fputc('\n', stderr);
+        return CP_EXIT_NOTFOUND;
     }
     A->R.native.unwind.mods.debug_dirs = A->debug_dirs;
     return -1;
@@ -185,7 +158,7 @@ int cmd_analyze(int argc, char **argv)
         fprintf(stderr, "crashpack analyze: ");
         cp_text_put(stderr, st.error);
         fputc('\n', stderr);
-        return 2;
+        return CP_EXIT_PROBLEM;
     }
     report_print_notes(stderr, "crashpack analyze", r, &st, A.json);
     if (A.json) {
@@ -193,7 +166,7 @@ int cmd_analyze(int argc, char **argv)
         if (!s) {
             cJSON_Delete(r);
             fprintf(stderr, "crashpack analyze: out of memory\n");
-            return 2;
+            return CP_EXIT_PROBLEM;
         }
         fputs(s, stdout);
         fputc('\n', stdout);
@@ -204,7 +177,7 @@ int cmd_analyze(int argc, char **argv)
     cJSON_Delete(r);
     if (fflush(stdout) != 0 || ferror(stdout)) {
         fprintf(stderr, "crashpack analyze: cannot write the output\n");
-        return 2;
+        return CP_EXIT_PROBLEM;
     }
     return st.partial ? 1 : 0;
 }

@@ -7,9 +7,11 @@
  * container or after a rename. Paths are untrusted text: JSON gets valid UTF-8, the terminal gets
  * them through the terminal policy (cp_text_put, utf8.h).
  *
- * Exit: 0 valid, 1 truncated / unreadable / unverifiable, 2 usage error. */
+ * Exit: 0 valid, 1 truncated / unreadable / unverifiable, 2 usage error, 3 no such file
+ * (exitcodes.h). */
 #include "utf8.h"
 #include "checkpoint.h"
+#include "cmdopt.h"
 #include "commands.h"
 
 #include <cjson/cJSON.h>
@@ -49,7 +51,8 @@ static void usage(FILE *out)
             "                      PATH only names them (used by the capture handler)\n"
             "  -h, --help          this help\n"
             "\n"
-            "Exit status: 0 valid, 1 truncated, unreadable or unverifiable, 2 usage error.\n",
+            "Exit status: 0 valid, 1 truncated, unreadable or unverifiable, 2 usage error,\n"
+            "3 no such file.\n",
             DEFAULT_SCAN_BUDGET_MS);
 }
 
@@ -106,63 +109,46 @@ static void print_text(const char *path, const struct ckv_result *r)
     }
 }
 
-static int parse_fd(const char *s)
-{
-    char *e;
-    errno = 0;
-    long v = strtol(s, &e, 10);
-    return errno || *e || v < 0 || v > INT_MAX ? -1 : (int)v;
-}
-
 int cmd_checkpoint(int argc, char **argv)
 {
     int json = 0, follow = 1, scan = 1, fd = -1, dirfd = -1;
     unsigned budget = DEFAULT_SCAN_BUDGET_MS;
     const char *path = NULL;
-    int opts = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!opts || a[0] != '-' || !a[1]) {
-            if (path) {
-                usage(stderr);
-                return 2;
-            }
-            path = a;
-        } else if (!strcmp(a, "--"))
-            opts = 0;
-        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+    enum { K_JSON = 256, K_NOFOLLOW, K_NOSCAN, K_FD, K_DIRFD, K_BUDGET };
+    static const struct option longs[] = {
+        {"json", no_argument, 0, K_JSON}, {"no-follow", no_argument, 0, K_NOFOLLOW},
+        {"no-scan", no_argument, 0, K_NOSCAN}, {"fd", required_argument, 0, K_FD},
+        {"dir-fd", required_argument, 0, K_DIRFD}, {"scan-budget-ms", required_argument, 0, K_BUDGET},
+        CP_OPT_HELP, CP_OPT_END};
+    struct cp_opts p = {.verb = "crashpack checkpoint", .longs = longs, .argc = argc, .argv = argv};
+    long long v;
+    int c;
+    while ((c = cp_getopt(&p)) != -1) {
+        switch (c) {
+        case 'h':
             usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--json"))
-            json = 1;
-        else if (!strcmp(a, "--no-follow"))
-            follow = 0;
-        else if (!strcmp(a, "--no-scan"))
-            scan = 0;
-        else if ((!strcmp(a, "--fd") || !strcmp(a, "--dir-fd") ||
-                  !strcmp(a, "--scan-budget-ms")) &&
-                 i + 1 < argc) {
-            int v = parse_fd(argv[++i]);
-            if (v < 0) {
-                fprintf(stderr, "crashpack checkpoint: bad number for %s\n", a);
-                return 2;
-            }
-            if (!strcmp(a, "--fd"))
-                fd = v;
-            else if (!strcmp(a, "--dir-fd"))
-                dirfd = v;
-            else
-                budget = (unsigned)v;
-        } else {
-            fprintf(stderr, "crashpack checkpoint: unknown option %s\n", a);
-            usage(stderr);
-            return 2;
+            return CP_EXIT_OK;
+        case K_JSON: json = 1; break;
+        case K_NOFOLLOW: follow = 0; break;
+        case K_NOSCAN: scan = 0; break;
+        case K_FD:
+        case K_DIRFD:
+            if (cp_opt_num(&p, c == K_FD ? "--fd" : "--dir-fd", optarg, 0, INT_MAX, &v))
+                return CP_EXIT_USAGE;
+            *(c == K_FD ? &fd : &dirfd) = (int)v;
+            break;
+        case K_BUDGET:
+            if (cp_opt_num(&p, "--scan-budget-ms", optarg, 0, INT_MAX, &v))
+                return CP_EXIT_USAGE;
+            budget = (unsigned)v;
+            break;
+        default:
+            return CP_EXIT_USAGE;
         }
     }
-    if (!path) {
-        usage(stderr);
-        return 2;
-    }
+    if (cp_opt_args(&p, 1, 1, "PATH"))
+        return CP_EXIT_USAGE;
+    path = argv[optind];
 
     struct ckv_result r;
     struct stat self;
@@ -258,5 +244,8 @@ int cmd_checkpoint(int argc, char **argv)
                    sc->candidates, sc->stopped ? "; search stopped by its budget" : "");
     }
     free(sc);
-    return r.verdict == CKV_VALID ? 0 : 1;
+    if (r.verdict == CKV_VALID)
+        return CP_EXIT_OK;
+    struct stat gone;
+    return fd < 0 && !r.have_stat && lstat(path, &gone) && errno == ENOENT ? CP_EXIT_NOTFOUND : CP_EXIT_PROBLEM;
 }

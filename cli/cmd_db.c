@@ -1,17 +1,21 @@
 /* cmd_db.c - `crashpack db add|list|show|groups|jobs|search|stats`: the knowledge base of analyzed
  * crashes (db/kb.h). `db add` stores the report `crashpack analyze --json` prints for each bundle,
  * built in-process by the report library (report.h). */
+#include "cmdopt.h"
 #include "commands.h"
 #include "jpath.h"
 #include "kb.h"
+#include "listjson.h"
 #include "query.h"
 #include "report.h"
 #include "rule.h"
+#include "timearg.h"
 #include "utf8.h"
 
 #include <cjson/cJSON.h>
 
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,111 +24,132 @@
 
 cJSON *rule_read_file(const char *path, char *err, size_t errlen);
 
+#define VERB "crashpack db"
+
+static const char footer[] =
+    "--db PATH: default $CRASHPACK_DB, /var/lib/crashpack/kb.sqlite for root, else\n"
+    "$XDG_DATA_HOME/crashpack/kb.sqlite. TIME: " CP_TIME_FORMS ".\n"
+    "Exit status: 0 ok, 1 a problem (a bundle that could not be added), 2 usage error,\n"
+    "3 no knowledge base yet, or no such crash.\n";
+
+static const struct cp_subverb subverbs[] = {
+    {"add", "db report-json diagnose", "BUNDLE... | --report-json FILE [--diagnose] [--db PATH]",
+     "Analyzes each bundle and stores the crash (again: updated, not doubled). --report-json\n"
+     "stores report JSON (one report, or an array of them) as it is, or with its diagnoses made\n"
+     "again from the rule base (--diagnose).\n", 0, -1, "BUNDLE"},
+    {"list", "db limit json", "[--limit N] [--json] [--db PATH]",
+     "Newest crashes first (default 50).\n"
+     "  --json       one JSON object (format crashpack-db-list/1)\n", 0, 0, ""},
+    {"show", "db json", "ID [--json] [--db PATH]",
+     "One crash with its diagnoses.\n"
+     "  --json       one JSON object (format crashpack-db-show/1)\n", 1, 1, "ID"},
+    {"groups", "db limit json", "[--limit N] [--json] [--db PATH]",
+     "Crashes grouped by fingerprint: count, first/last seen, hosts, top diagnosis.\n"
+     "  --json       one JSON object (format crashpack-db-groups/1)\n", 0, 0, ""},
+    {"jobs", "db limit json", "[JOB...] [--limit N] [--json] [--db PATH]",
+     "Crashes grouped by job (SLURM_JOB_ID, TORCHELASTIC_RUN_ID, MASTER_ADDR:MASTER_PORT) in time\n"
+     "order: the first failing rank, and the later failures that look like its consequences.\n"
+     "  --json       one JSON object (format crashpack-db-jobs/1)\n", 0, -1, "JOB"},
+    {"search", "db host rule category job fingerprint since until limit json",
+     "[TEXT] [--host H] [--rule R] [--category C] [--job J] [--fingerprint F]\n"
+     "       [--since TIME] [--until TIME] [--limit N] [--json] [--db PATH]",
+     "TEXT matches signature, diagnosis titles and evidence, exe.\n"
+     "  --json       one JSON object (format crashpack-db-list/1)\n", 0, 1, "TEXT"},
+    {"stats", "db json", "[--json] [--db PATH]",
+     "Crashes per week, per diagnosis category, per host.\n"
+     "  --json       one JSON object (format crashpack-db-stats/1)\n", 0, 0, ""},
+};
+#define NSUB ((int)(sizeof(subverbs) / sizeof(subverbs[0])))
+
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: crashpack db COMMAND [--db PATH] ...\n"
-            "\n"
-            "  add BUNDLE...             analyze each bundle and store the crash (again: updated, not doubled)\n"
-            "  add --report-json FILE [--diagnose]\n"
-            "                            store report JSON (one report, or an array of them) as it is, or\n"
-            "                            with its diagnoses made again from the rule base\n"
-            "  list [--limit N]          newest crashes first\n"
-            "  show ID [--json]          one crash with its diagnoses\n"
-            "  groups [--limit N]        crashes grouped by fingerprint: count, first/last seen, hosts,\n"
-            "                            top diagnosis\n"
-            "  jobs [JOB]                crashes grouped by job (SLURM_JOB_ID, TORCHELASTIC_RUN_ID,\n"
-            "                            MASTER_ADDR:MASTER_PORT) in time order: the first failing rank,\n"
-            "                            and the later failures that look like its consequences\n"
-            "  search [TEXT] [--host H] [--rule R] [--category C] [--job J] [--fingerprint F]\n"
-            "         [--since DATE] [--until DATE] [--limit N]\n"
-            "                            TEXT matches signature, diagnosis titles and evidence, exe\n"
-            "  stats                     crashes per week, per diagnosis category, per host\n"
-            "\n"
-            "--db PATH: default $CRASHPACK_DB, /var/lib/crashpack/kb.sqlite for root, else\n"
-            "$XDG_DATA_HOME/crashpack/kb.sqlite. DATE is YYYY-MM-DD or epoch seconds.\n");
+    fprintf(out, "usage: " VERB " COMMAND [options]\n\n");
+    for (int i = 0; i < NSUB; i++)
+        fprintf(out, "  %-8s %s\n", subverbs[i].name, subverbs[i].synopsis);
+    fprintf(out, "\n`" VERB " COMMAND --help` describes each command.\n\n%s", footer);
 }
 
 struct dopts {
     const char *db, *report_json, *host, *rule, *category, *job, *fingerprint;
     double since, until;
     int limit, json, diagnose;
+    int missing; /* open_db: there is no knowledge base at db */
+    long long id; /* show's ID */
     char dbbuf[PATH_MAX];
     int nargs;
     char **args;
 };
 
-static int parse_date(const char *s, double *out)
+/* argv[0] is the sub-verb. Returns -1 to go on, else the exit status. */
+static int parse(struct dopts *o, const struct cp_subverb *sv, int argc, char **argv)
 {
-    struct tm tm;
-    memset(&tm, 0, sizeof(tm));
-    char *end = strptime(s, "%Y-%m-%d", &tm);
-    if (end && !*end) {
-        *out = (double)timegm(&tm);
-        return 0;
+    enum { O_DB = 256, O_REPORT, O_HOST, O_RULE, O_CATEGORY, O_JOB, O_FP, O_LIMIT, O_SINCE, O_UNTIL,
+           O_JSON, O_DIAGNOSE };
+    static const struct option all[] = {
+        {"db", required_argument, 0, O_DB}, {"report-json", required_argument, 0, O_REPORT},
+        {"host", required_argument, 0, O_HOST}, {"rule", required_argument, 0, O_RULE},
+        {"category", required_argument, 0, O_CATEGORY}, {"job", required_argument, 0, O_JOB},
+        {"fingerprint", required_argument, 0, O_FP}, {"limit", required_argument, 0, O_LIMIT},
+        {"since", required_argument, 0, O_SINCE}, {"until", required_argument, 0, O_UNTIL},
+        {"json", no_argument, 0, O_JSON}, {"diagnose", no_argument, 0, O_DIAGNOSE}, CP_OPT_END};
+    struct option longs[20];
+    cp_opt_subset(all, sv->opts, longs, 20);
+    char verb[64];
+    snprintf(verb, sizeof(verb), VERB " %s", sv->name);
+    struct cp_opts p = {.verb = verb, .longs = longs, .argc = argc, .argv = argv};
+    o->limit = 50;
+    o->until = 1e18;
+    long long n;
+    int c;
+    while ((c = cp_getopt(&p)) != -1) {
+        switch (c) {
+        case 'h':
+            cp_subverb_usage(stdout, VERB, sv, footer);
+            return CP_EXIT_OK;
+        case O_DB: o->db = optarg; break;
+        case O_REPORT: o->report_json = optarg; break;
+        case O_HOST: o->host = optarg; break;
+        case O_RULE: o->rule = optarg; break;
+        case O_CATEGORY: o->category = optarg; break;
+        case O_JOB: o->job = optarg; break;
+        case O_FP: o->fingerprint = optarg; break;
+        case O_JSON: o->json = 1; break;
+        case O_DIAGNOSE: o->diagnose = 1; break;
+        case O_LIMIT:
+            if (cp_opt_num(&p, "--limit", optarg, 1, INT_MAX, &n))
+                return CP_EXIT_USAGE;
+            o->limit = (int)n;
+            break;
+        case O_SINCE:
+        case O_UNTIL:
+            if (cp_opt_time(&p, c == O_SINCE ? "--since" : "--until", optarg, c == O_SINCE ? &o->since : &o->until))
+                return CP_EXIT_USAGE;
+            break;
+        default:
+            return CP_EXIT_USAGE;
+        }
     }
-    char *e2;
-    double v = strtod(s, &e2);
-    if (*s && !*e2) {
-        *out = v;
-        return 0;
+    if (cp_opt_args(&p, !strcmp(sv->name, "add") && !o->report_json ? 1 : sv->min_args, sv->max_args,
+                    sv->args_name))
+        return CP_EXIT_USAGE;
+    o->args = argv + optind;
+    o->nargs = argc - optind;
+    if (!strcmp(sv->name, "show") && cp_opt_num(&p, "ID", o->args[0], 1, INT64_MAX, &o->id))
+        return CP_EXIT_USAGE;
+    if (!o->db) {
+        if (!kb_default_path(o->dbbuf, sizeof(o->dbbuf))) {
+            fprintf(stderr, VERB ": no knowledge base location (set --db)\n");
+            return CP_EXIT_PROBLEM;
+        }
+        o->db = o->dbbuf;
     }
     return -1;
 }
 
-static int parse(struct dopts *o, int argc, char **argv)
+/* The exit status when open_db failed. */
+static int db_failed(const struct dopts *o)
 {
-    o->args = calloc((size_t)argc + 1, sizeof(char *));
-    o->limit = 50;
-    o->until = 1e18;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define OPT(name, field)                                                                           \
-    if (!strcmp(a, name) && v) {                                                                   \
-        o->field = v;                                                                              \
-        i++;                                                                                       \
-        continue;                                                                                  \
-    }
-        OPT("--db", db)
-        OPT("--report-json", report_json)
-        OPT("--host", host)
-        OPT("--rule", rule)
-        OPT("--category", category)
-        OPT("--job", job)
-        OPT("--fingerprint", fingerprint)
-#undef OPT
-        if (!strcmp(a, "--limit") && v) {
-            o->limit = atoi(v);
-            i++;
-            if (o->limit <= 0)
-                return -1;
-        } else if ((!strcmp(a, "--since") || !strcmp(a, "--until")) && v) {
-            if (parse_date(v, a[2] == 's' ? &o->since : &o->until))
-                return -1;
-            i++;
-        } else if (!strcmp(a, "--json")) {
-            o->json = 1;
-        } else if (!strcmp(a, "--diagnose")) {
-            o->diagnose = 1;
-        } else if (!strcmp(a, "--")) {
-            for (i++; i < argc; i++)
-                o->args[o->nargs++] = argv[i];
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "crashpack db: unknown or incomplete option `%s`\n", a);
-            return -1;
-        } else {
-            o->args[o->nargs++] = argv[i];
-        }
-    }
-    if (!o->db) {
-        if (!kb_default_path(o->dbbuf, sizeof(o->dbbuf))) {
-            fprintf(stderr, "crashpack db: no knowledge base location (set --db)\n");
-            return -1;
-        }
-        o->db = o->dbbuf;
-    }
-    return 0;
+    return o->missing ? CP_EXIT_NOTFOUND : CP_EXIT_PROBLEM;
 }
 
 static sqlite3 *open_db(struct dopts *o, int create)
@@ -132,6 +157,7 @@ static sqlite3 *open_db(struct dopts *o, int create)
     sqlite3 *db = NULL;
     char err[1024];
     if (!create && access(o->db, F_OK)) {
+        o->missing = 1;
         fprintf(stderr, "crashpack db: no knowledge base at %s yet (`crashpack db add BUNDLE` creates it)\n",
                 o->db);
         return NULL;
@@ -203,13 +229,9 @@ static int add_one(sqlite3 *db, cJSON *r, const char *path, struct rulebase *rb)
 
 static int do_add(struct dopts *o)
 {
-    if (!o->report_json && o->nargs == 0) {
-        usage(stderr);
-        return 2;
-    }
     sqlite3 *db = open_db(o, 1);
     if (!db)
-        return 2;
+        return db_failed(o);
     int bad = 0;
     char err[1024];
     if (o->report_json) {
@@ -239,14 +261,14 @@ static int do_add(struct dopts *o)
         if (!j) {
             fprintf(stderr, "crashpack db: %s: not readable JSON\n", o->report_json);
             kb_close(db);
-            return 2;
+            return CP_EXIT_PROBLEM;
         }
         struct rulebase *rb = NULL;
         if (o->diagnose && rulebase_open(NULL, o->db, &rb, err, sizeof(err))) {
             fprintf(stderr, "crashpack db: %s\n", err);
             cJSON_Delete(j);
             kb_close(db);
-            return 2;
+            return CP_EXIT_PROBLEM;
         }
         if (cJSON_IsArray(j)) {
             cJSON *r;
@@ -282,6 +304,40 @@ static int do_add(struct dopts *o)
 
 /* ---- list / search ---- */
 
+/* A listing document: {"format": format, "db": {"path": ...}}. */
+static cJSON *db_doc(const char *format, const struct dopts *o)
+{
+    cJSON *doc = cp_doc_new(format);
+    cp_doc_str(cJSON_AddObjectToObject(doc, "db"), "path", o->db);
+    return doc;
+}
+
+/* kb_list_crashes' / kb_search_crashes' rows as a crashpack-db-list/1 document. */
+static int json_rows(const cJSON *rows, const struct dopts *o)
+{
+    cJSON *doc = db_doc("crashpack-db-list/1", o);
+    cJSON *arr = cJSON_AddArrayToObject(doc, "crashes");
+    const cJSON *c;
+    cJSON_ArrayForEach(c, rows)
+    {
+        cJSON *r = cJSON_CreateObject();
+        cJSON_AddNumberToObject(r, "id", cp_jnum_or(c, "id", 0));
+        cp_doc_time(r, "time", cp_jnum_or(c, "time", 0));
+        cp_doc_str(r, "host", cp_jstr(c, "host"));
+        cp_doc_str(r, "job", cp_jstr(c, "job"));
+        if (cJSON_IsNumber(cp_jkey(c, "rank")))
+            cJSON_AddNumberToObject(r, "rank", cp_jnum_or(c, "rank", 0));
+        else
+            cJSON_AddNullToObject(r, "rank");
+        cp_doc_signal(r, cp_jstr(c, "signal"));
+        cp_doc_str(r, "top_diagnosis", cp_jstr(c, "top_title"));
+        cp_doc_str(r, "signature", cp_jstr(c, "signature"));
+        cJSON_AddItemToArray(arr, r);
+    }
+    cJSON_AddNumberToObject(doc, "count", cJSON_GetArraySize(arr));
+    return cp_doc_print(stdout, doc) ? CP_EXIT_PROBLEM : CP_EXIT_OK;
+}
+
 static void print_rows(const cJSON *rows)
 {
     int n = 0;
@@ -310,25 +366,29 @@ static void print_rows(const cJSON *rows)
     printf("%d crash%s\n", n, n == 1 ? "" : "es");
 }
 
-/* Prints a listing's rows, or the query's error (exit code 2). */
-static int list_out(cJSON *rows, const char *err)
+/* Prints a listing's rows (as JSON with --json), or the query's error (exit code 1). */
+static int list_out(cJSON *rows, const char *err, const struct dopts *o)
 {
     if (!rows) {
         fprintf(stderr, "crashpack db: %s\n", err);
-        return 2;
+        return CP_EXIT_PROBLEM;
     }
-    print_rows(rows);
+    int rc = CP_EXIT_OK;
+    if (o->json)
+        rc = json_rows(rows, o);
+    else
+        print_rows(rows);
     cJSON_Delete(rows);
-    return 0;
+    return rc;
 }
 
 static int do_list(struct dopts *o)
 {
     sqlite3 *db = open_db(o, 0);
     if (!db)
-        return 2;
+        return db_failed(o);
     char err[1024];
-    int rc = list_out(kb_list_crashes(db, o->limit, err, sizeof(err)), err);
+    int rc = list_out(kb_list_crashes(db, o->limit, err, sizeof(err)), err, o);
     kb_close(db);
     return rc;
 }
@@ -337,7 +397,7 @@ static int do_search(struct dopts *o)
 {
     sqlite3 *db = open_db(o, 0);
     if (!db)
-        return 2;
+        return db_failed(o);
     char err[1024];
     struct kb_filter f = {o->nargs ? o->args[0] : "",
                           o->host,
@@ -348,7 +408,7 @@ static int do_search(struct dopts *o)
                           o->since,
                           o->until,
                           o->limit};
-    int rc = list_out(kb_search_crashes(db, &f, err, sizeof(err)), err);
+    int rc = list_out(kb_search_crashes(db, &f, err, sizeof(err)), err, o);
     kb_close(db);
     return rc;
 }
@@ -357,29 +417,43 @@ static int do_search(struct dopts *o)
 
 static int do_show(struct dopts *o)
 {
-    if (o->nargs != 1) {
-        usage(stderr);
-        return 2;
-    }
     sqlite3 *db = open_db(o, 0);
     if (!db)
-        return 2;
+        return db_failed(o);
     char err[1024];
     int found;
-    cJSON *c = kb_show_crash(db, atoll(o->args[0]), &found, err, sizeof(err));
+    cJSON *c = kb_show_crash(db, o->id, &found, err, sizeof(err));
     kb_close(db);
     if (!c) {
         if (found)
             fprintf(stderr, "crashpack db: %s\n", err);
         else
-            fprintf(stderr, "crashpack db: no crash %s\n", o->args[0]);
-        return found ? 2 : 1;
+            fprintf(stderr, "crashpack db: no crash %lld (`crashpack db list` shows them)\n", o->id);
+        return found ? CP_EXIT_PROBLEM : CP_EXIT_NOTFOUND;
     }
     const cJSON *ds = cp_jkey(c, "diagnoses");
     if (o->json) {
-        char *s = cJSON_Print(c);
-        puts(s ? s : "{}");
-        free(s);
+        cJSON *j = cp_doc_new("crashpack-db-show/1");
+        static const char *names[] = {"id", "time", "host", "exe", "signal", "crash_kind", "signature",
+                                      "fingerprint", "job", "rank", "local_rank", "bundle_path"};
+        for (int i = 0; i < 12; i++) {
+            const cJSON *v = cp_jkey(c, names[i]);
+            if (i == 1) /* time and time_utc */
+                cp_doc_time(j, "time", cp_jnum_or(c, "time", 0));
+            else if (i == 4) /* signal: an object, as in the report */
+                cp_doc_signal(j, cp_jstr(c, "signal"));
+            else if (i == 11) /* bundle.path, as in the report */
+                cp_doc_str(cJSON_AddObjectToObject(j, "bundle"), "path", cp_jstr(c, "bundle_path"));
+            else if (cJSON_IsNumber(v))
+                cJSON_AddNumberToObject(j, names[i], v->valuedouble);
+            else
+                cp_doc_str(j, names[i], cJSON_GetStringValue(v));
+        }
+        cJSON_AddNumberToObject(j, "seen", cp_jnum_or(c, "seen", 0));
+        cJSON_AddItemToObject(j, "diagnoses", ds ? cJSON_Duplicate(ds, 1) : cJSON_CreateArray());
+        int rc = cp_doc_print(stdout, j) ? CP_EXIT_PROBLEM : CP_EXIT_OK;
+        cJSON_Delete(c);
+        return rc;
     } else {
         char t[32];
         fmt_time(cp_jnum_or(c, "time", 0), t, sizeof(t));
@@ -431,17 +505,51 @@ static int do_show(struct dopts *o)
 
 /* ---- groups ---- */
 
+/* kb_groups' rows as a crashpack-db-groups/1 document. */
+static int json_groups(const cJSON *rows, const struct dopts *o)
+{
+    cJSON *doc = db_doc("crashpack-db-groups/1", o);
+    cJSON *arr = cJSON_AddArrayToObject(doc, "groups");
+    const cJSON *q;
+    cJSON_ArrayForEach(q, rows)
+    {
+        cJSON *g = cJSON_CreateObject();
+        cp_doc_str(g, "fingerprint", cp_jstr(q, "fingerprint"));
+        cJSON_AddNumberToObject(g, "count", cp_jnum_or(q, "count", 0));
+        cp_doc_time(g, "first_seen", cp_jnum_or(q, "first", 0));
+        cp_doc_time(g, "last_seen", cp_jnum_or(q, "last", 0));
+        cJSON *h = cJSON_AddObjectToObject(g, "hosts");
+        cJSON_AddNumberToObject(h, "count", cp_jnum_or(q, "hosts", 0));
+        cJSON *names = cJSON_AddArrayToObject(h, "names"); /* the first 4, sorted */
+        for (const char *n = cp_jstr(q, "host_list"); n && *n; n += strcspn(n, ","), n += *n == ',') {
+            char name[256];
+            snprintf(name, sizeof(name), "%.*s", (int)strcspn(n, ","), n);
+            cJSON_AddItemToArray(names, cJSON_CreateString(name));
+        }
+        cp_doc_str(g, "top_diagnosis", cp_jstr(q, "top_title"));
+        cp_doc_str(g, "signature", cp_jstr(q, "signature"));
+        cJSON_AddItemToArray(arr, g);
+    }
+    cJSON_AddNumberToObject(doc, "count", cJSON_GetArraySize(arr));
+    return cp_doc_print(stdout, doc) ? CP_EXIT_PROBLEM : CP_EXIT_OK;
+}
+
 static int do_groups(struct dopts *o)
 {
     sqlite3 *db = open_db(o, 0);
     if (!db)
-        return 2;
+        return db_failed(o);
     char err[1024];
     cJSON *rows = kb_groups(db, o->limit, err, sizeof(err));
     kb_close(db);
     if (!rows) {
         fprintf(stderr, "crashpack db: %s\n", err);
-        return 2;
+        return CP_EXIT_PROBLEM;
+    }
+    if (o->json) {
+        int rc = json_groups(rows, o);
+        cJSON_Delete(rows);
+        return rc;
     }
     printf("%-6s %-20s %-20s %-6s %-18s %s\n", "count", "first seen", "last seen", "hosts",
            "fingerprint", "top diagnosis | signature");
@@ -474,6 +582,13 @@ static int do_groups(struct dopts *o)
 
 /* ---- jobs ---- */
 
+struct job_row {
+    long long id;
+    double time;
+    char host[64], title[160], cat[32], rule[64];
+    int rank, victim;
+};
+
 /* Does a crash look like a consequence of another rank's failure? Its top diagnosis says so, or it
  * is in a class that is a victim by nature (a collective timeout or a lost peer), or nothing matched. */
 static int victim(const char *category, const char *consequence_of)
@@ -485,25 +600,47 @@ static int victim(const char *category, const char *consequence_of)
     return !strcmp(category, "nccl") || !strcmp(category, "advice") || !strcmp(category, "scheduler");
 }
 
-static int show_job(sqlite3 *db, const char *job)
+/* One job's rows as an element of crashpack-db-jobs/1's jobs[]. */
+static void job_json(cJSON *jobs, const char *job, const struct job_row *rows, size_t n, size_t first)
+{
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "job", job);
+    cJSON_AddNumberToObject(j, "count", (double)n);
+    cJSON_AddNumberToObject(j, "first_failure", (double)rows[first].id);
+    cJSON *arr = cJSON_AddArrayToObject(j, "crashes");
+    for (size_t i = 0; i < n; i++) {
+        cJSON *r = cJSON_CreateObject();
+        cJSON_AddNumberToObject(r, "id", (double)rows[i].id);
+        cp_doc_time(r, "time", rows[i].time);
+        cJSON_AddStringToObject(r, "host", rows[i].host);
+        if (rows[i].rank < 0)
+            cJSON_AddNullToObject(r, "rank");
+        else
+            cJSON_AddNumberToObject(r, "rank", rows[i].rank);
+        cJSON_AddStringToObject(r, "role", i == first ? "first" : rows[i].victim ? "consequence" : "other");
+        cp_doc_str(r, "top_diagnosis", rows[i].title[0] ? rows[i].title : NULL);
+        cp_doc_str(r, "category", rows[i].cat[0] ? rows[i].cat : NULL);
+        cp_doc_str(r, "rule", rows[i].rule[0] ? rows[i].rule : NULL);
+        cJSON_AddItemToArray(arr, r);
+    }
+    cJSON_AddItemToArray(jobs, j);
+}
+
+/* Prints one job (or, with `jobs` set, appends it there as JSON). Returns 1 when it has crashes. */
+static int show_job(sqlite3 *db, const char *job, cJSON *jobs)
 {
     char err[1024]; /* a failed query lists no crashes */
     cJSON *crashes = kb_job_crashes(db, job, err, sizeof(err));
-    struct row {
-        long long id;
-        double time;
-        char host[64], title[160], cat[32], rule[64];
-        int rank, victim;
-    } *rows = NULL;
+    struct job_row *rows = NULL;
     size_t n = 0;
     const cJSON *c;
     cJSON_ArrayForEach(c, crashes)
     {
-        struct row *nr = realloc(rows, (n + 1) * sizeof(*rows));
+        struct job_row *nr = realloc(rows, (n + 1) * sizeof(*rows));
         if (!nr)
             break;
         rows = nr;
-        struct row *r = &rows[n++];
+        struct job_row *r = &rows[n++];
         r->id = (long long)cp_jnum_or(c, "id", 0);
         r->time = cp_jnum_or(c, "time", 0);
         snprintf(r->host, sizeof(r->host), "%s", cp_jstr_or(c, "host", "?"));
@@ -525,18 +662,23 @@ static int show_job(sqlite3 *db, const char *job)
             first = i;
             break;
         }
+    if (jobs) {
+        job_json(jobs, job, rows, n, first);
+        free(rows);
+        return 1;
+    }
     char a[32], b[32];
     fmt_time(rows[0].time, a, sizeof(a));
     fmt_time(rows[n - 1].time, b, sizeof(b));
     fputs("job ", stdout);
     put(stdout, job, 0);
     printf(": %zu crash%s, %s .. %s\n", n, n == 1 ? "" : "es", a, b);
-    struct row *f = &rows[first];
+    struct job_row *f = &rows[first];
     fmt_time(f->time, a, sizeof(a));
     printf("  first failure: rank %d on ", f->rank);
     put(stdout, f->host, 0);
     printf(" at %s (crash %lld): ", a, f->id);
-    put(stdout, f->title, 0);
+    put(stdout, f->title[0] ? f->title : "(no diagnosis)", 0);
     fputc('\n', stdout);
     size_t cons = 0;
     for (size_t i = 0; i < n; i++)
@@ -550,7 +692,7 @@ static int show_job(sqlite3 *db, const char *job)
                a, rows[i].rank, rows[i].id);
         put(stdout, rows[i].host, 20);
         fputs("  ", stdout);
-        put(stdout, rows[i].title, 0);
+        put(stdout, rows[i].title[0] ? rows[i].title : "(no diagnosis)", 0);
         fputc('\n', stdout);
     }
     free(rows);
@@ -561,24 +703,30 @@ static int do_jobs(struct dopts *o)
 {
     sqlite3 *db = open_db(o, 0);
     if (!db)
-        return 2;
+        return db_failed(o);
     int shown = 0;
+    cJSON *doc = o->json ? db_doc("crashpack-db-jobs/1", o) : NULL;
+    cJSON *jobs = doc ? cJSON_AddArrayToObject(doc, "jobs") : NULL;
     if (o->nargs) {
         for (int i = 0; i < o->nargs; i++)
-            shown += show_job(db, o->args[i]);
+            shown += show_job(db, o->args[i], jobs);
     } else {
         char err[1024];
-        cJSON *jobs = kb_jobs(db, o->limit, err, sizeof(err));
+        cJSON *list = kb_jobs(db, o->limit, err, sizeof(err));
         const cJSON *j;
-        cJSON_ArrayForEach(j, jobs)
+        cJSON_ArrayForEach(j, list)
         {
             char job[512];
             snprintf(job, sizeof(job), "%s", cp_jstr_or(j, "job", ""));
-            if (shown)
+            if (shown && !jobs)
                 fputc('\n', stdout);
-            shown += show_job(db, job);
+            shown += show_job(db, job, jobs);
         }
-        cJSON_Delete(jobs);
+        cJSON_Delete(list);
+    }
+    if (doc) {
+        kb_close(db);
+        return cp_doc_print(stdout, doc) ? CP_EXIT_PROBLEM : CP_EXIT_OK;
     }
     if (!shown)
         puts("no crashes with a job id (SLURM_JOB_ID, TORCHELASTIC_RUN_ID, MASTER_ADDR:MASTER_PORT)");
@@ -588,9 +736,21 @@ static int do_jobs(struct dopts *o)
 
 /* ---- stats ---- */
 
-static void stat_block(const char *title, const cJSON *rows)
+/* Prints one block of counts, or with doc set adds it there as doc.key = [{name, count}]. */
+static void stat_block(const char *title, const cJSON *rows, cJSON *doc, const char *key)
 {
     const cJSON *r;
+    if (doc) {
+        cJSON *arr = cJSON_AddArrayToObject(doc, key);
+        cJSON_ArrayForEach(r, rows)
+        {
+            cJSON *e = cJSON_CreateObject();
+            cp_doc_str(e, "name", cp_jstr(r, "key"));
+            cJSON_AddNumberToObject(e, "count", cp_jnum_or(r, "count", 0));
+            cJSON_AddItemToArray(arr, e);
+        }
+        return;
+    }
     printf("%s\n", title);
     cJSON_ArrayForEach(r, rows)
     {
@@ -604,57 +764,56 @@ static int do_stats(struct dopts *o)
 {
     sqlite3 *db = open_db(o, 0);
     if (!db)
-        return 2;
+        return db_failed(o);
     char err[1024];
     cJSON *st = kb_stats(db, err, sizeof(err));
     kb_close(db);
     if (!st) {
         fprintf(stderr, "crashpack db: %s\n", err);
-        return 2;
+        return CP_EXIT_PROBLEM;
     }
-    printf("%d crashes, %d distinct fingerprints, %d hosts\n\n", (int)cp_jnum_or(st, "crashes", 0),
-           (int)cp_jnum_or(st, "fingerprints", 0), (int)cp_jnum_or(st, "hosts", 0));
-    stat_block("per week", cp_jkey(st, "per_week"));
-    stat_block("per diagnosis category", cp_jkey(st, "per_category"));
-    stat_block("per host", cp_jkey(st, "per_host"));
+    cJSON *doc = o->json ? db_doc("crashpack-db-stats/1", o) : NULL;
+    if (doc) {
+        cJSON_AddNumberToObject(doc, "crashes", cp_jnum_or(st, "crashes", 0));
+        cJSON_AddNumberToObject(doc, "fingerprints", cp_jnum_or(st, "fingerprints", 0));
+        cJSON_AddNumberToObject(doc, "hosts", cp_jnum_or(st, "hosts", 0));
+    } else {
+        printf("%d crashes, %d distinct fingerprints, %d hosts\n\n", (int)cp_jnum_or(st, "crashes", 0),
+               (int)cp_jnum_or(st, "fingerprints", 0), (int)cp_jnum_or(st, "hosts", 0));
+    }
+    stat_block("per week", cp_jkey(st, "per_week"), doc, "per_week");
+    stat_block("per diagnosis category", cp_jkey(st, "per_category"), doc, "per_category");
+    stat_block("per host", cp_jkey(st, "per_host"), doc, "per_host");
     cJSON_Delete(st);
-    return 0;
+    return doc && cp_doc_print(stdout, doc) ? CP_EXIT_PROBLEM : CP_EXIT_OK;
 }
 
 int cmd_db(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
         usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+        return argc < 2 ? CP_EXIT_USAGE : CP_EXIT_OK;
     }
+    const struct cp_subverb *sv = cp_subverb_find(VERB, subverbs, NSUB, argv[1]);
+    if (!sv)
+        return CP_EXIT_USAGE;
     struct dopts o;
     memset(&o, 0, sizeof(o));
-    if (parse(&o, argc - 2, argv + 2)) {
-        free(o.args);
-        usage(stderr);
-        return 2;
-    }
-    const char *c = argv[1];
-    int rc;
+    int rc = parse(&o, sv, argc - 1, argv + 1);
+    if (rc >= 0)
+        return rc;
+    const char *c = sv->name;
     if (!strcmp(c, "add"))
-        rc = do_add(&o);
-    else if (!strcmp(c, "list"))
-        rc = do_list(&o);
-    else if (!strcmp(c, "show"))
-        rc = do_show(&o);
-    else if (!strcmp(c, "groups"))
-        rc = do_groups(&o);
-    else if (!strcmp(c, "jobs"))
-        rc = do_jobs(&o);
-    else if (!strcmp(c, "search"))
-        rc = do_search(&o);
-    else if (!strcmp(c, "stats"))
-        rc = do_stats(&o);
-    else {
-        fprintf(stderr, "crashpack db: unknown command `%s`\n", c);
-        usage(stderr);
-        rc = 2;
-    }
-    free(o.args);
-    return rc;
+        return do_add(&o);
+    if (!strcmp(c, "list"))
+        return do_list(&o);
+    if (!strcmp(c, "show"))
+        return do_show(&o);
+    if (!strcmp(c, "groups"))
+        return do_groups(&o);
+    if (!strcmp(c, "jobs"))
+        return do_jobs(&o);
+    if (!strcmp(c, "search"))
+        return do_search(&o);
+    return do_stats(&o);
 }

@@ -10,7 +10,8 @@
  * under --timeout and --memory.
  *
  * Exit: 0 complete, 1 written but the analysis is partial, 2 usage error, unreadable bundle or
- * unwritable output.
+ * unwritable output. The last two are an exception to exitcodes.h's 1: the capture finisher
+ * (capture/enrich.c) keeps what enrich printed when it exits 0 or 1.
  */
 #include "cmdopt.h"
 #include "bundle.h"
@@ -94,90 +95,72 @@ static int parse_ulong(const char *s, unsigned long long max, unsigned long long
     return 0;
 }
 
-static int parse_fd(const char *s, int *out)
-{
-    unsigned long long v;
-    if (parse_ulong(s, INT_MAX, &v) || v < 3 || v > INT_MAX)
-        return -1; /* 0-2 are the standard streams, never a bundle or a root */
-    *out = (int)v;
-    return 0;
-}
-
-/* 1 handled, 0 not a value option, -1 bad value */
-static int parse_value_opt(struct enrich_args *A, const char *a, int argc, char **argv, int *i)
-{
-    int bad = 0;
-    const char *v;
-    unsigned long long n;
-    struct modules_opts *mo = &A->native.unwind.mods;
-    if ((v = cp_opt_value(a, "--out", argc, argv, i, &bad))) {
-        if (!*v)
-            return -1;
-        A->out = v;
-    } else if ((v = cp_opt_value(a, "--bundle-fd", argc, argv, i, &bad))) {
-        return parse_fd(v, &A->bundle_fd) ? -1 : 1;
-    } else if ((v = cp_opt_value(a, "--root-fd", argc, argv, i, &bad))) {
-        return parse_fd(v, &A->root_fd) ? -1 : 1;
-    } else if ((v = cp_opt_value(a, "--sysroot", argc, argv, i, &bad))) {
-        A->sysroot = v;
-    } else if ((v = cp_opt_value(a, "--debug-dir", argc, argv, i, &bad))) {
-        if (mo->ndebug_dirs == MAX_DEBUG_DIRS)
-            return -1;
-        A->debug_dirs[mo->ndebug_dirs++] = v;
-    } else if ((v = cp_opt_value(a, "--max-frames", argc, argv, i, &bad))) {
-        if (parse_ulong(v, 1000000, &n) || n == 0)
-            return -1;
-        A->native.unwind.max_frames = (size_t)n;
-    } else if ((v = cp_opt_value(a, "--timeout", argc, argv, i, &bad))) {
-        if (parse_ulong(v, 86400, &n) || n == 0)
-            return -1;
-        A->native.wall_s = A->native.cpu_s = (unsigned)n;
-    } else if ((v = cp_opt_value(a, "--memory", argc, argv, i, &bad))) {
-        if (parse_ulong(v, 1ULL << 50, &n) || n < (64ULL << 20))
-            return -1;
-        A->native.as_bytes = n;
-    } else {
-        return bad ? -1 : 0;
-    }
-    return 1;
-}
-
-static int bad_usage(const char *msg, const char *arg)
-{
-    fprintf(stderr, "crashpack enrich: %s%s%s%s\n", msg, arg ? " `" : "", arg ? arg : "",
-            arg ? "`" : "");
-    usage(stderr);
-    return 2;
-}
-
 /* Returns -1 to go on, else the exit status. */
 static int parse_args(struct enrich_args *A, int argc, char **argv)
 {
-    int opts = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int r;
-        if (opts && a[0] == '-' && a[1]) {
-            if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-                usage(stdout);
-                return 0;
-            } else if (!strcmp(a, "--")) {
-                opts = 0;
-            } else if ((r = parse_value_opt(A, a, argc, argv, &i)) < 0) {
-                return bad_usage("bad or missing value for", a);
-            } else if (r == 0) {
-                return bad_usage("unknown option", a);
-            }
-        } else if (!A->path) {
-            A->path = a;
-        } else {
-            return bad_usage("one bundle at a time", NULL);
+    enum { O_OUT = 256, O_BUNDLEFD, O_ROOTFD, O_SYSROOT, O_DEBUGDIR, O_MAXFRAMES, O_TIMEOUT, O_MEMORY };
+    static const struct option longs[] = {
+        {"out", required_argument, 0, O_OUT}, {"bundle-fd", required_argument, 0, O_BUNDLEFD},
+        {"root-fd", required_argument, 0, O_ROOTFD}, {"sysroot", required_argument, 0, O_SYSROOT},
+        {"debug-dir", required_argument, 0, O_DEBUGDIR}, {"max-frames", required_argument, 0, O_MAXFRAMES},
+        {"timeout", required_argument, 0, O_TIMEOUT}, {"memory", required_argument, 0, O_MEMORY},
+        CP_OPT_HELP, CP_OPT_END};
+    struct cp_opts p = {.verb = "crashpack enrich", .longs = longs, .argc = argc, .argv = argv};
+    struct modules_opts *mo = &A->native.unwind.mods;
+    unsigned long long n;
+    long long v;
+    int c;
+    while ((c = cp_getopt(&p)) != -1) {
+        switch (c) {
+        case 'h':
+            usage(stdout);
+            return CP_EXIT_OK;
+        case O_OUT:
+            if (!*optarg)
+                return cp_usage_error(&p, "--out ``: expected a file name or -");
+            A->out = optarg;
+            break;
+        case O_BUNDLEFD:
+        case O_ROOTFD: /* 0-2 are the standard streams, never a bundle or a root */
+            if (cp_opt_num(&p, c == O_BUNDLEFD ? "--bundle-fd" : "--root-fd", optarg, 3, INT_MAX, &v))
+                return CP_EXIT_USAGE;
+            *(c == O_BUNDLEFD ? &A->bundle_fd : &A->root_fd) = (int)v;
+            break;
+        case O_SYSROOT:
+            A->sysroot = optarg;
+            break;
+        case O_DEBUGDIR:
+            if (mo->ndebug_dirs == MAX_DEBUG_DIRS)
+                return cp_usage_error(&p, "--debug-dir `%s`: at most %d of them", optarg, MAX_DEBUG_DIRS);
+            A->debug_dirs[mo->ndebug_dirs++] = optarg;
+            break;
+        case O_MAXFRAMES:
+            if (cp_opt_num(&p, "--max-frames", optarg, 1, 1000000, &v))
+                return CP_EXIT_USAGE;
+            A->native.unwind.max_frames = (size_t)v;
+            break;
+        case O_TIMEOUT:
+            if (cp_opt_num(&p, "--timeout", optarg, 1, 86400, &v))
+                return CP_EXIT_USAGE;
+            A->native.wall_s = A->native.cpu_s = (unsigned)v;
+            break;
+        case O_MEMORY:
+            if (parse_ulong(optarg, 1ULL << 50, &n) || n < (64ULL << 20))
+                return cp_usage_error(&p, "--memory `%s`: expected a size from 64M to 1024T (a number "
+                                      "with K, M, G or T)", optarg);
+            A->native.as_bytes = n;
+            break;
+        default:
+            return CP_EXIT_USAGE;
         }
     }
+    if (cp_opt_args(&p, 0, 1, "BUNDLE"))
+        return CP_EXIT_USAGE;
+    A->path = optind < argc ? argv[optind] : NULL;
     if (!A->path == (A->bundle_fd < 0))
-        return bad_usage("give either a bundle path or --bundle-fd", NULL);
+        return cp_usage_error(&p, "give either a bundle path or --bundle-fd");
     if (A->sysroot && A->root_fd >= 0)
-        return bad_usage("--sysroot and --root-fd exclude each other", NULL);
+        return cp_usage_error(&p, "--sysroot and --root-fd exclude each other");
     A->native.unwind.mods.debug_dirs = A->debug_dirs;
     return -1;
 }

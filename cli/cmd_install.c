@@ -5,13 +5,13 @@
  * The install state is written before core_pattern changes and removed only after everything is
  * restored, so an interrupted run always leaves enough behind to undo it.
  */
+#include "cmdopt.h"
 #include "commands.h"
 #include "config.h"
 #include "install.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -35,32 +35,6 @@ static int fail(const char *fmt, ...)
     fputc('\n', stderr);
     va_end(ap);
     return 1;
-}
-
-/* getopt with our own messages: usage goes to stderr and the command exits 2. */
-static int bad_option(int c, int argc, char **argv, void (*usage)(FILE *))
-{
-    const char *opt = optind - 1 < argc ? argv[optind - 1] : "?";
-    int is_short = opt[0] == '-' && opt[1] != '-';
-    if (c == ':' && is_short)
-        fprintf(stderr, "%s: option `-%c` needs a value\n\n", verb, optopt);
-    else if (c == ':')
-        fprintf(stderr, "%s: option `%s` needs a value\n\n", verb, opt);
-    else if (is_short && optopt > 0 && optopt < 256)
-        fprintf(stderr, "%s: unknown option `-%c`\n\n", verb, optopt);
-    else
-        fprintf(stderr, "%s: unknown option `%s`\n\n", verb, opt);
-    usage(stderr);
-    return 2;
-}
-
-static int extra_args(int argc, char **argv, void (*usage)(FILE *))
-{
-    if (optind >= argc)
-        return 0;
-    fprintf(stderr, "%s: unexpected argument `%s`\n\n", verb, argv[optind]);
-    usage(stderr);
-    return 2;
 }
 
 static void show_dropin(const char *content)
@@ -139,25 +113,19 @@ static int install_parse(int argc, char **argv, struct install_opts *o)
                                           {"help", no_argument, 0, 'h'},
                                           {0, 0, 0, 0}};
     *o = (struct install_opts){.pipe_limit = CP_PIPE_LIMIT_DEFAULT, .pidfd = -1, .sysctl_d = 1};
+    struct cp_opts p = {.verb = verb, .shorts = "c:", .longs = longs, .argc = argc, .argv = argv};
     int c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "+:c:h", longs, NULL)) != -1) {
+    long long n;
+    while ((c = cp_getopt(&p)) != -1) {
         switch (c) {
         case 'c':
             o->config = optarg;
             break;
-        case O_PIPE: {
-            char *end;
-            errno = 0;
-            unsigned long v = strtoul(optarg, &end, 10);
-            if (errno || end == optarg || *end || optarg[0] == '-' || v > INT_MAX) {
-                fprintf(stderr, "%s: --pipe-limit wants a number, not `%s`\n", verb, optarg);
-                return 2;
-            }
-            o->pipe_limit = (unsigned)v;
+        case O_PIPE:
+            if (cp_opt_num(&p, "--pipe-limit", optarg, 0, INT_MAX, &n))
+                return CP_EXIT_USAGE;
+            o->pipe_limit = (unsigned)n;
             break;
-        }
         case O_NOPIDFD:
             o->pidfd = 0;
             break;
@@ -177,10 +145,10 @@ static int install_parse(int argc, char **argv, struct install_opts *o)
             install_usage(stdout);
             return -1;
         default:
-            return bad_option(c, argc, argv, install_usage);
+            return CP_EXIT_USAGE;
         }
     }
-    return extra_args(argc, argv, install_usage);
+    return cp_opt_args(&p, 0, 0, "") ? CP_EXIT_USAGE : 0;
 }
 
 int cmd_install(int argc, char **argv)
@@ -405,7 +373,7 @@ static void uninstall_usage(FILE *out)
         "      --dry-run       print every change and make none\n"
         "  -h, --help          this text\n"
         "\n"
-        "exit status: 0 restored, 1 not installed or not restored\n");
+        "exit status: 0 restored, 1 not restored, 3 not installed\n");
 }
 
 int cmd_uninstall(int argc, char **argv)
@@ -419,9 +387,8 @@ int cmd_uninstall(int argc, char **argv)
     int force = 0, keep = 0, dry = 0, c, rc;
     char err[1024], e2[512];
     verb = "crashpack uninstall";
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "+:h", longs, NULL)) != -1) {
+    struct cp_opts p = {.verb = verb, .longs = longs, .argc = argc, .argv = argv};
+    while ((c = cp_getopt(&p)) != -1) {
         switch (c) {
         case O_FORCE:
             force = 1;
@@ -436,16 +403,18 @@ int cmd_uninstall(int argc, char **argv)
             uninstall_usage(stdout);
             return 0;
         default:
-            return bad_option(c, argc, argv, uninstall_usage);
+            return CP_EXIT_USAGE;
         }
     }
-    if ((rc = extra_args(argc, argv, uninstall_usage)))
-        return rc;
+    if (cp_opt_args(&p, 0, 0, ""))
+        return CP_EXIT_USAGE;
 
     struct cp_install_state st;
     rc = cp_state_load(CP_STATE_DIR, &st, err, sizeof(err));
-    if (rc > 0)
-        return fail("crashpack is not installed (no %s): nothing to restore", STATE_PATH);
+    if (rc > 0) {
+        fail("crashpack is not installed (no %s): nothing to restore", STATE_PATH);
+        return CP_EXIT_NOTFOUND;
+    }
     if (rc < 0)
         return fail("%s", err);
 
@@ -562,8 +531,8 @@ static void status_usage(FILE *out)
             "      --json   one JSON object instead of text\n"
             "  -h, --help   this text\n"
             "\n"
-            "exit status: 0 installed and intact, 1 not installed, 3 core_pattern taken over,\n"
-            "             4 cannot tell (an error)\n");
+            "exit status: 0 installed and intact, 1 core_pattern taken over or cannot tell (an\n"
+            "             error), 3 not installed\n");
 }
 
 struct status {
@@ -580,8 +549,9 @@ static int status_json(const struct status *s, int code)
 {
     cJSON *o = cJSON_CreateObject();
     if (!o)
-        return 4;
-    const char *state = code == 0 ? "intact" : code == 1 ? "not-installed" : "taken-over";
+        return CP_EXIT_PROBLEM;
+    const char *state = code == CP_EXIT_OK ? "intact" : code == CP_EXIT_NOTFOUND ? "not-installed" : "taken-over";
+    cJSON_AddStringToObject(o, "format", "crashpack-status/1");
     cJSON_AddStringToObject(o, "state", state);
     cJSON_AddBoolToObject(o, "installed", s->installed);
     cJSON_AddBoolToObject(o, "intact", s->intact);
@@ -611,7 +581,7 @@ static int status_json(const struct status *s, int code)
     char *text = cJSON_Print(o);
     cJSON_Delete(o);
     if (!text)
-        return 4;
+        return CP_EXIT_PROBLEM;
     printf("%s\n", text);
     free(text);
     return code;
@@ -668,9 +638,8 @@ int cmd_status(int argc, char **argv)
     int json = 0, c, rc;
     char err[1024];
     verb = "crashpack status";
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "+:h", longs, NULL)) != -1) {
+    struct cp_opts p = {.verb = verb, .longs = longs, .argc = argc, .argv = argv};
+    while ((c = cp_getopt(&p)) != -1) {
         switch (c) {
         case 'j':
             json = 1;
@@ -679,24 +648,24 @@ int cmd_status(int argc, char **argv)
             status_usage(stdout);
             return 0;
         default:
-            return bad_option(c, argc, argv, status_usage);
+            return CP_EXIT_USAGE;
         }
     }
-    if ((rc = extra_args(argc, argv, status_usage)))
-        return rc;
+    if (cp_opt_args(&p, 0, 0, ""))
+        return CP_EXIT_USAGE;
 
     struct status s = {0};
     if (cp_sysctl_read(CP_SYSCTL_CORE_PATTERN, s.cur, sizeof(s.cur), err, sizeof(err)) ||
         cp_sysctl_read_uint(CP_SYSCTL_PIPE_LIMIT, &s.limit, err, sizeof(err))) {
         fail("%s", err);
-        return 4;
+        return CP_EXIT_PROBLEM;
     }
     rc = cp_state_load(CP_STATE_DIR, &s.st, err, sizeof(err));
     if (rc < 0 && geteuid() != 0 && access(STATE_PATH, F_OK) == 0 && access(STATE_PATH, R_OK)) {
         s.installed = 1; /* the state is root's (0600): judge by the pattern alone */
     } else if (rc < 0) {
         fail("%s", err);
-        return 4;
+        return CP_EXIT_PROBLEM;
     } else {
         s.installed = rc == 0;
         s.state_readable = 1;
@@ -712,7 +681,7 @@ int cmd_status(int argc, char **argv)
     s.pidfd_in_pattern = cp_pattern_has_pidfd(s.cur);
     s.kernel_pidfd = cp_kernel_has_pidfd(s.release, sizeof(s.release));
 
-    int code = !s.installed ? 1 : s.intact ? 0 : 3;
+    int code = !s.installed ? CP_EXIT_NOTFOUND : s.intact ? CP_EXIT_OK : CP_EXIT_PROBLEM;
     rc = json ? status_json(&s, code) : status_text(&s, code);
     cp_install_state_free(&s.st);
     return rc;

@@ -7,6 +7,7 @@
  * backticks and control characters neutralised, or as table cells with '|' escaped. */
 #include "jpath.h"
 #include "query.h"
+#include "cmdopt.h"
 #include "commands.h"
 #include "kb.h"
 #include "report.h"
@@ -15,12 +16,14 @@
 
 #include <cjson/cJSON.h>
 
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 int slim_write(const char *bundle, const char *out, char *err, size_t errlen, char *summary,
                size_t sumlen);
@@ -35,11 +38,14 @@ static void usage(FILE *out)
             "thread (and its Python frames), GPU state, checkpoint advice, the crash signature and\n"
             "how many times the knowledge base (--db, default as in `crashpack db`) has seen it.\n"
             "\n"
-            "  -o FILE          write the Markdown to FILE instead of stdout\n"
+            "  -o, --output F   write the Markdown to FILE instead of stdout\n"
             "  --slim OUT       also write a small bundle to attach: manifest, evidence members,\n"
             "                   stacks.json, and a slim core (ELF headers, notes, each thread's stack,\n"
             "                   the first page of each mapped file); the environment stays redacted\n"
-            "  --from-json F    render a saved report (crashpack analyze --json) instead of a bundle\n");
+            "  --from-json F    render a saved report (crashpack analyze --json) instead of a bundle\n"
+            "  -h, --help       this text\n"
+            "\n"
+            "Exit status: 0 done, 1 partial, 2 usage error, 3 no such file.\n");
 }
 
 /* text: control characters -> space; mode 'c' (code span): backticks -> '; mode 't' (table cell):
@@ -531,37 +537,34 @@ static cJSON *read_report_file(const char *path)
 int cmd_report(int argc, char **argv)
 {
     const char *bundle = NULL, *db = NULL, *out = NULL, *slim = NULL, *from = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+    enum { O_DB = 256, O_SLIM, O_FROM };
+    static const struct option longs[] = {
+        {"db", required_argument, 0, O_DB}, {"output", required_argument, 0, 'o'},
+        {"slim", required_argument, 0, O_SLIM}, {"from-json", required_argument, 0, O_FROM},
+        CP_OPT_HELP, CP_OPT_END};
+    struct cp_opts p = {.verb = "crashpack report", .shorts = "o:", .longs = longs, .argc = argc, .argv = argv};
+    int c;
+    while ((c = cp_getopt(&p)) != -1) {
+        switch (c) {
+        case 'h':
             usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--db") && v) {
-            db = v;
-            i++;
-        } else if (!strcmp(a, "-o") && v) {
-            out = v;
-            i++;
-        } else if (!strcmp(a, "--slim") && v) {
-            slim = v;
-            i++;
-        } else if (!strcmp(a, "--from-json") && v) {
-            from = v;
-            i++;
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "crashpack report: unknown or incomplete option `%s`\n", a);
-            usage(stderr);
-            return 2;
-        } else if (!bundle) {
-            bundle = a;
-        } else {
-            usage(stderr);
-            return 2;
+            return CP_EXIT_OK;
+        case O_DB: db = optarg; break;
+        case 'o': out = optarg; break;
+        case O_SLIM: slim = optarg; break;
+        case O_FROM: from = optarg; break;
+        default:
+            return CP_EXIT_USAGE;
         }
     }
-    if (!!bundle == !!from || (slim && !bundle)) {
-        usage(stderr);
-        return 2;
+    if (cp_opt_args(&p, from ? 0 : 1, from ? 0 : 1, "BUNDLE (or --from-json REPORT.json)"))
+        return CP_EXIT_USAGE;
+    bundle = optind < argc ? argv[optind] : NULL;
+    if (slim && !bundle)
+        return cp_usage_error(&p, "--slim needs a BUNDLE, not --from-json");
+    if (access(bundle ? bundle : from, F_OK) && errno == ENOENT) {
+        fprintf(stderr, "crashpack report: no such file: %s\n", bundle ? bundle : from);
+        return CP_EXIT_NOTFOUND;
     }
     char dbbuf[PATH_MAX], err[1024];
     if (!db)
@@ -572,7 +575,7 @@ int cmd_report(int argc, char **argv)
         r = read_report_file(from);
         if (!r) {
             fprintf(stderr, "crashpack report: %s: not a JSON report\n", from);
-            return 2;
+            return CP_EXIT_PROBLEM;
         }
         if (!cp_jpath(r, "diagnosis_info") && diagnose(r, db, err, sizeof(err)) < 0)
             fprintf(stderr, "crashpack report: diagnosis: %s\n", err);
@@ -584,7 +587,7 @@ int cmd_report(int argc, char **argv)
             fputs("crashpack report: ", stderr);
             cp_text_put(stderr, st.error);
             fputc('\n', stderr);
-            return 2;
+            return CP_EXIT_PROBLEM;
         }
         report_print_notes(stderr, "crashpack report", r, &st, 1);
         partial = st.partial;
@@ -593,7 +596,7 @@ int cmd_report(int argc, char **argv)
     if (!o) {
         perror(out);
         cJSON_Delete(r);
-        return 2;
+        return CP_EXIT_PROBLEM;
     }
     section_summary(o, r);
     section_diagnoses(o, r);
@@ -623,7 +626,7 @@ int cmd_report(int argc, char **argv)
     cJSON_Delete(r);
     if (bad) {
         fprintf(stderr, "crashpack report: cannot write the output\n");
-        return 2;
+        return CP_EXIT_PROBLEM;
     }
     return rc ? rc : partial;
 }

@@ -1,6 +1,8 @@
 /* cmd_rules.c - `crashpack rules list|show|test|add|import|export`: the rule base (rules/rule.h)
  * and the team's own rules kept in the knowledge base (db/kb.h). */
+#include "cmdopt.h"
 #include "commands.h"
+#include "listjson.h"
 #include "kb.h"
 #include "query.h"
 #include "rule.h"
@@ -8,34 +10,53 @@
 
 #include <cjson/cJSON.h>
 
+#include <errno.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 cJSON *rule_read_file(const char *path, char *err, size_t errlen);
 
+#define VERB "crashpack rules"
+
+static const char footer[] =
+    "Built-in rules are the files under the data directory's rules/builtin/; user rules live in\n"
+    "the knowledge base (--db, default $CRASHPACK_DB, /var/lib/crashpack/kb.sqlite for root,\n"
+    "else $XDG_DATA_HOME/crashpack/kb.sqlite) and override built-ins with the same id.\n"
+    "Exit status: 0 ok, 1 a problem (a rule test failed, a rule was rejected), 2 usage error,\n"
+    "3 no such rule, crash, file or knowledge base.\n";
+
+static const struct cp_subverb subverbs[] = {
+    {"list", "db json", "[--json] [--db PATH]",
+     "Every effective rule: id, source, category, confidence, title.\n"
+     "  --json       one JSON object (format crashpack-rules-list/1)\n", 0, 0, ""},
+    {"show", "db json", "ID [--json] [--db PATH]", "One rule, as JSON (the rule file format, docs/rules.md).\n", 1, 1, "ID"},
+    {"test", "db", "[ID...] [--db PATH]",
+     "Runs each rule against its own positive and near-miss cases; fails when a rule lacks them,\n"
+     "the positive case does not match, the near-miss matches, or they differ in more than one\n"
+     "condition.\n", 0, -1, "ID"},
+    {"add", "db from-crash output", "FILE | --from-crash ID [-o FILE] [--db PATH]",
+     "Adds (or replaces, by id) a user rule from a JSON file. --from-crash drafts a rule from a\n"
+     "crash stored in the knowledge base (printed or written to -o, not stored: edit it, then\n"
+     "`rules add` it).\n", 0, 1, "FILE"},
+    {"import", "db", "FILE [--db PATH]", "Adds the rules of a JSON file (one rule or an array).\n", 1, 1, "FILE"},
+    {"export", "db all output", "[--all] [-o FILE] [--db PATH]",
+     "The user rules (--all: every effective rule) as a JSON array.\n", 0, 0, ""},
+    {"match", "db json", "REPORT.json [--json] [--db PATH]",
+     "Matches the rules against a saved report (crashpack analyze --json) and prints the ranked\n"
+     "diagnoses (--json: the report's diagnoses[] array).\n", 1, 1, "REPORT.json"},
+};
+#define NSUB ((int)(sizeof(subverbs) / sizeof(subverbs[0])))
+
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: crashpack rules COMMAND [--db PATH] ...\n"
-            "\n"
-            "  list [--json]              every effective rule: id, source, category, confidence, title\n"
-            "  show ID                    one rule as JSON\n"
-            "  test [ID...]               run each rule against its own positive and near-miss cases;\n"
-            "                             fails when a rule lacks them, the positive case does not match,\n"
-            "                             the near-miss matches, or they differ in more than one condition\n"
-            "  add FILE                   add (or replace, by id) a user rule from a JSON file\n"
-            "  add --from-crash ID [-o F] draft a rule from a crash stored in the knowledge base (printed,\n"
-            "                             not stored: edit it, then `rules add` it)\n"
-            "  import FILE                add the rules of a JSON file (one rule or an array)\n"
-            "  export [--all] [-o FILE]   the user rules (--all: every effective rule) as a JSON array\n"
-            "  match REPORT.json [--json] match the rules against a saved report (crashpack analyze --json)\n"
-            "                             and print the ranked diagnoses\n"
-            "\n"
-            "Built-in rules are the files under the data directory's rules/builtin/; user rules live in\n"
-            "the knowledge base (--db, default $CRASHPACK_DB, /var/lib/crashpack/kb.sqlite for root,\n"
-            "else $XDG_DATA_HOME/crashpack/kb.sqlite) and override built-ins with the same id.\n");
+    fprintf(out, "usage: " VERB " COMMAND [options]\n\n");
+    for (int i = 0; i < NSUB; i++)
+        fprintf(out, "  %-8s %s\n", subverbs[i].name, subverbs[i].synopsis);
+    fprintf(out, "\n`" VERB " COMMAND --help` describes each command.\n\n%s", footer);
 }
 
 struct ropts {
@@ -47,37 +68,51 @@ struct ropts {
     char **args;
 };
 
-static int parse(struct ropts *o, int argc, char **argv)
+/* argv[0] is the sub-verb. Returns -1 to go on, else the exit status. */
+static int parse(struct ropts *o, const struct cp_subverb *sv, int argc, char **argv)
 {
-    o->args = calloc((size_t)argc + 1, sizeof(char *));
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--db") && i + 1 < argc)
-            o->db = argv[++i];
-        else if (!strncmp(a, "--db=", 5))
-            o->db = a + 5;
-        else if ((!strcmp(a, "-o") || !strcmp(a, "--output")) && i + 1 < argc)
-            o->out = argv[++i];
-        else if (!strcmp(a, "--from-crash") && i + 1 < argc)
-            o->from_crash = argv[++i];
-        else if (!strcmp(a, "--json"))
-            o->json = 1;
-        else if (!strcmp(a, "--all"))
-            o->all = 1;
-        else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "crashpack rules: unknown option `%s`\n", a);
-            return -1;
-        } else
-            o->args[o->nargs++] = argv[i];
+    enum { O_DB = 256, O_JSON, O_ALL, O_FROM };
+    static const struct option all[] = {
+        {"db", required_argument, 0, O_DB}, {"json", no_argument, 0, O_JSON}, {"all", no_argument, 0, O_ALL},
+        {"from-crash", required_argument, 0, O_FROM}, {"output", required_argument, 0, 'o'}, CP_OPT_END};
+    struct option longs[16];
+    cp_opt_subset(all, sv->opts, longs, 16);
+    char verb[64];
+    snprintf(verb, sizeof(verb), VERB " %s", sv->name);
+    struct cp_opts p = {.verb = verb, .shorts = "o:", .longs = longs, .argc = argc, .argv = argv};
+    int c;
+    while ((c = cp_getopt(&p)) != -1) {
+        switch (c) {
+        case 'h':
+            cp_subverb_usage(stdout, VERB, sv, footer);
+            return CP_EXIT_OK;
+        case O_DB: o->db = optarg; break;
+        case O_JSON: o->json = 1; break;
+        case O_ALL: o->all = 1; break;
+        case O_FROM: o->from_crash = optarg; break;
+        case 'o': o->out = optarg; break;
+        default:
+            return CP_EXIT_USAGE;
+        }
     }
+    long long id;
+    if (o->from_crash && cp_opt_num(&p, "--from-crash", o->from_crash, 1, INT64_MAX, &id))
+        return CP_EXIT_USAGE;
+    if (o->from_crash && optind < argc)
+        return cp_usage_error(&p, "either FILE or --from-crash ID, not both");
+    if (cp_opt_args(&p, !strcmp(sv->name, "add") && !o->from_crash ? 1 : sv->min_args, sv->max_args,
+                    sv->args_name))
+        return CP_EXIT_USAGE;
+    o->args = argv + optind;
+    o->nargs = argc - optind;
     if (!o->db) {
         if (!kb_default_path(o->dbbuf, sizeof(o->dbbuf))) {
-            fprintf(stderr, "crashpack rules: no knowledge base location (set --db)\n");
-            return -1;
+            fprintf(stderr, VERB ": no knowledge base location (set --db)\n");
+            return CP_EXIT_PROBLEM;
         }
         o->db = o->dbbuf;
     }
-    return 0;
+    return -1;
 }
 
 static struct rulebase *open_rb(struct ropts *o)
@@ -126,18 +161,18 @@ static int do_list(struct ropts *o)
 {
     struct rulebase *rb = open_rb(o);
     if (!rb)
-        return 2;
+        return CP_EXIT_PROBLEM;
     char err[512];
     cJSON *all = rulebase_rules(rb, err, sizeof(err)), *r;
     rulebase_close(rb);
     if (!all) {
         fprintf(stderr, "crashpack rules: %s\n", err);
-        return 2;
+        return CP_EXIT_PROBLEM;
     }
     if (o->json) {
-        int rc = write_json(NULL, all);
-        cJSON_Delete(all);
-        return rc ? 2 : 0;
+        cJSON *doc = cp_doc_new("crashpack-rules-list/1");
+        cJSON_AddItemToObject(doc, "rules", all);
+        return cp_doc_print(stdout, doc) ? CP_EXIT_PROBLEM : CP_EXIT_OK;
     }
     cJSON_ArrayForEach(r, all)
     {
@@ -156,35 +191,31 @@ static int do_list(struct ropts *o)
 
 static int do_show(struct ropts *o)
 {
-    if (o->nargs != 1) {
-        usage(stderr);
-        return 2;
-    }
     struct rulebase *rb = open_rb(o);
     if (!rb)
-        return 2;
+        return CP_EXIT_PROBLEM;
     cJSON *r = rulebase_get(rb, o->args[0]);
     rulebase_close(rb);
     if (!r) {
-        fprintf(stderr, "crashpack rules: no rule `%s`\n", o->args[0]);
-        return 1;
+        fprintf(stderr, "crashpack rules: no rule `%s` (`crashpack rules list` shows them)\n", o->args[0]);
+        return CP_EXIT_NOTFOUND;
     }
     int rc = write_json(NULL, r);
     cJSON_Delete(r);
-    return rc ? 2 : 0;
+    return rc ? CP_EXIT_PROBLEM : CP_EXIT_OK;
 }
 
 static int do_test(struct ropts *o)
 {
     struct rulebase *rb = open_rb(o);
     if (!rb)
-        return 2;
+        return CP_EXIT_PROBLEM;
     char err[1024];
     cJSON *all = rulebase_rules(rb, err, sizeof(err)), *r;
     rulebase_close(rb);
     if (!all) {
         fprintf(stderr, "crashpack rules: %s\n", err);
-        return 2;
+        return CP_EXIT_PROBLEM;
     }
     int pass = 0, failed = 0, seen = 0;
     cJSON_ArrayForEach(r, all)
@@ -213,7 +244,7 @@ static int do_test(struct ropts *o)
     cJSON_Delete(all);
     if (o->nargs && seen < o->nargs) {
         fprintf(stderr, "crashpack rules: %d of the named rules do not exist\n", o->nargs - seen);
-        return 1;
+        return CP_EXIT_NOTFOUND;
     }
     printf("%d passed, %d failed\n", pass, failed);
     return failed ? 1 : 0;
@@ -225,7 +256,7 @@ static int store_rules(struct ropts *o, cJSON *rules)
     char err[1024];
     if (kb_open(o->db, 1, &db, err, sizeof(err))) {
         fprintf(stderr, "crashpack rules: %s\n", err);
-        return 2;
+        return CP_EXIT_PROBLEM;
     }
     int bad = 0, n = 0;
     cJSON *r;
@@ -256,38 +287,37 @@ static int do_add(struct ropts *o)
 {
     char err[1024];
     if (o->from_crash) {
-        char *end;
-        long long id = strtoll(o->from_crash, &end, 10);
-        if (*end || id <= 0) {
-            fprintf(stderr, "crashpack rules: --from-crash takes a crash id (see `crashpack db list`)\n");
-            return 2;
-        }
+        long long id = strtoll(o->from_crash, NULL, 10); /* checked by parse() */
         sqlite3 *db = NULL;
+        if (access(o->db, F_OK) && errno == ENOENT) {
+            fprintf(stderr, "crashpack rules: no knowledge base at %s\n", o->db);
+            return CP_EXIT_NOTFOUND;
+        }
         if (kb_open(o->db, 0, &db, err, sizeof(err))) {
             fprintf(stderr, "crashpack rules: %s\n", err);
-            return 2;
+            return CP_EXIT_PROBLEM;
         }
         cJSON *draft = kb_draft_rule(db, id, err, sizeof(err));
         kb_close(db);
         if (!draft) {
             fprintf(stderr, "crashpack rules: %s\n", err);
-            return 1;
+            return CP_EXIT_NOTFOUND;
         }
         int rc = write_json(o->out, draft);
         cJSON_Delete(draft);
         if (!rc && o->out)
             fprintf(stderr, "draft written to %s: edit it, then `crashpack rules add %s`\n", o->out,
                     o->out);
-        return rc ? 2 : 0;
+        return rc ? CP_EXIT_PROBLEM : CP_EXIT_OK;
     }
-    if (o->nargs != 1) {
-        usage(stderr);
-        return 2;
+    if (access(o->args[0], F_OK) && errno == ENOENT) {
+        fprintf(stderr, "crashpack rules: no such file: %s\n", o->args[0]);
+        return CP_EXIT_NOTFOUND;
     }
     cJSON *j = rule_read_file(o->args[0], err, sizeof(err));
     if (!j) {
         fprintf(stderr, "crashpack rules: %s\n", err);
-        return 2;
+        return CP_EXIT_PROBLEM;
     }
     cJSON *arr = cJSON_IsArray(j) ? j : NULL;
     if (!arr) {
@@ -303,13 +333,13 @@ static int do_export(struct ropts *o)
 {
     struct rulebase *rb = open_rb(o);
     if (!rb)
-        return 2;
+        return CP_EXIT_PROBLEM;
     char err[512];
     cJSON *all = rulebase_rules(rb, err, sizeof(err));
     rulebase_close(rb);
     if (!all) {
         fprintf(stderr, "crashpack rules: %s\n", err);
-        return 2;
+        return CP_EXIT_PROBLEM;
     }
     cJSON *out = cJSON_CreateArray(), *r;
     cJSON_ArrayForEach(r, all)
@@ -325,20 +355,17 @@ static int do_export(struct ropts *o)
     cJSON_Delete(all);
     int rc = write_json(o->out, out);
     cJSON_Delete(out);
-    return rc ? 2 : 0;
+    return rc ? CP_EXIT_PROBLEM : CP_EXIT_OK;
 }
 
 static int do_match(struct ropts *o)
 {
-    if (o->nargs != 1) {
-        usage(stderr);
-        return 2;
-    }
     char err[1024];
     FILE *f = fopen(o->args[0], "r");
     if (!f) {
-        perror(o->args[0]);
-        return 2;
+        int e = errno;
+        fprintf(stderr, "crashpack rules: %s: %s\n", o->args[0], strerror(e));
+        return e == ENOENT ? CP_EXIT_NOTFOUND : CP_EXIT_PROBLEM;
     }
     size_t cap = 1 << 20, len = 0, n;
     char *buf = malloc(cap);
@@ -358,12 +385,12 @@ static int do_match(struct ropts *o)
     if (!cJSON_IsObject(r)) {
         fprintf(stderr, "crashpack rules: %s: not a JSON report object\n", o->args[0]);
         cJSON_Delete(r);
-        return 2;
+        return CP_EXIT_PROBLEM;
     }
     if (diagnose(r, o->db, err, sizeof(err)) < 0) {
         fprintf(stderr, "crashpack rules: %s\n", err);
         cJSON_Delete(r);
-        return 2;
+        return CP_EXIT_PROBLEM;
     }
     int rc = 0;
     if (o->json)
@@ -371,41 +398,33 @@ static int do_match(struct ropts *o)
     else
         diagnose_print(stdout, r);
     cJSON_Delete(r);
-    return rc ? 2 : 0;
+    return rc ? CP_EXIT_PROBLEM : CP_EXIT_OK;
 }
 
 int cmd_rules(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
         usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+        return argc < 2 ? CP_EXIT_USAGE : CP_EXIT_OK;
     }
+    const struct cp_subverb *sv = cp_subverb_find(VERB, subverbs, NSUB, argv[1]);
+    if (!sv)
+        return CP_EXIT_USAGE;
     struct ropts o;
     memset(&o, 0, sizeof(o));
-    if (parse(&o, argc - 2, argv + 2)) {
-        free(o.args);
-        usage(stderr);
-        return 2;
-    }
-    const char *c = argv[1];
-    int rc;
+    int rc = parse(&o, sv, argc - 1, argv + 1);
+    if (rc >= 0)
+        return rc;
+    const char *c = sv->name;
     if (!strcmp(c, "list"))
-        rc = do_list(&o);
-    else if (!strcmp(c, "show"))
-        rc = do_show(&o);
-    else if (!strcmp(c, "test"))
-        rc = do_test(&o);
-    else if (!strcmp(c, "add") || !strcmp(c, "import"))
-        rc = do_add(&o);
-    else if (!strcmp(c, "export"))
-        rc = do_export(&o);
-    else if (!strcmp(c, "match"))
-        rc = do_match(&o);
-    else {
-        fprintf(stderr, "crashpack rules: unknown command `%s`\n", c);
-        usage(stderr);
-        rc = 2;
-    }
-    free(o.args);
-    return rc;
+        return do_list(&o);
+    if (!strcmp(c, "show"))
+        return do_show(&o);
+    if (!strcmp(c, "test"))
+        return do_test(&o);
+    if (!strcmp(c, "add") || !strcmp(c, "import"))
+        return do_add(&o);
+    if (!strcmp(c, "export"))
+        return do_export(&o);
+    return do_match(&o);
 }

@@ -1,6 +1,8 @@
 /* cmd_snap.c - `crashpack snap PID`: capture a live (hung) process the way the handler
  * captures a crash (the library is snap.c). */
+#include "cmdopt.h"
 #include "commands.h"
+#include "listjson.h"
 #include "snap.h"
 
 #include <errno.h>
@@ -24,69 +26,57 @@ static void usage(FILE *out)
             "  --full          the whole readable memory in the core (default: slim: stacks, the\n"
             "                  first page of each mapped file, small and written data mappings)\n"
             "  --kill          end the process (SIGKILL) once it has been captured\n"
-            "  -o DIR          write the bundle to DIR (root-owned, not writable by others)\n"
-            "  -c CONFIG       configuration file (default " "/etc/crashpack/crashpack.conf)\n"
+            "  -o, --output DIR write the bundle to DIR (root-owned, not writable by others)\n"
+            "  -c, --config F  configuration file (default " "/etc/crashpack/crashpack.conf)\n"
             "  --timeout MS    how long each thread may take to stop (default 500)\n"
             "  --reason TEXT   why, recorded in the manifest\n"
-            "  --json          print the stop report (crashpack-snap/1) and the bundle as JSON\n"
+            "  --json          print the bundle and the stop report as JSON (crashpack-snap-result/1:\n"
+            "                  bundle.path, snap: crashpack-snap/1)\n"
             "  -h, --help      this help\n"
             "\n"
-            "Exit status: 0 captured, 1 capture failed, 2 usage error.\n");
+            "Exit status: 0 captured, 1 capture failed, 2 usage error, 3 no such process.\n");
 }
 
 int cmd_snap(int argc, char **argv)
 {
     struct snap_request rq = {.trigger = "snap", .reason = "requested"};
     int kill_after = 0, json = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+    enum { O_FULL = 256, O_KILL, O_JSON, O_TIMEOUT, O_REASON, O_TRIGGER };
+    static const struct option longs[] = {
+        {"full", no_argument, 0, O_FULL}, {"kill", no_argument, 0, O_KILL}, {"json", no_argument, 0, O_JSON},
+        {"output", required_argument, 0, 'o'}, {"config", required_argument, 0, 'c'},
+        {"timeout", required_argument, 0, O_TIMEOUT}, {"reason", required_argument, 0, O_REASON},
+        {"trigger", required_argument, 0, O_TRIGGER}, CP_OPT_HELP, CP_OPT_END};
+    struct cp_opts p = {.verb = "crashpack snap", .shorts = "o:c:", .longs = longs, .argc = argc, .argv = argv};
+    long long n;
+    int c;
+    while ((c = cp_getopt(&p)) != -1) {
+        switch (c) {
+        case 'h':
             usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--full")) {
-            rq.full = 1;
-        } else if (!strcmp(a, "--kill")) {
-            kill_after = 1;
-        } else if (!strcmp(a, "--json")) {
-            json = 1;
-        } else if (!strcmp(a, "-o") && v) {
-            rq.bundle_dir = v;
-            i++;
-        } else if (!strcmp(a, "-c") && v) {
-            rq.config = v;
-            i++;
-        } else if (!strcmp(a, "--timeout") && v) {
-            char *e;
-            long ms = strtol(v, &e, 10);
-            if (*e || ms <= 0 || ms > 600000) {
-                fprintf(stderr, "crashpack snap: bad --timeout\n");
-                return 2;
-            }
-            rq.timeout_ms = (unsigned)ms;
-            i++;
-        } else if (!strcmp(a, "--reason") && v) {
-            rq.reason = v;
-            i++;
-        } else if (!strcmp(a, "--trigger") && v) {
-            rq.trigger = !strcmp(v, "watch") ? "watch" : "snap";
-            i++;
-        } else if (a[0] >= '0' && a[0] <= '9' && !rq.pid) {
-            char *e;
-            long p = strtol(a, &e, 10);
-            if (*e || p <= 0 || p > 0x3fffffff) {
-                fprintf(stderr, "crashpack snap: bad pid\n");
-                return 2;
-            }
-            rq.pid = (pid_t)p;
-        } else {
-            usage(stderr);
-            return 2;
+            return CP_EXIT_OK;
+        case O_FULL: rq.full = 1; break;
+        case O_KILL: kill_after = 1; break;
+        case O_JSON: json = 1; break;
+        case 'o': rq.bundle_dir = optarg; break;
+        case 'c': rq.config = optarg; break;
+        case O_TIMEOUT:
+            if (cp_opt_num(&p, "--timeout", optarg, 1, 600000, &n))
+                return CP_EXIT_USAGE;
+            rq.timeout_ms = (unsigned)n;
+            break;
+        case O_REASON: rq.reason = optarg; break;
+        case O_TRIGGER: rq.trigger = !strcmp(optarg, "watch") ? "watch" : "snap"; break;
+        default:
+            return CP_EXIT_USAGE;
         }
     }
-    if (!rq.pid) {
-        usage(stderr);
-        return 2;
+    if (cp_opt_args(&p, 1, 1, "PID") || cp_opt_num(&p, "PID", argv[optind], 1, 0x3fffffff, &n))
+        return CP_EXIT_USAGE;
+    rq.pid = (pid_t)n;
+    if (kill(rq.pid, 0) && errno == ESRCH) {
+        fprintf(stderr, "crashpack snap: no process %d\n", (int)rq.pid);
+        return CP_EXIT_NOTFOUND;
     }
     char bundle[1200], err[600];
     cJSON *info = NULL;
@@ -94,9 +84,9 @@ int cmd_snap(int argc, char **argv)
     if (rc == 0 && kill_after && kill(rq.pid, SIGKILL))
         fprintf(stderr, "crashpack snap: kill %d: %s\n", (int)rq.pid, strerror(errno));
     if (json) {
-        cJSON *o = cJSON_CreateObject();
+        cJSON *o = cp_doc_new("crashpack-snap-result/1");
         if (rc == 0)
-            cJSON_AddStringToObject(o, "bundle", bundle);
+            cp_doc_str(cJSON_AddObjectToObject(o, "bundle"), "path", bundle); /* as in the report */
         else
             cJSON_AddNullToObject(o, "bundle");
         if (rc)
@@ -117,5 +107,5 @@ int cmd_snap(int argc, char **argv)
     if (rc)
         fprintf(stderr, "crashpack snap: %s\n", err);
     cJSON_Delete(info);
-    return rc ? 1 : 0;
+    return rc ? CP_EXIT_PROBLEM : CP_EXIT_OK;
 }

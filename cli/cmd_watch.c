@@ -5,6 +5,7 @@
  * The job keeps running after a snap unless --kill; watch exits with the job's exit status
  * (128 + signal when a signal ended it). */
 #include "util.h" /* write_all */
+#include "cmdopt.h"
 #include "commands.h"
 #include "snap.h"
 
@@ -40,13 +41,15 @@ static void usage(FILE *out)
             "output, and when neither the output nor the heartbeat file has changed for the stall\n"
             "time, captures the job with `crashpack snap` - the job itself and every Python\n"
             "process under it (torchrun-style trees) - records why, and lets it run on. Exits\n"
-            "with the job's exit status (128 + signal number when a signal ended it).\n"
+            "with the job's exit status (128 + signal number when a signal ended it); 2 is a usage\n"
+            "error before the job started, 1 a failure to start it.\n"
             "\n"
             "  --stall SECONDS    silence that counts as a stall (default 600)\n"
             "  --heartbeat FILE   a file the job touches to say it is alive (its mtime counts)\n"
             "  --kill             end the job (SIGKILL to its process group) after the capture\n"
             "  --full             full cores instead of slim ones\n"
-            "  -o DIR, -c CONFIG  as for `crashpack snap`\n"
+            "  -o, --output DIR, -c, --config FILE\n"
+            "                     as for `crashpack snap`\n"
             "  -q, --quiet        no status lines on stderr\n"
             "  -h, --help         this help\n");
 }
@@ -128,55 +131,47 @@ int cmd_watch(int argc, char **argv)
     double stall = 600;
     const char *hb = NULL, *outdir = NULL, *config = NULL;
     int kill_after = 0, full = 0, quiet = 0, i;
-    for (i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--")) {
-            i++;
-            break;
-        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+    enum { O_STALL = 256, O_HEARTBEAT, O_KILL, O_FULL };
+    static const struct option longs[] = {
+        {"stall", required_argument, 0, O_STALL}, {"heartbeat", required_argument, 0, O_HEARTBEAT},
+        {"output", required_argument, 0, 'o'}, {"config", required_argument, 0, 'c'},
+        {"kill", no_argument, 0, O_KILL}, {"full", no_argument, 0, O_FULL},
+        {"quiet", no_argument, 0, 'q'}, CP_OPT_HELP, CP_OPT_END};
+    /* in order: the options end at CMD, whose own options are its */
+    struct cp_opts p = {.verb = "crashpack watch", .shorts = "o:c:q", .longs = longs, .in_order = 1,
+                        .argc = argc, .argv = argv};
+    int c;
+    char *e;
+    while ((c = cp_getopt(&p)) != -1) {
+        switch (c) {
+        case 'h':
             usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--stall") && v) {
-            char *e;
-            stall = strtod(v, &e);
-            if (*e || !(stall > 0) || stall > 1e7) {
-                fprintf(stderr, "crashpack watch: bad --stall\n");
-                return 2;
-            }
-            i++;
-        } else if (!strcmp(a, "--heartbeat") && v) {
-            hb = v;
-            i++;
-        } else if (!strcmp(a, "-o") && v) {
-            outdir = v;
-            i++;
-        } else if (!strcmp(a, "-c") && v) {
-            config = v;
-            i++;
-        } else if (!strcmp(a, "--kill")) {
-            kill_after = 1;
-        } else if (!strcmp(a, "--full")) {
-            full = 1;
-        } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
-            quiet = 1;
-        } else if (a[0] != '-') {
+            return CP_EXIT_OK;
+        case O_STALL:
+            stall = strtod(optarg, &e);
+            if (!*optarg || *e || !(stall > 0) || stall > 1e7)
+                return cp_usage_error(&p, "--stall `%s`: expected seconds, more than 0 and at most 1e7",
+                                      optarg);
             break;
-        } else {
-            usage(stderr);
-            return 2;
+        case O_HEARTBEAT: hb = optarg; break;
+        case 'o': outdir = optarg; break;
+        case 'c': config = optarg; break;
+        case O_KILL: kill_after = 1; break;
+        case O_FULL: full = 1; break;
+        case 'q': quiet = 1; break;
+        default:
+            return CP_EXIT_USAGE;
         }
     }
-    if (i >= argc) {
-        usage(stderr);
-        return 2;
-    }
+    if (cp_opt_args(&p, 1, -1, "CMD"))
+        return CP_EXIT_USAGE;
+    i = optind;
     char **cmd = argv + i;
 
     int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
     if (m < 0 || grantpt(m) || unlockpt(m)) {
         fprintf(stderr, "crashpack watch: cannot open a pseudo-terminal: %s\n", strerror(errno));
-        return 2;
+        return CP_EXIT_PROBLEM;
     }
     const char *sname = ptsname(m);
     char slave[128];
@@ -186,12 +181,12 @@ int cmd_watch(int argc, char **argv)
     int gate[2];
     if (pipe2(gate, O_CLOEXEC)) {
         fprintf(stderr, "crashpack watch: pipe: %s\n", strerror(errno));
-        return 2;
+        return CP_EXIT_PROBLEM;
     }
     pid_t job = fork();
     if (job < 0) {
         fprintf(stderr, "crashpack watch: fork: %s\n", strerror(errno));
-        return 2;
+        return CP_EXIT_PROBLEM;
     }
     if (job == 0) {
         close(gate[1]);

@@ -30,6 +30,7 @@ static const struct verb verbs[] = {
     {"snap", cmd_snap, "capture a live (hung) process into a bundle, and let it run on"},
     {"watch", cmd_watch, "run a job on a pty; snap it when its output and heartbeat stall"},
     {"enrich", cmd_enrich, "on the crashed host: the native analysis as stacks.json"},
+    {"version", cmd_version, "the version, git commit and libraries (also --version)"},
 };
 
 static void usage(FILE *out)
@@ -37,7 +38,9 @@ static void usage(FILE *out)
     fprintf(out, "usage: crashpack <command> [options]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
         fprintf(out, "  %-10s %s\n", verbs[i].name, verbs[i].summary);
-    fprintf(out, "\n`crashpack <command> --help` describes each command.\n");
+    fprintf(out, "\n`crashpack <command> --help` describes each command; `crashpack --version` the build.\n"
+                 "Exit status: 0 ok, 1 a problem found or a partial result, 2 usage, 3 no such thing\n"
+                 "(docs/cli.md).\n");
 }
 
 /* The heap in one step, in 2 MiB pages. An analysis touches a few thousand fresh heap pages
@@ -72,11 +75,15 @@ int main(int argc, char **argv)
     heap_in_huge_pages();
     if (argc < 2) {
         usage(stderr);
-        return 2;
+        return CP_EXIT_USAGE;
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(stdout);
-        return 0;
+        return CP_EXIT_OK;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        argv[1] = "version";
+        return cmd_version(argc - 1, argv + 1);
     }
     for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
         if (!strcmp(argv[1], verbs[i].name)) {
@@ -84,7 +91,9 @@ int main(int argc, char **argv)
             sandbox_reap(); /* children whose exit was not waited for (sandbox.h) */
             return rc;
         }
-    fprintf(stderr, "crashpack: unknown command `%s`\n\n", argv[1]);
-    usage(stderr);
-    return 2;
+    fprintf(stderr, "crashpack: unknown command `%s`; accepted:", argv[1]);
+    for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+        fprintf(stderr, " %s", verbs[i].name);
+    fprintf(stderr, ", --help, --version\n");
+    return CP_EXIT_USAGE;
 }

@@ -10,7 +10,7 @@ pkgs=(
     zstd xxhash tar gdb elfutils binutils acl util-linux procps psmisc time  # tests: open bundles, check cores; fuser
     libc6-dbg strace                                       # tests: libc's compressed DWARF, the debuginfo cache
     python3 python3-torch                                  # real python/libtorch crashes (/usr/bin/python3)
-    python3-jsonschema                                     # tests: the report and listings against docs/*-schema.json
+    python3-jsonschema                                     # tests: docs/report-schema.json and docs/schema/ (test_report_schema, test_cli)
     python3.11-dev                                         # scripts/pylayout-gen.sh: CPython 3.11 internal headers
     clang libclang-rt-14-dev                               # tests: the libFuzzer harnesses (fuzz/bundle, fuzz/core)
 )

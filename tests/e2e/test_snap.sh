@@ -24,7 +24,7 @@ wait_ready "$T/hang8.out" || die "cp-hang8 did not get ready"
 src=$?
 cat "$T/snap.err"
 check "crashpack snap exits 0" [ "$src" = 0 ]
-bundle=$(json "$T/snap.out" 'd["bundle"]')
+bundle=$(json "$T/snap.out" 'd["bundle"]["path"]')
 check "the bundle is in the configured bundle directory" [ -f "$bundle" ] && [ "$(dirname "$bundle")" = "$T/bundles" ]
 # the process is intact: release it, it finishes its work and exits 0
 kill -USR1 "$hpid"
@@ -83,7 +83,7 @@ dpid=$!
 wait_ready "$T/dl.out" || die "cp-deadlock did not get ready"
 read -r _ _ tab tba < "$T/dl.out"
 "$CP_BIN/crashpack" snap -c "$T/conf" --json "$dpid" > "$T/dsnap.out" || fail "snap of cp-deadlock"
-dbundle=$(json "$T/dsnap.out" 'd["bundle"]')
+dbundle=$(json "$T/dsnap.out" 'd["bundle"]["path"]')
 "$CP_BIN/crashpack" analyze --json "$dbundle" > "$T/dl.json"
 D='d["hang"]["deadlocks"]'
 check "one deadlock" [ "$(json "$T/dl.json" "len($D)")" = 1 ]
@@ -101,7 +101,7 @@ check "mutex addresses are hex" [ "$(json "$T/dl.json" "all(t['waits_for_mutex']
 wait "$dpid" 2>/dev/null
 drc=$?
 check "--kill ended the process (SIGKILL)" [ "$drc" = 137 ]
-fbundle=$(json "$T/fsnap.out" 'd["bundle"]')
+fbundle=$(json "$T/fsnap.out" 'd["bundle"]["path"]')
 mkdir -p "$T/full" && tar --zstd -xf "$fbundle" -C "$T/full"
 check "full snap: capture.json mode full" [ "$(json "$T/full/capture.json" 'd["core"]["mode"]')" = full ]
 gdb -batch -ex 'thread apply all bt' "$CP_BIN/cp-deadlock" "$T/full/core" > "$T/gdbf.txt" 2>&1
@@ -118,7 +118,7 @@ if command -v unshare > /dev/null && unshare -p -f -m --mount-proc true 2> /dev/
     check "inside its namespace the process sees other tids ($(head -1 "$T/ns.out"))" [ "$(awk '{print $2}' "$T/ns.out")" = 1 ]
     "$CP_BIN/crashpack" snap -c "$T/conf" --kill --json "$npid" > "$T/nssnap.out" || fail "snap in a pid namespace"
     wait "$upid" 2>/dev/null
-    "$CP_BIN/crashpack" analyze --json "$(json "$T/nssnap.out" 'd["bundle"]')" > "$T/ns.json"
+    "$CP_BIN/crashpack" analyze --json "$(json "$T/nssnap.out" 'd["bundle"]["path"]')" > "$T/ns.json"
     check "namespace: the deadlock's owners are host tids of the two workers" \
         [ "$(json "$T/ns.json" "sorted(t['owner_tid'] for t in d['hang']['deadlocks'][0]['threads']) == sorted(t['tid'] for t in d['threads'] if t['name'].startswith('worker'))")" = True ]
     check "namespace: mutexes symbolized through the process's root" \

@@ -30,7 +30,7 @@ check "two threads left (main, consumer)" [ "$(ls /proc/$pid/task | wc -l)" = 2 
 src=$?
 cat "$T/snap.err"
 check "crashpack snap exits 0" [ "$src" = 0 ]
-bundle=$(json "$T/snap.out" 'd["bundle"]')
+bundle=$(json "$T/snap.out" 'd["bundle"]["path"]')
 check "the bundle exists" [ -f "$bundle" ]
 check "the process is still alive after the snap" kill -0 "$pid"
 check "capture.json: slim core" [ "$(cp_member "$bundle" capture.json | python3 -c 'import json,sys; print(json.load(sys.stdin)["core"]["mode"])')" = slim ]
