@@ -21,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CP_VERSION "0.1.0"
+/* CP_VERSION: the project version, set once in the top-level CMakeLists.txt */
 
 static const char *const env_allow[] = {
     "CUDA_*", "NCCL_*", "TORCH_*", "TORCHELASTIC_*", "PYTORCH_*", "NVIDIA_*", "CRASHPACK_*",

@@ -19,6 +19,7 @@
 #include "native.h"
 #include "signature.h"
 #include "stacks.h"
+#include "util.h" /* now_mono */
 
 #include <cjson/cJSON.h>
 
@@ -241,13 +242,6 @@ static int write_out(const char *out, const char *s)
         return -1;
     }
     return 0;
-}
-
-static double now_mono(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 /* The crash kind, signature and fingerprint as the crashed host computes them (signature.h),

@@ -4,6 +4,7 @@
  * cJSON, which round-trips any core_pattern byte-exactly (the kernel stores no NUL or newline).
  * Files are replaced by temp + fsync + rename so a crash never leaves a half-written state.
  */
+#include "util.h" /* write_all */
 #include "install.h"
 #include "jpath.h"
 
@@ -290,20 +291,6 @@ static int read_small_at(int dfd, const char *name, const char *shown, size_t ma
 int cp_file_read_small(const char *path, size_t max, char **out, char *err, size_t errlen)
 {
     return read_small_at(AT_FDCWD, path, path, max, out, 0, err, errlen);
-}
-
-static int write_all(int fd, const char *p, size_t len)
-{
-    while (len) {
-        ssize_t w = write(fd, p, len);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            return -1;
-        p += w;
-        len -= (size_t)w;
-    }
-    return 0;
 }
 
 static int write_atomic_at(int dfd, const char *name, const char *shown, const char *data,
