@@ -60,7 +60,7 @@ if B=$(cp_bundle_for "$pid" 120); then analyze_one python "$B"; else fail "pytho
 hpid=$!
 for ((i = 0; i < 300; i++)); do grep -q '^ready' "$T/hang8.out" 2>/dev/null && break; sleep 0.1; done
 if "$CP" snap -c "$T/conf" --json "$hpid" > "$T/snap.out" 2> "$T/snap.err"; then
-    analyze_one snap "$(json "$T/snap.out" 'd["bundle"]')"
+    analyze_one snap "$(json "$T/snap.out" 'd["bundle"]["path"]')"
     check "snap: crash_kind is hang" [ "$(json "$T/snap.json" 'd["crash_kind"]')" = hang ]
 else
     fail "snap of cp-hang8 failed: $(cat "$T/snap.err")"

@@ -88,8 +88,8 @@ def many_threads(b, n):
 def main():
     if len(sys.argv) == 2 and sys.argv[1] == "list":
         for line in __doc__.splitlines():
-            if line.startswith("  ") and not line.startswith("   "):
-                print(line.split()[0])
+            if line.startswith("  ") and not line.startswith("   ") and not line.split()[0].endswith("-N"):
+                print(line.split()[0])  # threads-N takes a number: not one of the fixed kinds
         return
     if len(sys.argv) != 4:
         sys.exit(__doc__)
