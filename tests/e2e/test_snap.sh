@@ -129,5 +129,5 @@ fi
 
 # ---- 4. errors ----
 "$CP_BIN/crashpack" snap -c "$T/conf" 999999999 > /dev/null 2>&1
-check "a missing pid is an error (exit 1)" [ $? = 1 ]
+check "a missing pid is a no-such-thing error (exit 3)" [ $? = 3 ]
 finish

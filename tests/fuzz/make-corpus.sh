@@ -21,7 +21,7 @@ trap 'rm -rf "$tmp"' EXIT
 
 if [ "${1:-bundle}" = bundle ]; then
     ${CC:-cc} -std=gnu11 -D_GNU_SOURCE -O1 -I"$src/bundle" -I"$src/common" -o "$tmp/test_bundle" \
-        "$src/tests/unit/test_bundle.c" "$src/bundle/bundle.c" "$src/common/errmsg.c" -lzstd -lcjson
+        "$src/tests/unit/test_bundle.c" "$src/bundle/bundle.c" "$src/common/errmsg.c" "$src/common/util.c" -lzstd -lcjson
     mkdir -p "$src/tests/fuzz/corpus"
     "$tmp/test_bundle" --corpus "$src/tests/fuzz/corpus"
     chmod 644 "$src"/tests/fuzz/corpus/*.zst
