@@ -250,8 +250,7 @@ static int plan_compute(const struct install_opts *o, struct install_plan *pl)
         st->dropin_prev = old->dropin_prev ? strdup(old->dropin_prev) : NULL;
     } else {
         /* our own pattern is never worth restoring */
-        snprintf(st->prev_pattern, sizeof(st->prev_pattern), "%s",
-                 pl->cur_ours ? "core" : pl->cur);
+        snprintf(st->prev_pattern, sizeof(st->prev_pattern), "%s", pl->cur_ours ? "core" : pl->cur);
         st->prev_pipe_limit =
             have && pl->cur_limit == old->pipe_limit ? old->prev_pipe_limit : pl->cur_limit;
         st->installed_at = (long long)time(NULL);

@@ -250,8 +250,8 @@ static int watch_start(char **cmd, pid_t *job, int *m)
 struct watch {
     const struct watch_opts *o;
     pid_t job;
-    int m;       /* the pty's master side */
-    double last; /* when the job last showed life (output or heartbeat) */
+    int m;                /* the pty's master side */
+    double last;          /* when the job last showed life (output or heartbeat) */
     struct timespec hb_m; /* the heartbeat file's mtime, when hb_seen */
     int hb_seen;
     int snapped; /* this stall has been captured */
@@ -298,9 +298,8 @@ static void watch_heartbeat(struct watch *w)
     if (!w->o->hb)
         return;
     struct stat st;
-    if (stat(w->o->hb, &st) == 0 &&
-        (!w->hb_seen || st.st_mtim.tv_sec != w->hb_m.tv_sec ||
-         st.st_mtim.tv_nsec != w->hb_m.tv_nsec)) {
+    if (stat(w->o->hb, &st) == 0 && (!w->hb_seen || st.st_mtim.tv_sec != w->hb_m.tv_sec ||
+                                     st.st_mtim.tv_nsec != w->hb_m.tv_nsec)) {
         w->hb_m = st.st_mtim;
         w->hb_seen = 1;
         w->last = now_s();
@@ -334,8 +333,8 @@ static void watch_snap(struct watch *w)
         cJSON_Delete(info);
         if (!o->quiet) {
             if (rc == 0)
-                fprintf(stderr, "crashpack watch: %s: snapped pid %d -> %s\n", reason,
-                        (int)set[k], bundle);
+                fprintf(stderr, "crashpack watch: %s: snapped pid %d -> %s\n", reason, (int)set[k],
+                        bundle);
             else
                 fprintf(stderr, "crashpack watch: %s: snap of pid %d failed: %s\n", reason,
                         (int)set[k], err);
