@@ -151,205 +151,247 @@ static int install_parse(int argc, char **argv, struct install_opts *o)
     return cp_opt_args(&p, 0, 0, "") ? CP_EXIT_USAGE : 0;
 }
 
-int cmd_install(int argc, char **argv)
-{
-    struct install_opts o;
-    char err[1024];
-    verb = "crashpack install";
-    int rc = install_parse(argc, argv, &o);
-    if (rc)
-        return rc < 0 ? 0 : rc;
-
-    const char *bindir = cp_bindir();
+/* What install knows and decides, stage by stage: plan_target fills the first block, plan_read
+ * the second, plan_compute the third; plan_print and plan_apply only read it. */
+struct install_plan {
+    /* plan_target: where cores go */
     char handler[PATH_MAX], config[PATH_MAX];
+    char pattern[CP_PATTERN_BUF];
+    char release[128];
+    int kpidfd; /* cp_kernel_has_pidfd: 1, 0 (older than 6.16) or -1 (unknown) */
+    /* plan_read: what is there now */
+    char cur[CP_PATTERN_BUF];
+    unsigned cur_limit;
+    struct cp_install_state old; /* the install state on disk, when have */
+    int have;
+    char *dcur; /* the drop-in's content, when dexists */
+    int dexists;
+    /* plan_compute: the new state and what changes */
+    struct cp_install_state st;
+    int cur_ours;
+    char *dnew; /* the drop-in to write */
+    int pchange, lchange, dchange, schange;
+};
+
+/* The handler next to this executable, the configuration (validated) and the pattern naming
+ * them. */
+static int plan_target(const struct install_opts *o, struct install_plan *pl)
+{
+    char err[1024];
+    const char *bindir = cp_bindir();
     struct stat hst;
-    if (!bindir ||
-        snprintf(handler, sizeof(handler), "%s/" CP_HANDLER_NAME, bindir) >= (int)sizeof(handler))
+    if (!bindir || snprintf(pl->handler, sizeof(pl->handler), "%s/" CP_HANDLER_NAME, bindir) >=
+                       (int)sizeof(pl->handler))
         return fail("cannot locate the crashpack executable's directory");
-    if (stat(handler, &hst) || !S_ISREG(hst.st_mode) || access(handler, X_OK))
-        return fail("handler %s is missing or not executable: every core would be lost", handler);
+    if (stat(pl->handler, &hst) || !S_ISREG(hst.st_mode) || access(pl->handler, X_OK))
+        return fail("handler %s is missing or not executable: every core would be lost",
+                    pl->handler);
 
     struct cp_config cfg;
     cp_config_defaults(&cfg);
-    if (o.config) {
-        if (absolute_path(o.config, config, sizeof(config)))
-            return fail("config %s: %s", o.config, strerror(errno));
-        if (cp_config_load(&cfg, config, 1, err, sizeof(err)))
+    if (o->config) {
+        if (absolute_path(o->config, pl->config, sizeof(pl->config)))
+            return fail("config %s: %s", o->config, strerror(errno));
+        if (cp_config_load(&cfg, pl->config, 1, err, sizeof(err)))
             return fail("invalid configuration: %s", err);
     } else if (cp_config_load(&cfg, CP_DEFAULT_CONFIG, 0, err, sizeof(err))) {
         return fail("invalid configuration: %s", err);
     }
 
-    char release[128];
-    int kpidfd = cp_kernel_has_pidfd(release, sizeof(release));
-    int pidfd = o.pidfd >= 0 ? o.pidfd : kpidfd != 0;
-    char pattern[CP_PATTERN_BUF];
-    if (cp_pattern_build(pattern, sizeof(pattern), handler, o.config ? config : NULL, pidfd, err,
-                         sizeof(err)))
+    pl->kpidfd = cp_kernel_has_pidfd(pl->release, sizeof(pl->release));
+    int pidfd = o->pidfd >= 0 ? o->pidfd : pl->kpidfd != 0;
+    if (cp_pattern_build(pl->pattern, sizeof(pl->pattern), pl->handler,
+                         o->config ? pl->config : NULL, pidfd, err, sizeof(err)))
+        return fail("%s", err);
+    return 0;
+}
+
+/* core_pattern, core_pipe_limit, the install state and the drop-in as they are now. */
+static int plan_read(const struct install_opts *o, struct install_plan *pl)
+{
+    char err[1024];
+    if (cp_sysctl_read(CP_SYSCTL_CORE_PATTERN, pl->cur, sizeof(pl->cur), err, sizeof(err)) ||
+        cp_sysctl_read_uint(CP_SYSCTL_PIPE_LIMIT, &pl->cur_limit, err, sizeof(err)))
         return fail("%s", err);
 
-    char cur[CP_PATTERN_BUF];
-    unsigned cur_limit;
-    if (cp_sysctl_read(CP_SYSCTL_CORE_PATTERN, cur, sizeof(cur), err, sizeof(err)) ||
-        cp_sysctl_read_uint(CP_SYSCTL_PIPE_LIMIT, &cur_limit, err, sizeof(err)))
-        return fail("%s", err);
-
-    struct cp_install_state old, st = {0};
-    int lrc = cp_state_load(CP_STATE_DIR, &old, err, sizeof(err));
-    if (lrc < 0 && !o.force)
+    int lrc = cp_state_load(CP_STATE_DIR, &pl->old, err, sizeof(err));
+    if (lrc < 0 && !o->force)
         return fail("%s\n(--force installs anyway and replaces it)", err);
-    int have = lrc == 0;
-    char *dcur = NULL, *dnew = NULL;
-    int dexists = cp_file_read_small(CP_DROPIN_PATH, CP_DROPIN_MAX, &dcur, err, sizeof(err));
-    if (dexists < 0) {
-        rc = fail("%s", err);
-        goto out;
-    }
-    dexists = dexists == 0;
+    pl->have = lrc == 0;
+    int dexists = cp_file_read_small(CP_DROPIN_PATH, CP_DROPIN_MAX, &pl->dcur, err, sizeof(err));
+    if (dexists < 0)
+        return fail("%s", err);
+    pl->dexists = dexists == 0;
+    return 0;
+}
 
-    int cur_ours = cp_pattern_is_crashpack(cur);
-    if (!cur_ours && cp_pattern_is_handler(cur) && !o.force) {
-        rc = fail("core_pattern already hands cores to another program: `%s`\n"
-                  "refusing to replace it; --force replaces it (and uninstall restores it)",
-                  cur);
-        goto out;
-    }
-    if (cur_ours && !have && !o.force) {
-        rc = fail("core_pattern already holds a crashpack handler (`%s`) but there is no %s,\n"
-                  "so the value to restore is unknown; --force installs anyway and uninstall will "
-                  "then restore the kernel default `core`",
-                  cur, STATE_PATH);
-        goto out;
-    }
+/* Whether to go on at all (another handler, or ours with nothing to restore, needs --force),
+ * then the state to write and which of pattern, limit, drop-in and state change. */
+static int plan_compute(const struct install_opts *o, struct install_plan *pl)
+{
+    const struct cp_install_state *old = &pl->old;
+    struct cp_install_state *st = &pl->st;
+    int have = pl->have;
 
-    int update = have && cur_ours;
+    pl->cur_ours = cp_pattern_is_crashpack(pl->cur);
+    if (!pl->cur_ours && cp_pattern_is_handler(pl->cur) && !o->force)
+        return fail("core_pattern already hands cores to another program: `%s`\n"
+                    "refusing to replace it; --force replaces it (and uninstall restores it)",
+                    pl->cur);
+    if (pl->cur_ours && !have && !o->force)
+        return fail("core_pattern already holds a crashpack handler (`%s`) but there is no %s,\n"
+                    "so the value to restore is unknown; --force installs anyway and uninstall "
+                    "will then restore the kernel default `core`",
+                    pl->cur, STATE_PATH);
+
+    int update = have && pl->cur_ours;
     if (update) {
-        st = old;
-        st.dropin_prev = old.dropin_prev ? strdup(old.dropin_prev) : NULL;
+        *st = *old;
+        st->dropin_prev = old->dropin_prev ? strdup(old->dropin_prev) : NULL;
     } else {
         /* our own pattern is never worth restoring */
-        snprintf(st.prev_pattern, sizeof(st.prev_pattern), "%s", cur_ours ? "core" : cur);
-        st.prev_pipe_limit = have && cur_limit == old.pipe_limit ? old.prev_pipe_limit : cur_limit;
-        st.installed_at = (long long)time(NULL);
-        if (have && old.dropin_written && dexists && cp_dropin_is_ours(dcur)) {
-            st.dropin_written = 1;
-            st.dropin_existed = old.dropin_existed;
-            st.dropin_prev = old.dropin_prev ? strdup(old.dropin_prev) : NULL;
+        snprintf(st->prev_pattern, sizeof(st->prev_pattern), "%s", pl->cur_ours ? "core" : pl->cur);
+        st->prev_pipe_limit =
+            have && pl->cur_limit == old->pipe_limit ? old->prev_pipe_limit : pl->cur_limit;
+        st->installed_at = (long long)time(NULL);
+        if (have && old->dropin_written && pl->dexists && cp_dropin_is_ours(pl->dcur)) {
+            st->dropin_written = 1;
+            st->dropin_existed = old->dropin_existed;
+            st->dropin_prev = old->dropin_prev ? strdup(old->dropin_prev) : NULL;
         }
     }
-    snprintf(st.pattern, sizeof(st.pattern), "%s", pattern);
-    st.pipe_limit = st.prev_pipe_limit > o.pipe_limit ? st.prev_pipe_limit : o.pipe_limit;
+    snprintf(st->pattern, sizeof(st->pattern), "%s", pl->pattern);
+    st->pipe_limit = st->prev_pipe_limit > o->pipe_limit ? st->prev_pipe_limit : o->pipe_limit;
 
-    dnew = cp_dropin_render(pattern, st.pipe_limit);
-    if (!dnew) {
-        rc = fail("out of memory");
-        goto out;
-    }
-    int dchange = 0;
-    if (o.sysctl_d) {
-        if (dexists && !cp_dropin_is_ours(dcur)) {
+    pl->dnew = cp_dropin_render(pl->pattern, st->pipe_limit);
+    if (!pl->dnew)
+        return fail("out of memory");
+    if (o->sysctl_d) {
+        if (pl->dexists && !cp_dropin_is_ours(pl->dcur)) {
             /* someone else's file under our name: keep it to put back on uninstall */
-            free(st.dropin_prev);
-            st.dropin_existed = 1;
-            st.dropin_prev = strdup(dcur);
+            free(st->dropin_prev);
+            st->dropin_existed = 1;
+            st->dropin_prev = strdup(pl->dcur);
         }
-        st.dropin_written = 1;
-        dchange = !dexists || strcmp(dcur, dnew);
+        st->dropin_written = 1;
+        pl->dchange = !pl->dexists || strcmp(pl->dcur, pl->dnew);
     }
 
-    int pchange = strcmp(cur, pattern) != 0;
-    int lchange = cur_limit != st.pipe_limit;
-    int schange = !have || !cp_state_equal(&st, &old);
-    if (st.dropin_existed && !st.dropin_prev) {
-        rc = fail("out of memory");
+    pl->pchange = strcmp(pl->cur, pl->pattern) != 0;
+    pl->lchange = pl->cur_limit != st->pipe_limit;
+    pl->schange = !have || !cp_state_equal(st, old);
+    if (st->dropin_existed && !st->dropin_prev)
+        return fail("out of memory");
+    return 0;
+}
+
+/* Every change, as "would ..." under --dry-run, and the notes that explain them. */
+static void plan_print(const struct install_opts *o, const struct install_plan *pl)
+{
+    const struct cp_install_state *st = &pl->st;
+    const char *w = o->dry_run ? "would " : "";
+    if (o->dry_run)
+        printf("dry run: nothing is changed\n");
+    if (o->pidfd < 0 && pl->kpidfd == 0)
+        printf("note: kernel %s predates 6.16 and has no %%F; installing without it (--pidfd puts "
+               "it in)\n",
+               pl->release);
+    if (pl->cur_ours && !pl->have)
+        printf("note: replacing a crashpack pattern with no install state; uninstall will "
+               "restore `core`\n");
+    else if (pl->have && !pl->cur_ours)
+        printf("note: replacing stale install state (core_pattern had been changed to `%s`)\n",
+               pl->cur);
+    if (pl->pchange)
+        printf("%sset core_pattern: `%s` -> `%s`\n", w, pl->cur, pl->pattern);
+    else
+        printf("core_pattern unchanged: `%s`\n", pl->cur);
+    if (pl->lchange)
+        printf("%sset core_pipe_limit: %u -> %u\n", w, pl->cur_limit, st->pipe_limit);
+    else
+        printf("core_pipe_limit unchanged: %u\n", pl->cur_limit);
+    if (pl->dchange) {
+        printf("%s%s %s:\n", w, pl->dexists ? "replace" : "create", CP_DROPIN_PATH);
+        if (pl->dexists && !cp_dropin_is_ours(pl->dcur))
+            printf("  (its current content is kept in the install state for uninstall)\n");
+        show_dropin(pl->dnew);
+    } else if (o->sysctl_d) {
+        printf("%s unchanged\n", CP_DROPIN_PATH);
+    } else if (st->dropin_written && pl->dexists && strcmp(pl->dcur, pl->dnew)) {
+        printf("note: --no-sysctl-d leaves %s with the earlier pattern\n", CP_DROPIN_PATH);
+    }
+    if (pl->schange)
+        printf("%s%s %s: previous core_pattern `%s`, previous core_pipe_limit %u\n", w,
+               pl->have ? "update" : "write", STATE_PATH, st->prev_pattern, st->prev_pipe_limit);
+}
+
+/* The changes, in order; on a failure, undo what was done and say that nothing changed. */
+static int plan_apply(const struct install_plan *pl)
+{
+    char err[1024], e2[512];
+    /* state first: if we die half-way, uninstall still knows what to restore */
+    if (pl->schange && cp_state_save(CP_STATE_DIR, &pl->st, err, sizeof(err)))
+        return fail("%s", err);
+    int step = 0;
+    if (pl->pchange &&
+        cp_core_pattern_set(CP_SYSCTL_CORE_PATTERN, pl->pattern, pl->cur, err, sizeof(err)))
+        step = 1;
+    else if (pl->lchange &&
+             cp_sysctl_write_uint(CP_SYSCTL_PIPE_LIMIT, pl->st.pipe_limit, err, sizeof(err)))
+        step = 2;
+    else if (pl->dchange && cp_file_write_atomic(CP_DROPIN_PATH, pl->dnew, strlen(pl->dnew), 0644,
+                                                 err, sizeof(err)))
+        step = 3;
+    if (step) {
+        /* undo what was done, newest first */
+        if (step > 2 && pl->lchange)
+            cp_sysctl_write_uint(CP_SYSCTL_PIPE_LIMIT, pl->cur_limit, e2, sizeof(e2));
+        if (step > 1 && pl->pchange)
+            cp_sysctl_write(CP_SYSCTL_CORE_PATTERN, pl->cur, e2, sizeof(e2));
+        if (pl->schange && (pl->have ? cp_state_save(CP_STATE_DIR, &pl->old, e2, sizeof(e2))
+                                     : cp_state_remove(CP_STATE_DIR, e2, sizeof(e2))))
+            fprintf(stderr, "%s: also: %s\n", verb, e2);
+        return fail("%s\nnothing was changed", err);
+    }
+    printf("crashpack installed: cores now go to %s\n", pl->handler);
+    return 0;
+}
+
+static void plan_free(struct install_plan *pl)
+{
+    free(pl->dcur);
+    free(pl->dnew);
+    cp_install_state_free(&pl->st);
+    if (pl->have)
+        cp_install_state_free(&pl->old);
+}
+
+int cmd_install(int argc, char **argv)
+{
+    struct install_opts o;
+    verb = "crashpack install";
+    int rc = install_parse(argc, argv, &o);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+
+    struct install_plan pl = {0};
+    if ((rc = plan_target(&o, &pl)) || (rc = plan_read(&o, &pl)) || (rc = plan_compute(&o, &pl)))
         goto out;
-    }
-
-    if (!pchange && !lchange && !dchange && !schange) {
+    if (!pl.pchange && !pl.lchange && !pl.dchange && !pl.schange) {
         printf("crashpack is already installed: core_pattern `%s`, core_pipe_limit %u; nothing to "
                "change\n",
-               cur, cur_limit);
-        rc = 0;
+               pl.cur, pl.cur_limit);
         goto out;
     }
     if (!o.dry_run && need_root()) {
         rc = 1;
         goto out;
     }
-
-    const char *w = o.dry_run ? "would " : "";
-    if (o.dry_run)
-        printf("dry run: nothing is changed\n");
-    if (o.pidfd < 0 && kpidfd == 0)
-        printf("note: kernel %s predates 6.16 and has no %%F; installing without it (--pidfd puts "
-               "it in)\n",
-               release);
-    if (cur_ours && !have)
-        printf("note: replacing a crashpack pattern with no install state; uninstall will "
-               "restore `core`\n");
-    else if (have && !cur_ours)
-        printf("note: replacing stale install state (core_pattern had been changed to `%s`)\n",
-               cur);
-    if (pchange)
-        printf("%sset core_pattern: `%s` -> `%s`\n", w, cur, pattern);
-    else
-        printf("core_pattern unchanged: `%s`\n", cur);
-    if (lchange)
-        printf("%sset core_pipe_limit: %u -> %u\n", w, cur_limit, st.pipe_limit);
-    else
-        printf("core_pipe_limit unchanged: %u\n", cur_limit);
-    if (dchange) {
-        printf("%s%s %s:\n", w, dexists ? "replace" : "create", CP_DROPIN_PATH);
-        if (dexists && !cp_dropin_is_ours(dcur))
-            printf("  (its current content is kept in the install state for uninstall)\n");
-        show_dropin(dnew);
-    } else if (o.sysctl_d) {
-        printf("%s unchanged\n", CP_DROPIN_PATH);
-    } else if (st.dropin_written && dexists && strcmp(dcur, dnew)) {
-        printf("note: --no-sysctl-d leaves %s with the earlier pattern\n", CP_DROPIN_PATH);
-    }
-    if (schange)
-        printf("%s%s %s: previous core_pattern `%s`, previous core_pipe_limit %u\n", w,
-               have ? "update" : "write", STATE_PATH, st.prev_pattern, st.prev_pipe_limit);
-    if (o.dry_run) {
-        rc = 0;
-        goto out;
-    }
-
-    /* state first: if we die half-way, uninstall still knows what to restore */
-    char e2[512];
-    if (schange && cp_state_save(CP_STATE_DIR, &st, err, sizeof(err))) {
-        rc = fail("%s", err);
-        goto out;
-    }
-    int step = 0;
-    if (pchange && cp_core_pattern_set(CP_SYSCTL_CORE_PATTERN, pattern, cur, err, sizeof(err)))
-        step = 1;
-    else if (lchange && cp_sysctl_write_uint(CP_SYSCTL_PIPE_LIMIT, st.pipe_limit, err, sizeof(err)))
-        step = 2;
-    else if (dchange &&
-             cp_file_write_atomic(CP_DROPIN_PATH, dnew, strlen(dnew), 0644, err, sizeof(err)))
-        step = 3;
-    if (step) {
-        /* undo what was done, newest first */
-        if (step > 2 && lchange)
-            cp_sysctl_write_uint(CP_SYSCTL_PIPE_LIMIT, cur_limit, e2, sizeof(e2));
-        if (step > 1 && pchange)
-            cp_sysctl_write(CP_SYSCTL_CORE_PATTERN, cur, e2, sizeof(e2));
-        if (schange && (have ? cp_state_save(CP_STATE_DIR, &old, e2, sizeof(e2))
-                             : cp_state_remove(CP_STATE_DIR, e2, sizeof(e2))))
-            fprintf(stderr, "%s: also: %s\n", verb, e2);
-        rc = fail("%s\nnothing was changed", err);
-        goto out;
-    }
-    printf("crashpack installed: cores now go to %s\n", handler);
-    rc = 0;
+    plan_print(&o, &pl);
+    if (!o.dry_run)
+        rc = plan_apply(&pl);
 out:
-    free(dcur);
-    free(dnew);
-    cp_install_state_free(&st);
-    if (have)
-        cp_install_state_free(&old);
+    plan_free(&pl);
     return rc;
 }
 

@@ -126,17 +126,23 @@ static size_t stalled_set(pid_t job, pid_t *out, size_t max)
     return n;
 }
 
-int cmd_watch(int argc, char **argv)
+struct watch_opts {
+    double stall;
+    const char *hb, *outdir, *config;
+    int kill_after, full, quiet;
+    char **cmd; /* CMD [ARG...] */
+};
+
+/* 0, CP_EXIT_USAGE, or -1 when --help was printed. */
+static int watch_parse(int argc, char **argv, struct watch_opts *o)
 {
-    double stall = 600;
-    const char *hb = NULL, *outdir = NULL, *config = NULL;
-    int kill_after = 0, full = 0, quiet = 0, i;
     enum { O_STALL = 256, O_HEARTBEAT, O_KILL, O_FULL };
     static const struct option longs[] = {
         {"stall", required_argument, 0, O_STALL}, {"heartbeat", required_argument, 0, O_HEARTBEAT},
         {"output", required_argument, 0, 'o'}, {"config", required_argument, 0, 'c'},
         {"kill", no_argument, 0, O_KILL}, {"full", no_argument, 0, O_FULL},
         {"quiet", no_argument, 0, 'q'}, CP_OPT_HELP, CP_OPT_END};
+    *o = (struct watch_opts){.stall = 600};
     /* in order: the options end at CMD, whose own options are its */
     struct cp_opts p = {.verb = "crashpack watch", .shorts = "o:c:q", .longs = longs, .in_order = 1,
                         .argc = argc, .argv = argv};
@@ -146,34 +152,72 @@ int cmd_watch(int argc, char **argv)
         switch (c) {
         case 'h':
             usage(stdout);
-            return CP_EXIT_OK;
+            return -1;
         case O_STALL:
-            stall = strtod(optarg, &e);
-            if (!*optarg || *e || !(stall > 0) || stall > 1e7)
+            o->stall = strtod(optarg, &e);
+            if (!*optarg || *e || !(o->stall > 0) || o->stall > 1e7)
                 return cp_usage_error(&p, "--stall `%s`: expected seconds, more than 0 and at most 1e7",
                                       optarg);
             break;
-        case O_HEARTBEAT: hb = optarg; break;
-        case 'o': outdir = optarg; break;
-        case 'c': config = optarg; break;
-        case O_KILL: kill_after = 1; break;
-        case O_FULL: full = 1; break;
-        case 'q': quiet = 1; break;
+        case O_HEARTBEAT: o->hb = optarg; break;
+        case 'o': o->outdir = optarg; break;
+        case 'c': o->config = optarg; break;
+        case O_KILL: o->kill_after = 1; break;
+        case O_FULL: o->full = 1; break;
+        case 'q': o->quiet = 1; break;
         default:
             return CP_EXIT_USAGE;
         }
     }
     if (cp_opt_args(&p, 1, -1, "CMD"))
         return CP_EXIT_USAGE;
-    i = optind;
-    char **cmd = argv + i;
+    o->cmd = argv + optind;
+    return 0;
+}
 
-    int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
-    if (m < 0 || grantpt(m) || unlockpt(m)) {
+/* The forked job: a new session whose controlling terminal is the pty's slave side (with the
+ * window size of ours when ws is not NULL), stdout and stderr on it; it waits at the gate until
+ * the parent has set up its signal handling, then execs CMD. */
+static void job_child(const char *slave, const struct winsize *ws, const int gate[2], char **cmd)
+    __attribute__((noreturn));
+static void job_child(const char *slave, const struct winsize *ws, const int gate[2], char **cmd)
+{
+    close(gate[1]);
+    setsid();
+    int s = open(slave, O_RDWR);
+    if (s < 0)
+        _exit(127);
+    ioctl(s, TIOCSCTTY, 0);
+    struct termios t;
+    if (tcgetattr(s, &t) == 0) {
+        t.c_oflag &= ~(tcflag_t)OPOST; /* no \n -> \r\n: the output is forwarded as it is */
+        t.c_lflag &= ~(tcflag_t)(ECHO | ICANON);
+        tcsetattr(s, TCSANOW, &t);
+    }
+    if (ws)
+        ioctl(s, TIOCSWINSZ, ws);
+    dup2(s, STDOUT_FILENO);
+    dup2(s, STDERR_FILENO);
+    if (s > 2)
+        close(s);
+    char c;
+    if (read(gate[0], &c, 1) < 0) { /* the parent has set up its signal handling */
+    }
+    execvp(cmd[0], cmd);
+    fprintf(stderr, "crashpack watch: %s: %s\n", cmd[0], strerror(errno));
+    _exit(127);
+}
+
+/* Opens the pseudo-terminal and starts CMD on it: *job is its pid, *m the master side. SIGINT,
+ * SIGTERM and SIGHUP are caught (to pass them on to the job) before the job may exec. */
+static int watch_start(char **cmd, pid_t *job, int *m)
+{
+    *m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (*m < 0 || grantpt(*m) || unlockpt(*m)) {
         fprintf(stderr, "crashpack watch: cannot open a pseudo-terminal: %s\n", strerror(errno));
         return CP_EXIT_PROBLEM;
     }
-    const char *sname = ptsname(m);
+    const char *sname = ptsname(*m);
     char slave[128];
     snprintf(slave, sizeof(slave), "%s", sname ? sname : "");
     struct winsize ws;
@@ -183,37 +227,13 @@ int cmd_watch(int argc, char **argv)
         fprintf(stderr, "crashpack watch: pipe: %s\n", strerror(errno));
         return CP_EXIT_PROBLEM;
     }
-    pid_t job = fork();
-    if (job < 0) {
+    *job = fork();
+    if (*job < 0) {
         fprintf(stderr, "crashpack watch: fork: %s\n", strerror(errno));
         return CP_EXIT_PROBLEM;
     }
-    if (job == 0) {
-        close(gate[1]);
-        setsid();
-        int s = open(slave, O_RDWR);
-        if (s < 0)
-            _exit(127);
-        ioctl(s, TIOCSCTTY, 0);
-        struct termios t;
-        if (tcgetattr(s, &t) == 0) {
-            t.c_oflag &= ~(tcflag_t)OPOST; /* no \n -> \r\n: the output is forwarded as it is */
-            t.c_lflag &= ~(tcflag_t)(ECHO | ICANON);
-            tcsetattr(s, TCSANOW, &t);
-        }
-        if (have_ws)
-            ioctl(s, TIOCSWINSZ, &ws);
-        dup2(s, STDOUT_FILENO);
-        dup2(s, STDERR_FILENO);
-        if (s > 2)
-            close(s);
-        char c;
-        if (read(gate[0], &c, 1) < 0) { /* the parent has set up its signal handling */
-        }
-        execvp(cmd[0], cmd);
-        fprintf(stderr, "crashpack watch: %s: %s\n", cmd[0], strerror(errno));
-        _exit(127);
-    }
+    if (*job == 0)
+        job_child(slave, have_ws ? &ws : NULL, gate, cmd);
     close(gate[0]);
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
@@ -223,104 +243,149 @@ int cmd_watch(int argc, char **argv)
     sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     close(gate[1]);
+    return 0;
+}
 
-    double last = now_s();
-    struct timespec hb_m = {0, 0};
-    int hb_seen = 0;
-    if (hb) {
-        struct stat st;
-        if (stat(hb, &st) == 0) {
-            hb_m = st.st_mtim;
-            hb_seen = 1;
+/* The watch loop's state. */
+struct watch {
+    const struct watch_opts *o;
+    pid_t job;
+    int m;                /* the pty's master side */
+    double last;          /* when the job last showed life (output or heartbeat) */
+    struct timespec hb_m; /* the heartbeat file's mtime, when hb_seen */
+    int hb_seen;
+    int snapped; /* this stall has been captured */
+    int status, exited, master_open;
+    char buf[65536];
+};
+
+/* Forwards what the job wrote (waiting up to 200 ms for it); output is a sign of life. */
+static void watch_forward(struct watch *w)
+{
+    struct pollfd pf = {.fd = w->m, .events = POLLIN};
+    int pr = w->master_open ? poll(&pf, 1, 200) : (usleep(50000), 0);
+    if (pr > 0) {
+        ssize_t r = read(w->m, w->buf, sizeof(w->buf));
+        if (r > 0) {
+            write_all(STDOUT_FILENO, w->buf, (size_t)r);
+            w->last = now_s();
+            w->snapped = 0;
+        } else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
+            w->master_open = 0; /* EIO: every holder of the terminal is gone */
         }
     }
-    int snapped = 0, status = 0, exited = 0, master_open = 1;
-    char buf[65536];
-    while (!exited || master_open) {
-        if (got_sig) {
-            kill(-job, got_sig);
-            kill(job, got_sig);
+}
+
+/* Whether the job has ended; if so, forwards the rest of its output. */
+static void watch_reap(struct watch *w)
+{
+    pid_t p = waitpid(w->job, &w->status, WNOHANG);
+    if (p == w->job) {
+        w->exited = 1;
+        /* whatever is still buffered in the terminal, without waiting for grandchildren */
+        int fl = fcntl(w->m, F_GETFL);
+        fcntl(w->m, F_SETFL, fl | O_NONBLOCK);
+        ssize_t r;
+        while ((r = read(w->m, w->buf, sizeof(w->buf))) > 0)
+            write_all(STDOUT_FILENO, w->buf, (size_t)r);
+        w->master_open = 0;
+    }
+}
+
+/* A changed mtime of the heartbeat file is a sign of life. */
+static void watch_heartbeat(struct watch *w)
+{
+    if (!w->o->hb)
+        return;
+    struct stat st;
+    if (stat(w->o->hb, &st) == 0 && (!w->hb_seen || st.st_mtim.tv_sec != w->hb_m.tv_sec ||
+                                     st.st_mtim.tv_nsec != w->hb_m.tv_nsec)) {
+        w->hb_m = st.st_mtim;
+        w->hb_seen = 1;
+        w->last = now_s();
+        w->snapped = 0;
+    }
+}
+
+/* The stall: snaps the job and its Python descendants with the reason, then ends the job if
+ * --kill. */
+static void watch_snap(struct watch *w)
+{
+    const struct watch_opts *o = w->o;
+    w->snapped = 1;
+    char reason[600];
+    snprintf(reason, sizeof(reason),
+             "stall: no output%s%s%s for %.0f s (crashpack watch --stall %g)",
+             o->hb ? " and no heartbeat (" : "", o->hb ? o->hb : "", o->hb ? ")" : "",
+             now_s() - w->last, o->stall);
+    pid_t set[MAX_SNAPS_PER_STALL];
+    size_t n = stalled_set(w->job, set, MAX_SNAPS_PER_STALL);
+    for (size_t k = 0; k < n; k++) {
+        struct snap_request rq = {.pid = set[k],
+                                  .full = o->full,
+                                  .config = o->config,
+                                  .bundle_dir = o->outdir,
+                                  .trigger = "watch",
+                                  .reason = reason};
+        char bundle[1200], err[600];
+        cJSON *info = NULL;
+        int rc = snap_pid(&rq, bundle, sizeof(bundle), &info, err, sizeof(err));
+        cJSON_Delete(info);
+        if (!o->quiet) {
+            if (rc == 0)
+                fprintf(stderr, "crashpack watch: %s: snapped pid %d -> %s\n", reason, (int)set[k],
+                        bundle);
+            else
+                fprintf(stderr, "crashpack watch: %s: snap of pid %d failed: %s\n", reason,
+                        (int)set[k], err);
+        }
+    }
+    if (o->kill_after) {
+        if (!o->quiet)
+            fprintf(stderr, "crashpack watch: --kill: ending the job\n");
+        kill(-w->job, SIGKILL);
+        kill(w->job, SIGKILL);
+    }
+}
+
+int cmd_watch(int argc, char **argv)
+{
+    struct watch_opts o;
+    int rc = watch_parse(argc, argv, &o);
+    if (rc)
+        return rc < 0 ? CP_EXIT_OK : rc;
+
+    struct watch w = {.o = &o, .master_open = 1};
+    if ((rc = watch_start(o.cmd, &w.job, &w.m)))
+        return rc;
+
+    w.last = now_s();
+    if (o.hb) {
+        struct stat st;
+        if (stat(o.hb, &st) == 0) {
+            w.hb_m = st.st_mtim;
+            w.hb_seen = 1;
+        }
+    }
+    while (!w.exited || w.master_open) {
+        if (got_sig) { /* pass it on to the job */
+            kill(-w.job, got_sig);
+            kill(w.job, got_sig);
             got_sig = 0;
         }
-        struct pollfd pf = {.fd = m, .events = POLLIN};
-        int pr = master_open ? poll(&pf, 1, 200) : (usleep(50000), 0);
-        if (pr > 0) {
-            ssize_t r = read(m, buf, sizeof(buf));
-            if (r > 0) {
-                write_all(STDOUT_FILENO, buf, (size_t)r);
-                last = now_s();
-                snapped = 0;
-            } else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
-                master_open = 0; /* EIO: every holder of the terminal is gone */
-            }
-        }
-        if (!exited) {
-            pid_t w = waitpid(job, &status, WNOHANG);
-            if (w == job) {
-                exited = 1;
-                /* whatever is still buffered in the terminal, without waiting for grandchildren */
-                int fl = fcntl(m, F_GETFL);
-                fcntl(m, F_SETFL, fl | O_NONBLOCK);
-                ssize_t r;
-                while ((r = read(m, buf, sizeof(buf))) > 0)
-                    write_all(STDOUT_FILENO, buf, (size_t)r);
-                master_open = 0;
-            }
-        }
-        if (exited)
+        watch_forward(&w);
+        if (!w.exited)
+            watch_reap(&w);
+        if (w.exited)
             break;
-        if (hb) {
-            struct stat st;
-            if (stat(hb, &st) == 0 &&
-                (!hb_seen || st.st_mtim.tv_sec != hb_m.tv_sec ||
-                 st.st_mtim.tv_nsec != hb_m.tv_nsec)) {
-                hb_m = st.st_mtim;
-                hb_seen = 1;
-                last = now_s();
-                snapped = 0;
-            }
-        }
-        if (!snapped && now_s() - last >= stall) {
-            snapped = 1;
-            char reason[600];
-            snprintf(reason, sizeof(reason),
-                     "stall: no output%s%s%s for %.0f s (crashpack watch --stall %g)",
-                     hb ? " and no heartbeat (" : "", hb ? hb : "", hb ? ")" : "", now_s() - last,
-                     stall);
-            pid_t set[MAX_SNAPS_PER_STALL];
-            size_t n = stalled_set(job, set, MAX_SNAPS_PER_STALL);
-            for (size_t k = 0; k < n; k++) {
-                struct snap_request rq = {.pid = set[k],
-                                          .full = full,
-                                          .config = config,
-                                          .bundle_dir = outdir,
-                                          .trigger = "watch",
-                                          .reason = reason};
-                char bundle[1200], err[600];
-                cJSON *info = NULL;
-                int rc = snap_pid(&rq, bundle, sizeof(bundle), &info, err, sizeof(err));
-                cJSON_Delete(info);
-                if (!quiet) {
-                    if (rc == 0)
-                        fprintf(stderr, "crashpack watch: %s: snapped pid %d -> %s\n", reason,
-                                (int)set[k], bundle);
-                    else
-                        fprintf(stderr, "crashpack watch: %s: snap of pid %d failed: %s\n",
-                                reason, (int)set[k], err);
-                }
-            }
-            if (kill_after) {
-                if (!quiet)
-                    fprintf(stderr, "crashpack watch: --kill: ending the job\n");
-                kill(-job, SIGKILL);
-                kill(job, SIGKILL);
-            }
-        }
+        watch_heartbeat(&w);
+        if (!w.snapped && now_s() - w.last >= o.stall)
+            watch_snap(&w);
     }
-    close(m);
-    if (WIFEXITED(status))
-        return WEXITSTATUS(status);
-    if (WIFSIGNALED(status))
-        return 128 + WTERMSIG(status);
+    close(w.m);
+    if (WIFEXITED(w.status))
+        return WEXITSTATUS(w.status);
+    if (WIFSIGNALED(w.status))
+        return 128 + WTERMSIG(w.status);
     return 1;
 }
