@@ -152,6 +152,19 @@ static int open_temp(struct cap *c, char *why, size_t n)
     return -1;
 }
 
+/* Every bundle, metadata-only included, passes the disk guard: old bundles are vacuumed for a
+ * metadata-only bundle's worth of room, and when keep_free would still be crossed the crash is
+ * refused before anything is written (main logs the refusal to the kernel log). */
+static int guard_admit(struct cap *c, char *why, size_t n)
+{
+    guard_vacuum(c, GUARD_CLOSE_RESERVE);
+    if (guard_free_ok(c, GUARD_CLOSE_RESERVE))
+        return 0;
+    snprintf(why, n, "free space is below keep_free (%llu bytes) in %s: no bundle of any mode",
+             (unsigned long long)guard_keep_free(c), c->cfg.bundle_dir);
+    return -1;
+}
+
 static void choose_mode(struct cap *c)
 {
     double t = now_mono();
@@ -197,6 +210,9 @@ static int finish(struct cap *c)
     smi_finish(c);
     ckpt_verdict(c);
     enrich_finish(c);
+    guard_report(c);
+    /* capture.json and the index go out unguarded: GUARD_CLOSE_RESERVE kept room for them */
+    c->bw.room = NULL;
     double t = now_mono();
     capture_json(c, "complete");
     cJSON_AddNumberToObject(c->extra, "finish_started_ms", (t - c->t0) * 1000);
@@ -263,7 +279,8 @@ int main(int argc, char **argv)
     proc_identify(c);
     if (!c->comm[0])
         snprintf(c->comm, sizeof(c->comm), "pid%d", (int)c->pid);
-    if (open_bundle_dir(c, err, sizeof(err)) || open_temp(c, err, sizeof(err))) {
+    if (open_bundle_dir(c, err, sizeof(err)) || guard_admit(c, err, sizeof(err)) ||
+        open_temp(c, err, sizeof(err))) {
         kmsg_log(c->kmsgfd, "pid %d (%s) signal %d: crash NOT captured: %s\n", (int)c->pid,
                  c->comm, c->sig, err);
         if (c->snap)
@@ -271,6 +288,7 @@ int main(int argc, char **argv)
         return 1;
     }
     bw_init(&c->bw, c->outfd, c->cfg.level, (time_t)c->crash_time);
+    guard_attach(c);
     choose_mode(c);
     /* quick evidence, as root, before the drain: the process is still there */
     proc_collect(c);
