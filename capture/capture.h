@@ -34,6 +34,7 @@ struct cap {
     char comm[64];
     char exe[1024];
     int secure; /* setuid/setgid/capabilities or not dumpable: root-only, no environment */
+    char identity_unverified[200]; /* proc.c: why the identity failed closed, or empty */
     uid_t euid;
     gid_t egid;
     enum cp_mode mode;

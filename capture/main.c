@@ -169,6 +169,11 @@ static void choose_mode(struct cap *c)
 {
     double t = now_mono();
     c->mode = c->cfg.mode;
+    if (c->identity_unverified[0]) {
+        c->mode = CP_MODE_META; /* fails closed: proc.c's unverified() */
+        snprintf(c->mode_reason, sizeof(c->mode_reason), "identity could not be verified: %s",
+                 c->identity_unverified);
+    }
     if (c->mode != CP_MODE_META && c->rlimit_core == 0 && c->cfg.honor_rlimit_core) {
         c->mode = CP_MODE_META;
         snprintf(c->mode_reason, sizeof(c->mode_reason),
@@ -197,6 +202,10 @@ static void capture_json(struct cap *c, const char *status)
     cJSON_AddStringToObject(mode, "effective", cp_mode_name(c->mode));
     if (c->mode_reason[0])
         cJSON_AddStringToObject(mode, "reason", c->mode_reason);
+    cJSON *idn = cJSON_AddObjectToObject(j, "identity");
+    cJSON_AddBoolToObject(idn, "verified", !c->identity_unverified[0] && c->procfd >= 0);
+    if (c->identity_unverified[0])
+        cJSON_AddStringToObject(idn, "reason", c->identity_unverified);
     cJSON_AddItemToObject(j, "core", c->core);
     cJSON_AddItemToObject(j, "steps", c->steps);
     cJSON_AddNumberToObject(j, "total_ms", (double)(long)((now_mono() - c->t0) * 1e4) / 10);
