@@ -187,8 +187,18 @@ static int frame_out(struct bw *w, struct bw_member *m, const void *src, size_t 
     return rc;
 }
 
+/* A refusal of the room guard is not sticky: it ends at the next call. */
+static void soft_clear(struct bw *w)
+{
+    if (w->err_soft) {
+        w->err = 0;
+        w->err_soft = 0;
+    }
+}
+
 int bw_add(struct bw *w, const char *name, const void *data, size_t len)
 {
+    soft_clear(w);
     if (w->err || w->open_member >= 0)
         return -1;
     uint8_t hdr[TAR_HDR_MAX];
@@ -208,6 +218,22 @@ int bw_add(struct bw *w, const char *name, const void *data, size_t len)
         memcpy(buf + hl, data, len);
     int rc = -1;
     uint64_t marker_off = w->file_off;
+    /* compressed first, so that the guard sees what the member really adds */
+    size_t dcap = ZSTD_compressBound(total);
+    void *dst = malloc(dcap);
+    size_t csize = dst ? bw_compress_frame(w->cctx, w->level, dst, dcap, buf, total) : 0;
+    free(buf);
+    if (!csize) {
+        w->err = dst ? EIO : ENOMEM;
+        free(dst);
+        return -1;
+    }
+    if (w->room && !w->room(w->room_arg, (uint64_t)csize + 8 + 256)) { /* frame + marker */
+        free(dst);
+        w->err = ENOSPC;
+        w->err_soft = 1;
+        return -1;
+    }
     if (!write_marker(w, name, len, w->tar_off, w->tar_off + (uint64_t)hl)) {
         struct bw_member *m = new_member(w, name, len);
         if (!m)
@@ -216,15 +242,16 @@ int bw_add(struct bw *w, const char *name, const void *data, size_t len)
             m->data = w->tar_off + (uint64_t)hl;
             m->written = len;
             m->marker_off = marker_off;
-            rc = frame_out(w, m, buf, total);
+            rc = frame_append(w, m, dst, csize, total);
         }
     }
-    free(buf);
+    free(dst);
     return rc;
 }
 
 int bw_begin(struct bw *w, const char *name, uint64_t size)
 {
+    soft_clear(w);
     if (w->err || w->open_member >= 0)
         return -1;
     uint8_t hdr[TAR_HDR_MAX];
@@ -321,6 +348,7 @@ int64_t bw_end(struct bw *w, uint64_t frame_size)
 
 int bw_finish(struct bw *w)
 {
+    soft_clear(w);
     if (w->err || w->open_member >= 0)
         return -1;
     uint8_t z[2 * TAR_BLOCK] = {0};

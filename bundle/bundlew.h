@@ -38,6 +38,12 @@ struct bw {
     size_t nmembers, cap;
     int open_member; /* index of the streaming member, or -1 */
     int err;
+    /* Optional disk guard for whole members (bw_add): asked with the bytes a member would add
+     * to the file; 0 refuses it. A refusal leaves the file unchanged and is not sticky: err is
+     * ENOSPC until the next call, and a later, smaller member may still fit. */
+    int (*room)(void *arg, uint64_t bytes);
+    void *room_arg;
+    int err_soft; /* err is a refusal of `room`, cleared by the next call */
 };
 
 int bw_init(struct bw *w, int fd, int level, time_t mtime);

@@ -15,6 +15,7 @@ void cap_init(struct cap *c)
     c->pidfd = c->procfd = c->dirfd = c->kmsgfd = c->outfd = c->smi_fd = -1;
     c->smi_pid = -1;
     c->rootfd = -1;
+    c->guard_max_bytes = UINT64_MAX;
     c->steps = cJSON_CreateArray();
     c->core = cJSON_CreateObject();
     c->extra = cJSON_CreateObject();

@@ -34,6 +34,7 @@ struct cap {
     char comm[64];
     char exe[1024];
     int secure; /* setuid/setgid/capabilities or not dumpable: root-only, no environment */
+    char identity_unverified[200]; /* proc.c: why the identity failed closed, or empty */
     uid_t euid;
     gid_t egid;
     enum cp_mode mode;
@@ -82,6 +83,12 @@ struct cap {
     int rootfd;
     /* privs.c: privs_drop has run (CAP_SETUID/CAP_SETGID only permitted, nothing effective) */
     int privs_dropped;
+    /* guard.c: what max_use leaves this bundle (set by guard_vacuum; UINT64_MAX: no limit),
+     * and the members the guard refused */
+    uint64_t guard_max_bytes;
+    unsigned guard_refused;
+    uint64_t guard_refused_bytes;
+    char guard_refused_why[16];
 };
 
 /* cap.c: the context's setup (every descriptor -1, the capture.json pieces created; opens
@@ -114,7 +121,11 @@ void enrich_open_root(struct cap *c); /* before the drain: the crashed process's
 void enrich_finish(struct cap *c);    /* finisher, after the core: the stacks.json member */
 
 /* guard.c: disk guard and burst/repeat limits */
+#define GUARD_CLOSE_RESERVE (1u << 20) /* capture.json, the tar end and the index */
 void guard_vacuum(struct cap *c, uint64_t incoming);
+int guard_member_room(void *arg, uint64_t bytes); /* bundlew's room hook: 0 refuses a member */
+void guard_attach(struct cap *c);                /* every whole member passes the guard */
+void guard_report(struct cap *c);                /* finisher: the refused members, if any */
 int guard_rate_allows_core(struct cap *c, char *why, size_t whylen);
 int guard_free_ok(struct cap *c, uint64_t more); /* 0 when writing `more` would cross keep_free */
 uint64_t guard_keep_free(struct cap *c);

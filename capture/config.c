@@ -14,7 +14,9 @@ void cp_config_defaults(struct cp_config *c)
     c->mode = CP_MODE_FULL;
     c->max_core_size = 64ULL << 30;
     c->max_use.percent = 10;
+    c->max_use.capped = 1;
     c->keep_free.percent = 15;
+    c->keep_free.capped = 1;
     c->honor_rlimit_core = 1;
     c->deadline_s = 600;
     c->finisher_deadline_s = 120;
@@ -105,9 +107,11 @@ static int parse_cpsize(const char *s, struct cp_size *out)
             return -1;
         out->percent = (int)p;
         out->bytes = 0;
+        out->capped = 0;
         return 0;
     }
     out->percent = 0;
+    out->capped = 0;
     return cp_parse_size(s, &out->bytes);
 }
 

@@ -19,6 +19,8 @@ enum cp_mode { CP_MODE_FULL = 0, CP_MODE_SLIM = 1, CP_MODE_META = 2 };
 struct cp_size {
     uint64_t bytes;
     int percent; /* > 0: percent of the filesystem size, bytes ignored */
+    int capped;  /* the default's percentage, capped on big disks (guard.c); a configured
+                    value is not */
 };
 
 struct cp_config {

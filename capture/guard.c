@@ -1,6 +1,13 @@
 /* guard.c - the disk guard (max_use / keep_free, oldest bundles deleted first) and the
  * burst/repeat limits that turn excess crashes into metadata-only bundles.
  *
+ * Every bundle passes the guard, whatever its mode: main.c vacuums and refuses the crash (a line
+ * in the kernel log, nothing written) when even a metadata-only bundle would cross keep_free;
+ * every whole member then goes through guard_member_room (bundlew's room hook), against
+ * keep_free and against what max_use leaves this bundle; the core checks keep_free before each
+ * frame (stream.c). A crash loop therefore cannot fill the disk: its meta bundles count against
+ * max_use and are vacuumed like the others.
+ *
  * Limits use slot files created with O_EXCL in <bundle_dir>/.slots: the first K handlers of a
  * time window win a slot and keep full cores. No lock is held, so crashes never wait on each
  * other; windows are fixed (aligned to the window length), not sliding. */
@@ -33,8 +40,9 @@ uint64_t guard_keep_free(struct cap *c)
 {
     uint64_t avail, total = fs_size(c->dirfd, &avail);
     uint64_t kf = cp_size_resolve(&c->cfg.keep_free, total);
-    /* percentages are capped like systemd's: a big disk should not reserve hundreds of GiB */
-    if (c->cfg.keep_free.percent && kf > (16ULL << 30))
+    /* the default percentage is capped like systemd's: a big disk should not reserve hundreds of
+     * GiB; a configured value (keep_free = 100% included) is taken as written */
+    if (c->cfg.keep_free.percent && c->cfg.keep_free.capped && kf > (16ULL << 30))
         kf = 16ULL << 30;
     return kf;
 }
@@ -95,16 +103,19 @@ void guard_vacuum(struct cap *c, uint64_t incoming)
     closedir(d);
     uint64_t avail, total = fs_size(c->dirfd, &avail);
     uint64_t max_use = cp_size_resolve(&c->cfg.max_use, total);
-    if (c->cfg.max_use.percent && max_use > (64ULL << 30))
+    if (c->cfg.max_use.percent && c->cfg.max_use.capped && max_use > (64ULL << 30))
         max_use = 64ULL << 30;
     uint64_t keep_free = guard_keep_free(c);
     if (n)
         qsort(v, n, sizeof(*v), by_mtime);
+    /* deleting every old bundle for free space that even that would not give is pointless:
+     * keep_free = 100% must not wipe the directory */
+    int free_reachable = avail + used >= keep_free + incoming;
     size_t removed = 0;
     uint64_t freed = 0;
     for (size_t i = 0; i < n; i++) {
         int over_use = max_use && used + incoming > max_use;
-        int under_free = avail < keep_free + incoming;
+        int under_free = free_reachable && avail < keep_free + incoming;
         if (!over_use && !under_free)
             break;
         if (unlinkat(c->dirfd, v[i].name, 0) == 0) {
@@ -115,9 +126,44 @@ void guard_vacuum(struct cap *c, uint64_t incoming)
         }
     }
     free(v);
+    /* what max_use leaves this bundle (its whole members are held to it) */
+    c->guard_max_bytes = !max_use ? UINT64_MAX : max_use > used ? max_use - used : 0;
     if (removed)
         cap_step(c, "vacuum", "ok", t, "removed %zu old bundles (%llu bytes)", removed,
                  (unsigned long long)freed);
+}
+
+int guard_member_room(void *arg, uint64_t bytes)
+{
+    struct cap *c = arg;
+    /* room for capture.json and the index stays free: the finisher writes those unguarded */
+    uint64_t reserve = GUARD_CLOSE_RESERVE;
+    const char *why = NULL;
+    if (!guard_free_ok(c, bytes + reserve))
+        why = "keep_free";
+    else if (c->bw.file_off + bytes + reserve > c->guard_max_bytes)
+        why = "max_use";
+    if (!why)
+        return 1;
+    c->guard_refused++;
+    c->guard_refused_bytes += bytes;
+    snprintf(c->guard_refused_why, sizeof(c->guard_refused_why), "%s", why);
+    return 0;
+}
+
+void guard_attach(struct cap *c)
+{
+    c->bw.room = guard_member_room;
+    c->bw.room_arg = c;
+}
+
+void guard_report(struct cap *c)
+{
+    if (c->guard_refused)
+        cap_step(c, "disk_guard", "refused", now_mono(),
+                 "%u members (%llu bytes compressed) left out: they would cross %s",
+                 c->guard_refused, (unsigned long long)c->guard_refused_bytes,
+                 c->guard_refused_why);
 }
 
 static int take_slot(int sdir, const char *kind, unsigned long window, unsigned k)

@@ -7,10 +7,16 @@
  * When the ring no longer reaches back to the window start, the older part comes from
  * /var/log/kern.log{.1,}. It also notes a recent fallen-off-the-bus class event: nvidia-smi hangs
  * then, and smi.c skips it. Output: kmsg.json. The journal is not read: that would mean running
- * journalctl or parsing its binary files in a handler that must stay small. */
+ * journalctl or parsing its binary files in a handler that must stay small.
+ *
+ * Scope: a bundle the crashed uid may read (not secure, not root's) keeps only the lines about
+ * that process (naming its pid or one of its thread ids, as the kernel prints them: host pids)
+ * and the GPU driver's lines, while the host has dmesg_restrict set; other processes' segfaults,
+ * Oopses and OOM kills go only into root-only bundles. kmsg.json counts what was left out. */
 #include "capture.h"
 #include "util.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -118,6 +124,10 @@ struct kctx {
     size_t read, overwritten;
     double bus_t;
     char bus_line[256];
+    /* scope (see the top): when set, only GPU lines and lines naming one of pids[] are kept */
+    int scoped;
+    pid_t *pids;
+    size_t npids, filtered;
 };
 
 static void lines_push(struct lines *l, char *s)
@@ -386,8 +396,48 @@ static void copy_utf8(char *dst, size_t n, const char *src)
     dst[len] = 0;
 }
 
-/* Keeps a matched line when it is in the window, and notes bus-loss events even older than the
- * window: a GPU that fell off the bus before this job started still hangs nvidia-smi. */
+/* The GPU driver's classes: context for any GPU job, kept in every bundle. */
+static int gpu_class(const char *cls)
+{
+    return !strcmp(cls, "xid") || !strcmp(cls, "bus") || !strcmp(cls, "gpu") ||
+           !strcmp(cls, "nvlink") || !strcmp(cls, "peermem");
+}
+
+/* Does the text name pid `v` the way the kernel prints a task: "comm[PID]" (segfault, traps),
+ * "pid=PID" (OOM, Xid), "pid PID" / "process PID" / "Pid PID(comm)" (OOM kill, core dumps),
+ * "PID(comm)" (coredump:), "comm:PID" (hung task)? A bare number (an address, a count) is not. */
+static int names_pid(const char *text, pid_t v)
+{
+    char d[16];
+    int n = snprintf(d, sizeof(d), "%d", (int)v);
+    for (const char *p = strstr(text, d); p; p = strstr(p + 1, d)) {
+        char before = p > text ? p[-1] : 0, after = p[n];
+        if ((after >= '0' && after <= '9') || (after >= 'a' && after <= 'z') ||
+            (after >= 'A' && after <= 'Z') || (before >= '0' && before <= '9') ||
+            (before >= 'a' && before <= 'z') || (before >= 'A' && before <= 'Z'))
+            continue;
+        if ((before == '[' && after == ']') || (before == ':' && after == ' ') || after == '(')
+            return 1;
+        if (before == '=' && p - text >= 4 && !strncasecmp(p - 4, "pid", 3))
+            return 1;
+        if (before == ' ' && ((p - text >= 4 && !strncasecmp(p - 4, "pid", 3)) ||
+                              (p - text >= 8 && !strncmp(p - 8, "process", 7))))
+            return 1;
+    }
+    return 0;
+}
+
+static int about_process(const struct kctx *k, const char *text)
+{
+    for (size_t i = 0; i < k->npids; i++)
+        if (names_pid(text, k->pids[i]))
+            return 1;
+    return 0;
+}
+
+/* Keeps a matched line when it is in the window (and in scope), and notes bus-loss events even
+ * older than the window: a GPU that fell off the bus before this job started still hangs
+ * nvidia-smi. */
 static void consider(struct kctx *k, struct lines *l, struct kline *kl, const struct pat *p)
 {
     if (!p)
@@ -398,8 +448,49 @@ static void consider(struct kctx *k, struct lines *l, struct kline *kl, const st
         k->bus_t = kl->time;
         copy_utf8(k->bus_line, sizeof(k->bus_line), kl->text);
     }
-    if (kl->time >= k->from)
+    if (kl->time < k->from)
+        return;
+    if (k->scoped && !gpu_class(p->cls) && !about_process(k, kl->text))
+        k->filtered++; /* another process's line: root-only bundles only */
+    else
         keep(l, kl);
+}
+
+/* The host's kernel.dmesg_restrict; unreadable counts as set (fails closed). */
+static int dmesg_restricted(void)
+{
+    size_t len;
+    int tr;
+    char *s = read_file_at(AT_FDCWD, "/proc/sys/kernel/dmesg_restrict", 64, &len, &tr);
+    int r = !s || atoi(s) != 0;
+    free(s);
+    return r;
+}
+
+/* The process's pid and thread ids (the kernel names a thread by its tid), capped. */
+static void scope_pids(struct kctx *k, const struct cap *c)
+{
+    size_t cap = 4098;
+    k->pids = malloc(cap * sizeof(*k->pids));
+    if (!k->pids)
+        return;
+    k->pids[k->npids++] = c->pid;
+    if (c->tid > 0 && c->tid != c->pid)
+        k->pids[k->npids++] = c->tid;
+    int dfd = c->procfd >= 0 ? openat(c->procfd, "task", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+    if (!d) {
+        if (dfd >= 0)
+            close(dfd);
+        return;
+    }
+    struct dirent *e;
+    while ((e = readdir(d)) && k->npids < cap) {
+        pid_t t = (pid_t)atoi(e->d_name);
+        if (t > 0 && t != c->pid && t != c->tid)
+            k->pids[k->npids++] = t;
+    }
+    closedir(d);
 }
 
 /* The attribute lines after a record (" SUBSYSTEM=pci\n DEVICE=+pci:0000:3b:00.0\n"). */
@@ -752,6 +843,12 @@ void kmsg_collect(struct cap *c)
     k.to = k.rt0;
     size_t budget = c->cfg.kmsg_max > HEADER_RESERVE ? c->cfg.kmsg_max - HEADER_RESERVE : 0;
     k.ring.budget = budget;
+    /* root-only bundles (secure or root's own crashes) keep every line; so does a host where
+     * any user may read the kernel log anyway */
+    int root_only = c->secure || c->uid == 0, restricted = dmesg_restricted();
+    k.scoped = !root_only && restricted;
+    if (k.scoped)
+        scope_pids(&k, c);
 
     struct ringinfo ri;
     memset(&ri, 0, sizeof(ri));
@@ -820,6 +917,16 @@ void kmsg_collect(struct cap *c)
     cJSON_AddItemToObject(fb, "files", files);
     cJSON_AddNumberToObject(fb, "lines", (double)nklog);
     cJSON_AddStringToObject(fb, "journal", "not read");
+    cJSON *sc = cJSON_AddObjectToObject(h, "scope");
+    cJSON_AddBoolToObject(sc, "limited", k.scoped);
+    cJSON_AddStringToObject(sc, "why", root_only   ? "root-only bundle: every matching line"
+                                       : !restricted ? "dmesg_restrict is 0: any user may read "
+                                                       "the kernel log"
+                                                     : "the crashed uid may read this bundle: "
+                                                       "lines about this process and GPU driver "
+                                                       "lines only (dmesg_restrict is set)");
+    cJSON_AddNumberToObject(sc, "pids", (double)k.npids);
+    cJSON_AddNumberToObject(sc, "filtered", (double)k.filtered);
     cJSON_AddNumberToObject(h, "lines_kept", (double)(nring + nklog));
     cJSON_AddBoolToObject(h, "truncated", dropped > 0 || ri.cut);
     cJSON_AddNumberToObject(h, "dropped", (double)dropped);
@@ -851,6 +958,7 @@ void kmsg_collect(struct cap *c)
     free(out);
     lines_free(&k.ring);
     lines_free(&k.klog);
+    free(k.pids);
 
     char more[200] = "";
     size_t m = 0;
@@ -865,6 +973,9 @@ void kmsg_collect(struct cap *c)
     if (ri.cut && m < sizeof(more))
         m += (size_t)snprintf(more + m, sizeof(more) - m, "; stopped at the %.0f s deadline",
                               DEADLINE_S);
+    if (k.filtered && m < sizeof(more))
+        m += (size_t)snprintf(more + m, sizeof(more) - m,
+                              "; %zu other processes' lines left out (dmesg_restrict)", k.filtered);
     if (c->bus_lost_recent && m < sizeof(more))
         snprintf(more + m, sizeof(more) - m, "; GPU bus loss in the last %u s",
                  c->cfg.smi_bus_lost_window_s);

@@ -152,10 +152,28 @@ static int open_temp(struct cap *c, char *why, size_t n)
     return -1;
 }
 
+/* Every bundle, metadata-only included, passes the disk guard: old bundles are vacuumed for a
+ * metadata-only bundle's worth of room, and when keep_free would still be crossed the crash is
+ * refused before anything is written (main logs the refusal to the kernel log). */
+static int guard_admit(struct cap *c, char *why, size_t n)
+{
+    guard_vacuum(c, GUARD_CLOSE_RESERVE);
+    if (guard_free_ok(c, GUARD_CLOSE_RESERVE))
+        return 0;
+    snprintf(why, n, "free space is below keep_free (%llu bytes) in %s: no bundle of any mode",
+             (unsigned long long)guard_keep_free(c), c->cfg.bundle_dir);
+    return -1;
+}
+
 static void choose_mode(struct cap *c)
 {
     double t = now_mono();
     c->mode = c->cfg.mode;
+    if (c->identity_unverified[0]) {
+        c->mode = CP_MODE_META; /* fails closed: proc.c's unverified() */
+        snprintf(c->mode_reason, sizeof(c->mode_reason), "identity could not be verified: %s",
+                 c->identity_unverified);
+    }
     if (c->mode != CP_MODE_META && c->rlimit_core == 0 && c->cfg.honor_rlimit_core) {
         c->mode = CP_MODE_META;
         snprintf(c->mode_reason, sizeof(c->mode_reason),
@@ -184,6 +202,10 @@ static void capture_json(struct cap *c, const char *status)
     cJSON_AddStringToObject(mode, "effective", cp_mode_name(c->mode));
     if (c->mode_reason[0])
         cJSON_AddStringToObject(mode, "reason", c->mode_reason);
+    cJSON *idn = cJSON_AddObjectToObject(j, "identity");
+    cJSON_AddBoolToObject(idn, "verified", !c->identity_unverified[0] && c->procfd >= 0);
+    if (c->identity_unverified[0])
+        cJSON_AddStringToObject(idn, "reason", c->identity_unverified);
     cJSON_AddItemToObject(j, "core", c->core);
     cJSON_AddItemToObject(j, "steps", c->steps);
     cJSON_AddNumberToObject(j, "total_ms", (double)(long)((now_mono() - c->t0) * 1e4) / 10);
@@ -197,6 +219,9 @@ static int finish(struct cap *c)
     smi_finish(c);
     ckpt_verdict(c);
     enrich_finish(c);
+    guard_report(c);
+    /* capture.json and the index go out unguarded: GUARD_CLOSE_RESERVE kept room for them */
+    c->bw.room = NULL;
     double t = now_mono();
     capture_json(c, "complete");
     cJSON_AddNumberToObject(c->extra, "finish_started_ms", (t - c->t0) * 1000);
@@ -263,7 +288,8 @@ int main(int argc, char **argv)
     proc_identify(c);
     if (!c->comm[0])
         snprintf(c->comm, sizeof(c->comm), "pid%d", (int)c->pid);
-    if (open_bundle_dir(c, err, sizeof(err)) || open_temp(c, err, sizeof(err))) {
+    if (open_bundle_dir(c, err, sizeof(err)) || guard_admit(c, err, sizeof(err)) ||
+        open_temp(c, err, sizeof(err))) {
         kmsg_log(c->kmsgfd, "pid %d (%s) signal %d: crash NOT captured: %s\n", (int)c->pid,
                  c->comm, c->sig, err);
         if (c->snap)
@@ -271,6 +297,7 @@ int main(int argc, char **argv)
         return 1;
     }
     bw_init(&c->bw, c->outfd, c->cfg.level, (time_t)c->crash_time);
+    guard_attach(c);
     choose_mode(c);
     /* quick evidence, as root, before the drain: the process is still there */
     proc_collect(c);

@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -216,23 +217,71 @@ static void plan_core_redaction(struct cap *c)
     }
 }
 
+/* The pid a pidfd refers to, from /proc/self/fdinfo/<fd>: > 0 a process that has not been
+ * reaped, -1 one that has (the kernel prints "Pid: -1"), -2 when fd is no pidfd at all (no Pid:
+ * line: an older kernel passed nothing for %F and fd 3 is something else, or nothing). */
+static long pidfd_pid(int fd)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+    size_t len;
+    int tr;
+    char *info = read_file_at(AT_FDCWD, path, 4096, &len, &tr);
+    char *p = info ? strstr(info, "\nPid:") : NULL;
+    long fpid = p ? strtol(p + 5, NULL, 10) : -2;
+    free(info);
+    return fpid;
+}
+
+/* Identity fails closed: the bundle becomes metadata-only and root-only, says why in
+ * manifest.json and capture.json, and nothing is read from /proc/<pid> (it may be another
+ * process that reused the pid). The core on the pipe is the kernel's own and belongs to the
+ * crashed process, but it is left out too: who may read it could not be established. */
+static int unverified(struct cap *c, double t, const char *step, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int unverified(struct cap *c, double t, const char *step, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->identity_unverified, sizeof(c->identity_unverified), fmt, ap);
+    va_end(ap);
+    c->secure = 1;
+    if (c->procfd >= 0)
+        close(c->procfd);
+    c->procfd = -1;
+    cap_step(c, step, "refused", t, "identity could not be verified: %s", c->identity_unverified);
+    return -1;
+}
+
+/* Start time of this handler (/proc/self/stat field 22, clock ticks since boot), or 0. */
+static unsigned long long self_start_ticks(void)
+{
+    size_t len;
+    int tr;
+    char *s = read_file_at(AT_FDCWD, "/proc/self/stat", 4096, &len, &tr);
+    unsigned long long v = 0;
+    if (!s || stat_field(s, 22, &v))
+        v = 0;
+    free(s);
+    return v;
+}
+
 int proc_identify(struct cap *c)
 {
     double t = now_mono();
     char path[64];
-    /* %F: is fd 3 a pidfd for our pid? */
+    /* %F: is fd 3 a pidfd for our pid? A pidfd of another or of a reaped process fails closed */
     if (c->pidfd >= 0) {
-        snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", c->pidfd);
-        size_t len;
-        int tr;
-        char *info = read_file_at(AT_FDCWD, path, 4096, &len, &tr);
-        char *p = info ? strstr(info, "\nPid:") : NULL;
-        long fpid = p ? atol(p + 5) : -1;
-        free(info);
-        if (fpid != c->pid) {
-            cap_step(c, "pidfd", "absent", t, "fd %d is not a pidfd of %d (kernel before 6.16?)",
-                     c->pidfd, (int)c->pid);
+        long fpid = pidfd_pid(c->pidfd);
+        if (fpid == -2) {
+            cap_step(c, "pidfd", "absent", t, "fd %d is not a pidfd (kernel before 6.16?)",
+                     c->pidfd);
             c->pidfd = -1;
+        } else if (fpid != c->pid) {
+            return unverified(c, t, "pidfd", "fd %d is a pidfd of %s, not of pid %d", c->pidfd,
+                              fpid == -1 ? "a process that has exited and been reaped"
+                                         : "another process",
+                              (int)c->pid);
         } else {
             cap_step(c, "pidfd", "ok", t, "fd %d", c->pidfd);
         }
@@ -246,20 +295,33 @@ int proc_identify(struct cap *c)
         cap_step(c, "identify", "absent", t, "/proc/%d: %s", (int)c->pid, strerror(errno));
         return -1;
     }
+    /* again, now that /proc/<pid> is open: while the pidfd's process still holds the pid, the
+     * directory opened is that process's */
+    if (c->pidfd >= 0 && pidfd_pid(c->pidfd) != c->pid)
+        return unverified(c, t, "identify", "the pidfd's process exited between the checks: "
+                                            "/proc/%d may be another process", (int)c->pid);
     size_t len;
     int tr;
     char *stat = read_file_at(c->procfd, "stat", 1 << 16, &len, &tr);
     char *status = read_file_at(c->procfd, "status", 1 << 16, &len, &tr);
-    unsigned long long start = 0;
-    long long bt = boot_time();
+    unsigned long long start = 0, self = self_start_ticks();
+    long long bt = boot_time(), hz = sysconf(_SC_CLK_TCK);
     int bad = 0;
     char why[160] = "";
+    /* A process cannot start after it crashed, nor after its handler started (the kernel starts
+     * the handler while the process still holds its pid): both start times are ticks of one
+     * clock, exact to a tick. Against %t: btime, start/HZ and %t are all rounded down, so the
+     * process's start so computed is at most %t; anything later is another process, with no
+     * slack needed (the old window accepted 2 s after %t). */
     if (!stat || !status || stat_field(stat, 22, &start)) {
         bad = 1;
         snprintf(why, sizeof(why), "cannot read stat/status");
-    } else if (bt > 0 && c->crash_time > 0 &&
-               bt + (long long)(start / (unsigned long long)sysconf(_SC_CLK_TCK)) >
-                   c->crash_time + 2) {
+    } else if (self && start > self) {
+        bad = 1;
+        snprintf(why, sizeof(why), "process started after its handler (tick %llu > %llu): "
+                 "pid reused", start, self);
+    } else if (bt > 0 && hz > 0 && c->crash_time > 0 &&
+               bt + (long long)(start / (unsigned long long)hz) > c->crash_time) {
         bad = 1;
         snprintf(why, sizeof(why), "process started after the crash: pid reused");
     }
@@ -274,12 +336,9 @@ int proc_identify(struct cap *c)
                  gids[0], (unsigned)c->uid, (unsigned)c->gid);
     }
     if (bad) {
-        cap_step(c, "identify", "refused", t, "%s", why);
-        close(c->procfd);
-        c->procfd = -1;
         free(stat);
         free(status);
-        return -1;
+        return unverified(c, t, "identify", "%s", why);
     }
     c->euid = uids[1];
     c->egid = gids[1];
@@ -556,6 +615,12 @@ static cJSON *manifest(struct cap *c)
     if (c->mode_reason[0])
         cJSON_AddStringToObject(cap, "mode_reason", c->mode_reason);
     cJSON_AddBoolToObject(cap, "pidfd", c->pidfd >= 0);
+    cJSON *idn = cJSON_AddObjectToObject(cap, "identity");
+    cJSON_AddBoolToObject(idn, "verified", !c->identity_unverified[0] && c->procfd >= 0);
+    if (c->identity_unverified[0])
+        cJSON_AddStringToObject(idn, "reason", c->identity_unverified);
+    else if (c->procfd < 0)
+        cJSON_AddStringToObject(idn, "reason", "/proc/<pid> was gone: only the kernel's facts");
     cJSON_AddStringToObject(cap, "config", c->config_path ? c->config_path : "");
     /* kernel: a core dump through core_pattern; snap/watch: a live process, see snap.json */
     cJSON_AddStringToObject(cap, "trigger", c->snap ? c->snap_trigger : "kernel");
