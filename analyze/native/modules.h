@@ -104,8 +104,10 @@ const char *modules_build_id_hex(const struct module *mod, char *buf, size_t len
 
 /* Dwfl_Callbacks.find_debuginfo: when the module's owner has a cache (dcache.h) and it holds the
  * module's build-id, the cached decompressed copy (the name given is the file it was made from);
- * else dwfl_standard_find_debuginfo, and a compressed file it finds marks the module for
- * modules_cache_store(). A dwz alt file is always looked up the standard way. */
+ * else this file's own search (build-id trees, then .gnu_debuglink candidates, opened as the
+ * header comment says, build-id checked), and a compressed file found in a trusted place (not
+ * under a sysroot or a --debug-dir) is cached now (build-id tree) or marked for
+ * modules_cache_store() (debug link). A dwz alt file is looked up by libdwfl's standard search. */
 int modules_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
                            const char *file_name, const char *debuglink_file,
                            GElf_Word debuglink_crc, char **debuginfo_file_name);
