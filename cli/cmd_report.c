@@ -3,8 +3,9 @@
  * summary, ranked diagnoses with their evidence, the crashed thread with its Python frames, GPU
  * state, checkpoint advice, the signature and how often the knowledge base has seen it. `--slim OUT` also writes a small bundle to attach (slim.c).
  *
- * Every string comes from an untrusted bundle: it is printed inside code spans/blocks with
- * backticks and control characters neutralised, or as table cells with '|' escaped. */
+ * Every string comes from an untrusted bundle: it is printed through mdesc.h only: Markdown text
+ * and table cells with HTML, link/image, emphasis, table and line-start syntax escaped, code spans
+ * and blocks fenced longer than any backtick run inside them, control characters as spaces. */
 #include "jpath.h"
 #include "query.h"
 #include "cmdopt.h"
@@ -12,6 +13,7 @@
 #include "kb.h"
 #include "report.h"
 #include "rule.h"
+#include "mdesc.h"
 #include "utf8.h"
 
 #include <cjson/cJSON.h>
@@ -48,34 +50,47 @@ static void usage(FILE *out)
             "Exit status: 0 done, 1 partial, 2 usage error, 3 no such file.\n");
 }
 
-/* text: control characters -> space; mode 'c' (code span): backticks -> '; mode 't' (table cell):
- * '|' escaped; mode 'p' (plain Markdown text): Markdown punctuation that could change the
- * structure escaped. */
-static void md(FILE *o, const char *s, char mode)
+/* Untrusted text in Markdown prose or a table cell, and in a code span (mdesc.h: one escape for
+ * every Markdown writer). */
+static void md(FILE *o, const char *s)
 {
-    if (!s) {
-        fputs(mode == 'c' ? "?" : "-", o);
-        return;
-    }
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        unsigned c = *p;
-        if (c < 0x20 || c == 0x7f)
-            c = ' ';
-        if (mode == 'c' && c == '`')
-            c = '\'';
-        else if (mode == 't' && c == '|')
-            fputc('\\', o);
-        else if (mode == 'p' && strchr("\\`*_[]<>#|", (int)c))
-            fputc('\\', o);
-        fputc((int)c, o);
-    }
+    cp_md_text(o, s, "-");
 }
 
 static void code(FILE *o, const char *s)
 {
-    fputc('`', o);
-    md(o, s, 'c');
-    fputc('`', o);
+    cp_md_code(o, s);
+}
+
+/* A fenced code block's lines, kept until the block is written: the fence must be longer than any
+ * backtick run in them (cp_md_fence_len), so a line of the bundle's cannot close it. */
+#define BLOCK_MAX 32
+struct block {
+    char *v[BLOCK_MAX];
+    int n;
+};
+
+static void block_add(struct block *b, const char *s)
+{
+    if (b->n < BLOCK_MAX && (b->v[b->n] = strdup(s ? s : "")))
+        b->n++;
+}
+
+static void block_write(FILE *o, struct block *b)
+{
+    int fence = cp_md_fence_len((const char *const *)b->v, b->n);
+    for (int i = 0; i < fence; i++)
+        fputc('`', o);
+    fputc('\n', o);
+    for (int i = 0; i < b->n; i++) {
+        cp_md_block_line(o, b->v[i]);
+        fputc('\n', o);
+        free(b->v[i]);
+    }
+    b->n = 0;
+    for (int i = 0; i < fence; i++)
+        fputc('`', o);
+    fputc('\n', o);
 }
 
 static void fmt_time(double t, char *buf, size_t len)
@@ -107,38 +122,38 @@ static void section_summary(FILE *o, const cJSON *r)
     const char *exe = cp_jstr_ne_at(r, "process.exe");
     const char *base = exe && strrchr(exe, '/') ? strrchr(exe, '/') + 1 : exe;
     fputs("# Crash report: ", o);
-    md(o, base ? base : cp_jstr_ne_at(r, "process.comm"), 'p');
+    md(o, base ? base : cp_jstr_ne_at(r, "process.comm"));
     fputs(" — ", o);
-    md(o, top ? cp_jstr_ne_at(top, "title") : "no known failure pattern matched", 'p');
+    md(o, top ? cp_jstr_ne_at(top, "title") : "no known failure pattern matched");
     fputs("\n\n", o);
     double v;
     char t[64];
     fmt_time(cp_jnum_at(r, "host.time", &v) ? v : -1, t, sizeof(t));
     fputs("| | |\n|---|---|\n", o);
     fputs("| Process | ", o);
-    md(o, exe, 't');
+    md(o, exe);
     if (cp_jnum_at(r, "process.pid", &v))
         fprintf(o, " (pid %.0f)", v);
     fputs(" |\n| Signal | ", o);
-    md(o, cp_jstr_ne_at(r, "process.signal.name"), 't');
+    md(o, cp_jstr_ne_at(r, "process.signal.name"));
     if (cp_jstr_ne_at(r, "process.signal.code_name")) {
         fputs(" (", o);
-        md(o, cp_jstr_ne_at(r, "process.signal.code_name"), 't');
+        md(o, cp_jstr_ne_at(r, "process.signal.code_name"));
         fputc(')', o);
     }
     if (cp_jstr_ne_at(r, "crash_kind")) {
         fputs(", kind ", o);
-        md(o, cp_jstr_ne_at(r, "crash_kind"), 't');
+        md(o, cp_jstr_ne_at(r, "crash_kind"));
     }
     fputs(" |\n| Host | ", o);
-    md(o, cp_jstr_ne_at(r, "host.hostname"), 't');
+    md(o, cp_jstr_ne_at(r, "host.hostname"));
     fprintf(o, ", %s |\n", t);
     char job[256];
     int rank, lrank;
     kb_job_of(r, job, sizeof(job), &rank, &lrank);
     if (job[0] || rank >= 0) {
         fputs("| Job | ", o);
-        md(o, job[0] ? job : "-", 't');
+        md(o, job[0] ? job : "-");
         if (rank >= 0)
             fprintf(o, ", rank %d", rank);
         if (lrank >= 0)
@@ -147,25 +162,25 @@ static void section_summary(FILE *o, const cJSON *r)
     }
     if (cp_jstr_ne_at(r, "cause.summary")) {
         fputs("| Cause | ", o);
-        md(o, cp_jstr_ne_at(r, "cause.summary"), 't');
+        md(o, cp_jstr_ne_at(r, "cause.summary"));
         fputs(" |\n", o);
     }
     if (cp_jstr_ne_at(r, "bundle.path")) {
         fputs("| Bundle | ", o);
-        md(o, cp_jstr_ne_at(r, "bundle.path"), 't');
+        md(o, cp_jstr_ne_at(r, "bundle.path"));
         fputs(" |\n", o);
     }
     fputs("\n## Summary\n\n", o);
     if (top) {
         fputs("**", o);
-        md(o, cp_jstr_ne_at(top, "title"), 'p');
+        md(o, cp_jstr_ne_at(top, "title"));
         fputs(".** ", o);
-        md(o, cp_jstr_ne_at(top, "diagnosis"), 'p');
+        md(o, cp_jstr_ne_at(top, "diagnosis"));
         fputs("\n", o);
         const cJSON *a = cJSON_GetArrayItem(cp_jpath(top, "actions"), 0);
         if (cJSON_IsString(a)) {
             fputs("\n**First action:** ", o);
-            md(o, a->valuestring, 'p');
+            md(o, a->valuestring);
             fputs(".\n", o);
         }
     } else {
@@ -195,7 +210,7 @@ static void section_diagnoses(FILE *o, const cJSON *r)
         double c = 0;
         cp_jnum_at(d, "confidence", &c);
         fprintf(o, "### %d. ", ++i);
-        md(o, cp_jstr_ne_at(d, "title"), 'p');
+        md(o, cp_jstr_ne_at(d, "title"));
         fprintf(o, "\n\n*confidence %.2f, rule ", c);
         code(o, cp_jstr_ne_at(d, "rule"));
         fputs(", category ", o);
@@ -207,7 +222,7 @@ static void section_diagnoses(FILE *o, const cJSON *r)
         }
         fputs("\n\n", o);
         if (cp_jstr_ne_at(d, "diagnosis")) {
-            md(o, cp_jstr_ne_at(d, "diagnosis"), 'p');
+            md(o, cp_jstr_ne_at(d, "diagnosis"));
             fputs("\n\n", o);
         }
         if (cJSON_GetArraySize(cp_jpath(d, "evidence"))) {
@@ -225,7 +240,7 @@ static void section_diagnoses(FILE *o, const cJSON *r)
             cJSON_ArrayForEach(e, cp_jpath(d, "actions"))
             {
                 fputs("- ", o);
-                md(o, cJSON_GetStringValue(e), 'p');
+                md(o, cJSON_GetStringValue(e));
                 fputc('\n', o);
             }
             fputc('\n', o);
@@ -237,12 +252,6 @@ static void section_diagnoses(FILE *o, const cJSON *r)
     }
 }
 
-static void block_line(FILE *o, const char *s)
-{
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++)
-        fputc(*p < 0x20 || *p == 0x7f ? ' ' : *p, o);
-}
-
 static void section_thread(FILE *o, const cJSON *r)
 {
     const cJSON *t = crashed_thread(r), *f;
@@ -251,8 +260,7 @@ static void section_thread(FILE *o, const cJSON *r)
         fputs("No thread information (", o);
         md(o,
            cp_jstr_ne_at(r, "analysis.error") ? cp_jstr_ne_at(r, "analysis.error")
-                                              : "no core analysis in this report",
-           'p');
+                                              : "no core analysis in this report");
         fputs(").\n", o);
         return;
     }
@@ -275,12 +283,15 @@ static void section_thread(FILE *o, const cJSON *r)
             code(o, cp_jstr_ne_at(r, "cause.exception.what"));
         }
     }
-    fputs(":\n\n```\n", o);
+    fputs(":\n\n", o);
+    struct block b = {.n = 0};
     int i = 0;
     cJSON_ArrayForEach(f, cp_jpath(t, "frames"))
     {
         if (i >= 24) {
-            fprintf(o, "... %d more frames\n", cJSON_GetArraySize(cp_jpath(t, "frames")) - i);
+            char more[64];
+            snprintf(more, sizeof(more), "... %d more frames", cJSON_GetArraySize(cp_jpath(t, "frames")) - i);
+            block_add(&b, more);
             break;
         }
         char line[1024];
@@ -294,16 +305,15 @@ static void section_thread(FILE *o, const cJSON *r)
             n += snprintf(line + n, sizeof(line) - (size_t)n, " at %s:%.0f", file, ln);
         if (mb && n > 0 && (size_t)n < sizeof(line))
             snprintf(line + n, sizeof(line) - (size_t)n, " (%s)", mb);
-        block_line(o, line);
-        fputc('\n', o);
+        block_add(&b, line);
         i++;
     }
     if (i == 0)
-        fputs("(no frames)\n", o);
-    fputs("```\n", o);
+        block_add(&b, "(no frames)");
+    block_write(o, &b);
     const cJSON *py = cp_jpath(t, "python_frames");
     if (cJSON_GetArraySize(py) > 0) {
-        fputs("\nPython frames (innermost first):\n\n```\n", o);
+        fputs("\nPython frames (innermost first):\n\n", o);
         i = 0;
         cJSON_ArrayForEach(f, py)
         {
@@ -315,10 +325,9 @@ static void section_thread(FILE *o, const cJSON *r)
             snprintf(line, sizeof(line), "  File \"%s\", line %.0f, in %s",
                      cp_jstr_ne_at(f, "file") ? cp_jstr_ne_at(f, "file") : "?", ln,
                      cp_jstr_ne_at(f, "function") ? cp_jstr_ne_at(f, "function") : "?");
-            block_line(o, line);
-            fputc('\n', o);
+            block_add(&b, line);
         }
-        fputs("```\n", o);
+        block_write(o, &b);
     }
 }
 
@@ -337,36 +346,37 @@ static void section_gpu(FILE *o, const cJSON *r)
             double c = 0;
             cp_jnum_at(e, "code", &c);
             fputs("| ", o);
-            md(o, cp_jstr_ne_at(e, "time_utc"), 't');
+            md(o, cp_jstr_ne_at(e, "time_utc"));
             fprintf(o, " | %.0f | ", c);
-            md(o, cp_jstr_ne_at(e, "pci"), 't');
+            md(o, cp_jstr_ne_at(e, "pci"));
             fprintf(o, " | %s | ", cJSON_IsTrue(cp_jpath(e, "own_gpu")) ? "yes" : cJSON_IsFalse(cp_jpath(e, "own_gpu")) ? "no" : "?");
-            md(o, cp_jstr_ne_at(e, "meaning"), 't');
+            md(o, cp_jstr_ne_at(e, "meaning"));
             fputs(" | ", o);
-            md(o, cp_jstr_ne_at(e, "blame"), 't');
+            md(o, cp_jstr_ne_at(e, "blame"));
             fputs(" | ", o);
-            md(o, cp_jstr_ne_at(e, "action"), 't');
+            md(o, cp_jstr_ne_at(e, "action"));
             fputs(" |\n", o);
         }
-        fputs("\nXid lines:\n\n```\n", o);
+        fputs("\nXid lines:\n\n", o);
+        struct block b = {.n = 0};
         i = 0;
         cJSON_ArrayForEach(e, x)
         {
             if (i++ >= 20)
                 break;
-            block_line(o, cp_jstr_ne_at(e, "text"));
-            fputc('\n', o);
+            block_add(&b, cp_jstr_ne_at(e, "text"));
         }
-        fputs("```\n\n", o);
+        block_write(o, &b);
+        fputc('\n', o);
     } else {
         fputs("No Xid in the kernel log captured with the crash.\n\n", o);
     }
     const cJSON *smi = cp_jpath(r, "gpu.nvidia_smi");
     if (cJSON_IsObject(smi)) {
         fputs("nvidia-smi at capture (driver ", o);
-        md(o, cp_jstr_ne_at(smi, "driver_version"), 'p');
+        md(o, cp_jstr_ne_at(smi, "driver_version"));
         fputs(", CUDA ", o);
-        md(o, cp_jstr_ne_at(smi, "cuda_version"), 'p');
+        md(o, cp_jstr_ne_at(smi, "cuda_version"));
         fputs("):\n\n| GPU | PCI | own | memory used | ECC DBE (volatile/aggregate) | remap pending/failure | temp | power | throttle |\n"
               "|---|---|---|---|---|---|---|---|---|\n", o);
         cJSON_ArrayForEach(e, cp_jpath(smi, "gpus"))
@@ -381,7 +391,7 @@ static void section_gpu(FILE *o, const cJSON *r)
             cp_jnum_at(e, "temperature_c", &tc);
             cp_jnum_at(e, "power_w", &pw);
             fprintf(o, "| %.0f | ", idx);
-            md(o, cp_jstr_ne_at(e, "pci"), 't');
+            md(o, cp_jstr_ne_at(e, "pci"));
             fprintf(o, " | %s | ", cJSON_IsTrue(cp_jpath(e, "own")) ? "yes" : "");
             if (mu >= 0 && mt > 0)
                 fprintf(o, "%.0f / %.0f MiB (%.0f%%)", mu, mt, pct >= 0 ? pct : mu * 100 / mt);
@@ -413,7 +423,7 @@ static void section_gpu(FILE *o, const cJSON *r)
                 if (!first)
                     fputs(", ", o);
                 first = 0;
-                md(o, cJSON_GetStringValue(th), 't');
+                md(o, cJSON_GetStringValue(th));
             }
             fputs(" |\n", o);
         }
@@ -421,8 +431,7 @@ static void section_gpu(FILE *o, const cJSON *r)
         fputs("nvidia-smi: ", o);
         md(o,
            cp_jstr_ne_at(r, "gpu.nvidia_smi_error") ? cp_jstr_ne_at(r, "gpu.nvidia_smi_error")
-                                                    : "not captured",
-           'p');
+                                                    : "not captured");
         fputs(".\n", o);
     }
 }
@@ -438,7 +447,7 @@ static void section_checkpoint(FILE *o, const cJSON *r)
         fputs("No checkpoint was recorded for this process", o);
         if (reason) {
             fputs(" (", o);
-            md(o, reason, 'p');
+            md(o, reason);
             fputc(')', o);
         }
         fputs(".\n", o);
@@ -449,12 +458,12 @@ static void section_checkpoint(FILE *o, const cJSON *r)
     fputs(cJSON_IsTrue(valid) ? " — **valid**" : cJSON_IsFalse(valid) ? " — **INVALID**" : " — not checked", o);
     if (reason) {
         fputs(" (", o);
-        md(o, reason, 'p');
+        md(o, reason);
         fputc(')', o);
     }
     if (cp_jstr_ne_at(ck, "verdict_from")) {
         fputs("; verdict from ", o);
-        md(o, cp_jstr_ne_at(ck, "verdict_from"), 'p');
+        md(o, cp_jstr_ne_at(ck, "verdict_from"));
     }
     fputs(".\n\n**Advice:** ", o);
     if (cJSON_IsTrue(valid)) {
@@ -472,9 +481,11 @@ static void section_checkpoint(FILE *o, const cJSON *r)
         code(o, path);
         fputs("; no valid checkpoint was found beside it — look for older copies before restarting.\n", o);
     } else {
-        fputs("check the checkpoint before resuming (`crashpack checkpoint ", o);
-        md(o, path, 'c');
-        fputs("`).\n", o);
+        fputs("check the checkpoint before resuming (", o);
+        char *cmd = NULL;
+        code(o, asprintf(&cmd, "crashpack checkpoint %s", path) >= 0 ? cmd : "crashpack checkpoint");
+        free(cmd);
+        fputs(").\n", o);
     }
 }
 
@@ -614,7 +625,7 @@ int cmd_report(int argc, char **argv)
             rc = 1;
         } else {
             fputs("\n*Attached: a slim bundle (", o);
-            md(o, summary, 'p');
+            md(o, summary);
             fputs(").*\n", o);
         }
     }

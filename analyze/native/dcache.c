@@ -25,7 +25,30 @@
 
 struct dcache {
     int dirfd;
+    unsigned long long max_bytes; /* the size limit trim() keeps (dcache_max_bytes) */
 };
+
+unsigned long long dcache_max_bytes(void)
+{
+    const char *e = getenv("CRASHPACK_CACHE_MAX");
+    char *end = NULL;
+    if (!e || !*e)
+        return DCACHE_MAX_BYTES;
+    errno = 0;
+    unsigned long long v = strtoull(e, &end, 10);
+    if (errno || end == e || e[0] == '-')
+        return DCACHE_MAX_BYTES;
+    int shift = 0;
+    switch (*end) {
+    case 'K': case 'k': shift = 10; end++; break;
+    case 'M': case 'm': shift = 20; end++; break;
+    case 'G': case 'g': shift = 30; end++; break;
+    default: break;
+    }
+    if (*end || (shift && v > (~0ull >> shift)))
+        return DCACHE_MAX_BYTES;
+    return v << shift;
+}
 
 int dcache_default_dir(char *buf, size_t len)
 {
@@ -81,6 +104,7 @@ struct dcache *dcache_open(const char *dir)
         return NULL;
     }
     c->dirfd = fd;
+    c->max_bytes = dcache_max_bytes();
     return c;
 }
 
@@ -294,7 +318,8 @@ static int older(const void *a, const void *b)
     return (x->used.tv_nsec > y->used.tv_nsec) - (x->used.tv_nsec < y->used.tv_nsec);
 }
 
-/* Removes the files used longest ago until the cache holds at most DCACHE_MAX_BYTES, and
+/* Removes the files used longest ago until the cache holds at most c->max_bytes (the file just
+ * written too, when it alone is over the limit: the limit is a bound), and
  * temporary files over an hour old. */
 static void trim(struct dcache *c)
 {
@@ -339,9 +364,9 @@ static void trim(struct dcache *c)
         n++;
     }
     closedir(d);
-    if (total > DCACHE_MAX_BYTES) {
+    if (total > c->max_bytes) {
         qsort(v, n, sizeof(*v), older);
-        for (size_t i = 0; i < n && total > DCACHE_MAX_BYTES; i++)
+        for (size_t i = 0; i < n && total > c->max_bytes; i++)
             if (!unlinkat(c->dirfd, v[i].name, 0))
                 total -= (unsigned long long)v[i].size;
     }

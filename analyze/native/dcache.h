@@ -9,11 +9,14 @@
  * whole file or none). DIR is created 0700 and used only when it is a directory owned by the
  * effective uid and not writable by group or others; every open is O_NOFOLLOW below that fd.
  * A lookup checks the cached file's build-id note against the one asked for and drops a file
- * that does not match (or has no origin section). The directory is kept under DCACHE_MAX_BYTES by removing the files used
- * longest ago (a hit touches the file's mtime).
+ * that does not match (or has no origin section). The directory is kept under a size limit
+ * (dcache_max_bytes: $CRASHPACK_CACHE_MAX, default DCACHE_MAX_BYTES) by removing the files used
+ * longest ago (a hit touches the file's mtime) after each store.
  *
- * What goes in comes from local debug files that libdwfl found and matched by build-id, never
- * from the bundle: the bundle only chooses which build-id is looked up (as hex).
+ * What goes in comes from local debug files matched by build-id, never from the bundle (the bundle
+ * only chooses which build-id is looked up, as hex), and only from trusted places: never from a
+ * --sysroot or a --debug-dir (modules.c, struct found), so a hostile directory given to one run
+ * cannot change a later run's output.
  * The library never prints or exits.
  */
 #ifndef CRASHPACK_DCACHE_H
@@ -25,6 +28,10 @@
 #define DCACHE_MAX_BYTES (512ull << 20)
 
 struct dcache;
+
+/* The cache's size limit in bytes: $CRASHPACK_CACHE_MAX (a number with an optional K, M or G
+ * suffix; 0 keeps nothing), else DCACHE_MAX_BYTES (also when the variable is malformed). */
+unsigned long long dcache_max_bytes(void);
 
 /* The default directory: $CRASHPACK_CACHE_DIR (empty or "off": no cache), else
  * $XDG_CACHE_HOME/crashpack, else $HOME/.cache/crashpack; then "/debuginfo". Returns 0, or -1

@@ -15,11 +15,14 @@
 #include <elfutils/libdwelf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <linux/openat2.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #define HEADER_PAGE 4096u
@@ -282,6 +285,28 @@ static int set_paths(struct modules *m, const struct modules_opts *o)
             return -1;
     if (!(m->debug_dirs[m->ndebug_dirs++] = join(m->sysroot ? m->sysroot : "", DEFAULT_DEBUG_DIR)))
         return -1;
+    /* the fds every lookup opens from (open_under); a dir that cannot be opened finds nothing */
+    m->nuser_dirs = nd;
+    m->dir_fd = calloc(m->ndebug_dirs, sizeof(int));
+    m->dir_resolve = calloc(m->ndebug_dirs, sizeof(int));
+    m->dir_prefix = calloc(m->ndebug_dirs, sizeof(char *));
+    if (!m->dir_fd || !m->dir_resolve || !m->dir_prefix)
+        return -1;
+    if (m->sysroot)
+        m->rootfd = open(m->sysroot, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    for (size_t i = 0; i < m->ndebug_dirs; i++) {
+        m->dir_prefix[i] = "";
+        if (i < nd) {
+            m->dir_fd[i] = open(m->debug_dirs[i], O_PATH | O_DIRECTORY | O_CLOEXEC);
+            m->dir_resolve[i] = RESOLVE_BENEATH;
+        } else if (m->sysroot) {
+            m->dir_fd[i] = m->rootfd; /* not owned: SYSROOT/usr/lib/debug, inside the root */
+            m->dir_resolve[i] = RESOLVE_IN_ROOT;
+            m->dir_prefix[i] = DEFAULT_DEBUG_DIR "/";
+        } else {
+            m->dir_fd[i] = open(DEFAULT_DEBUG_DIR, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        }
+    }
     /* "-": no CRC checks (build-ids are checked); "" and ".debug": next to the file */
     size_t len = 16;
     for (size_t i = 0; i < m->ndebug_dirs; i++)
@@ -302,6 +327,8 @@ int modules_build(struct core *c, const struct modules_opts *o, struct modules *
     size_t cap = 0;
     struct modules *m = calloc(1, sizeof(*m));
     *out = NULL;
+    if (m)
+        m->rootfd = -1;
     if (!m || set_paths(m, o) || group_files(c, m, &cap) || add_vdso(c, m, &cap)) {
         modules_free(m);
         cp_errmsg(err, errlen, "out of memory building the module list");
@@ -328,8 +355,16 @@ void modules_free(struct modules *m)
     }
     free(m->v);
     free(m->sysroot);
-    for (size_t i = 0; i < m->ndebug_dirs; i++)
+    for (size_t i = 0; i < m->ndebug_dirs; i++) {
         free(m->debug_dirs[i]);
+        if (m->dir_fd && m->dir_fd[i] >= 0 && m->dir_fd[i] != m->rootfd)
+            close(m->dir_fd[i]);
+    }
+    if (m->rootfd >= 0)
+        close(m->rootfd);
+    free(m->dir_fd);
+    free(m->dir_resolve);
+    free(m->dir_prefix);
     free(m->debug_dirs);
     free(m->debuginfo_path);
     free(m);
@@ -383,18 +418,85 @@ static int path_ok(const char *p)
     return 1;
 }
 
-/* Opens a candidate and checks its build-id. Returns 1 with *fdp and *elfp set when accepted. */
-static int try_file(struct module *mod, const char *path, int *fdp, Elf **elfp)
+/* ---- opening files: the one way every lookup opens one ---- */
+
+/* Opens rel from dirfd read-only without blocking: with `resolve` (RESOLVE_IN_ROOT or
+ * RESOLVE_BENEATH) by openat2, magic links refused; with 0 a plain openat (the host's own paths).
+ * Returns the fd of a regular file, else -1 (a FIFO, device or directory is closed unread). */
+static int open_under(int dirfd, const char *rel, int resolve)
+{
+    int flags = O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, fd;
+    if (dirfd < 0 && dirfd != AT_FDCWD)
+        return -1;
+    if (resolve) {
+        struct open_how how = {.flags = (unsigned)flags,
+                               .resolve = (unsigned)resolve | RESOLVE_NO_MAGICLINKS};
+        fd = (int)syscall(SYS_openat2, dirfd, rel, &how, sizeof(how));
+    } else {
+        fd = openat(dirfd, rel, flags);
+    }
+    struct stat st;
+    if (fd >= 0 && (fstat(fd, &st) || !S_ISREG(st.st_mode))) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+/* An absolute path of the crashed system: inside the sysroot when there is one. */
+static int open_in_root(const struct modules *m, const char *abspath)
+{
+    if (m->sysroot)
+        return open_under(m->rootfd, abspath, RESOLVE_IN_ROOT);
+    return open_under(AT_FDCWD, abspath, 0);
+}
+
+/* A path relative to debug dir i (its prefix prepended), opened as that dir says. */
+static int open_in_dir(const struct modules *m, size_t i, const char *rel)
+{
+    char p[PATH_MAX];
+    while (*rel == '/')
+        rel++;
+    if (snprintf(p, sizeof(p), "%s%s", m->dir_prefix[i], rel) >= (int)sizeof(p))
+        return -1;
+    return open_under(m->dir_fd[i], p, m->dir_resolve[i]);
+}
+
+/* What an open file is: the path the kernel resolved (what realpath() gives libdwfl), else
+ * `fallback`. malloc()ed. */
+static char *fd_name(int fd, const char *fallback)
+{
+    char link[64], buf[PATH_MAX];
+    snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, buf, sizeof(buf) - 1);
+    if (n <= 0 || buf[0] != '/')
+        return strdup(fallback);
+    buf[n] = 0;
+    return strdup(buf);
+}
+
+/* The ELF on fd if it is one and its build-id is id (any build-id when len is 0); NULL else. */
+static Elf *elf_with_id(int fd, const unsigned char *id, size_t len)
+{
+    Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+    GElf_Ehdr eh;
+    const void *got = NULL;
+    if (!e || elf_kind(e) != ELF_K_ELF || !gelf_getehdr(e, &eh) ||
+        (len && (dwelf_elf_gnu_build_id(e, &got) != (ssize_t)len || memcmp(got, id, len)))) {
+        if (e)
+            elf_end(e);
+        return NULL;
+    }
+    return e;
+}
+
+/* Checks a candidate open on fd (closed when rejected). Returns 1 with *fdp and *elfp set when
+ * accepted. */
+static int try_file(struct module *mod, int fd, const char *path, int *fdp, Elf **elfp)
 {
     char hex[2 * MODULES_MAX_BUILD_ID + 1], fhex[2 * MODULES_MAX_BUILD_ID + 1];
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-    struct stat st;
     if (fd < 0)
         return 0;
-    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return 0;
-    }
     Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
     GElf_Ehdr eh;
     if (!e || elf_kind(e) != ELF_K_ELF || !gelf_getehdr(e, &eh)) {
@@ -451,9 +553,10 @@ static int try_build_id_trees(const struct modules *m, struct module *mod, int *
     modules_build_id_hex(mod, hex, sizeof(hex));
     for (size_t i = 0; i < m->ndebug_dirs; i++) {
         for (int dbg = 0; dbg < 2; dbg++) {
-            snprintf(path, sizeof(path), "%s/.build-id/%.2s/%s%s", m->debug_dirs[i], hex, hex + 2,
-                     dbg ? ".debug" : "");
-            if (try_file(mod, path, fdp, elfp))
+            char rel[256];
+            snprintf(rel, sizeof(rel), ".build-id/%.2s/%s%s", hex, hex + 2, dbg ? ".debug" : "");
+            snprintf(path, sizeof(path), "%s/%s", m->debug_dirs[i], rel);
+            if (try_file(mod, open_in_dir(m, i, rel), path, fdp, elfp))
                 return take_file(mod, path, file_name, dbg) ? 1 : give_up(*fdp, elfp);
         }
     }
@@ -491,7 +594,7 @@ int modules_find_elf(Dwfl_Module *dm, void **userdata, const char *modname, Dwar
         add_problem(mod, "its path is not absolute or has `..`: not looked up");
     } else {
         snprintf(path, sizeof(path), "%s%s", m->sysroot ? m->sysroot : "", mod->path);
-        if (try_file(mod, path, &fd, elfp))
+        if (try_file(mod, open_in_root(m, mod->path), path, &fd, elfp))
             return take_file(mod, path, file_name, 0) ? fd : give_up(fd, elfp);
     }
     int r = try_build_id_trees(m, mod, &fd, elfp, file_name);
@@ -521,59 +624,96 @@ static const unsigned char *module_id(Dwfl_Module *dm, const struct module *mod,
     return n > 0 ? bits : NULL;
 }
 
-/* The build-id tree file for id in the first debug dir that has one (what libdwfl's build-id
- * search opens): an fd, its path in `path`; -1 when none. */
-static int build_id_file(const struct modules *m, const unsigned char *id, size_t len, char *path,
-                         size_t pathlen)
+/* A debug file found by the search below: its fd (regular, build-id checked), the name reports
+ * give it, and whether it may go into the shared cache (found outside a sysroot and outside every
+ * --debug-dir: a hostile directory must not change a later run's output). */
+struct found {
+    int fd;
+    char *name;
+    int trusted;
+};
+
+static int take_debug(struct found *f, int fd, const unsigned char *id, size_t len,
+                      const char *path, int trusted)
 {
-    char hex[2 * MODULES_MAX_BUILD_ID + 1];
-    if (len < 2 || len > MODULES_MAX_BUILD_ID)
-        return -1;
-    for (size_t i = 0; i < len; i++)
-        snprintf(hex + 2 * i, 3, "%02x", id[i]);
-    for (size_t i = 0; i < m->ndebug_dirs; i++) {
-        int n = snprintf(path, pathlen, "%s/.build-id/%.2s/%s.debug", m->debug_dirs[i], hex,
-                         hex + 2);
-        if (n <= 0 || (size_t)n >= pathlen)
-            continue;
-        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    Elf *e = fd >= 0 ? elf_with_id(fd, id, len) : NULL;
+    if (!e) {
         if (fd >= 0)
-            return fd;
+            close(fd);
+        return 0;
     }
-    return -1;
+    elf_end(e);
+    f->fd = fd;
+    f->name = fd_name(fd, path);
+    f->trusted = trusted;
+    return 1;
 }
 
-/* Whether a debug-link candidate exists for the main file `file_name`: what the standard search
- * looks for after the build-id trees, with the debuginfo_path "-:.debug:DIRS" (modules_build):
- * NAME next to the file, in its .debug/, and under each debug dir + the file's directory, where
- * NAME is the .gnu_debuglink name and, as a superset, the file's basename + ".debug". */
-static int debuglink_candidate(const struct modules *m, const char *file_name, const char *link)
+/* DIR/.build-id/NN/REST.debug under each debug dir, in order (what libdwfl's build-id search
+ * looks for). */
+static int find_by_build_id(const struct modules *m, const unsigned char *id, size_t len,
+                            struct found *f)
 {
-    if (!file_name || file_name[0] != '/')
-        return 1; /* not a path we can reason about: let the standard search decide */
-    const char *slash = strrchr(file_name, '/');
-    int dlen = (int)(slash - file_name);
-    char alt[4096];
+    char hex[2 * MODULES_MAX_BUILD_ID + 1], rel[256], path[PATH_MAX];
+    if (len < 2 || len > MODULES_MAX_BUILD_ID)
+        return 0;
+    for (size_t i = 0; i < len; i++)
+        snprintf(hex + 2 * i, 3, "%02x", id[i]);
+    snprintf(rel, sizeof(rel), ".build-id/%.2s/%s.debug", hex, hex + 2);
+    for (size_t i = 0; i < m->ndebug_dirs; i++) {
+        snprintf(path, sizeof(path), "%s/%s", m->debug_dirs[i], rel);
+        if (take_debug(f, open_in_dir(m, i, rel), id, len, path,
+                       i >= m->nuser_dirs && !m->sysroot))
+            return 1;
+    }
+    return 0;
+}
+
+/* The .gnu_debuglink candidates of the standard search ("-:.debug:DIRS"), for the module's path
+ * in the crashed system: NAME next to the file and in its .debug/ (inside the root), then under
+ * each debug dir + the file's directory, and that directory with its leading components dropped
+ * one at a time; NAME is the debug link and, as libdwfl does without one, basename + ".debug".
+ * An absolute debug link is opened inside the root. */
+static int find_by_debuglink(const struct modules *m, const struct module *mod, const char *link,
+                             const unsigned char *id, size_t len, struct found *f)
+{
+    if (!mod->path || mod->path[0] != '/')
+        return 0;
+    const char *slash = strrchr(mod->path, '/');
+    int dlen = (int)(slash - mod->path);
+    char alt[NAME_MAX + 8], p[PATH_MAX], shown[PATH_MAX];
     const char *names[2] = {link, NULL};
     if (snprintf(alt, sizeof(alt), "%s.debug", slash + 1) < (int)sizeof(alt))
         names[1] = alt;
-    char p[8192];
+    const char *root = m->sysroot ? m->sysroot : "";
+    int host = !m->sysroot;
     for (size_t n = 0; n < 2; n++) {
         const char *nm = names[n];
-        if (!nm || !*nm)
+        if (!nm || !*nm || (n == 1 && link && !strcmp(link, alt)))
             continue;
-        if (nm[0] == '/' && !access(nm, F_OK))
-            return 1;
-        if ((snprintf(p, sizeof(p), "%.*s/%s", dlen, file_name, nm) < (int)sizeof(p) &&
-             !access(p, F_OK)) ||
-            (snprintf(p, sizeof(p), "%.*s/.debug/%s", dlen, file_name, nm) < (int)sizeof(p) &&
-             !access(p, F_OK)))
-            return 1;
-        for (size_t i = 0; i < m->ndebug_dirs; i++)
-            if (snprintf(p, sizeof(p), "%s%.*s/%s", m->debug_dirs[i], dlen, file_name, nm) <
-                    (int)sizeof(p) &&
-                !access(p, F_OK))
+        if (nm[0] == '/') {
+            snprintf(shown, sizeof(shown), "%s%s", root, nm);
+            if (take_debug(f, open_in_root(m, nm), id, len, shown, host))
                 return 1;
+            continue;
+        }
+        for (int sub = 0; sub < 2; sub++) {
+            snprintf(p, sizeof(p), "%.*s%s/%s", dlen, mod->path, sub ? "/.debug" : "", nm);
+            snprintf(shown, sizeof(shown), "%s%s", root, p);
+            if (take_debug(f, open_in_root(m, p), id, len, shown, host))
+                return 1;
+        }
+        for (size_t i = 0; i < m->ndebug_dirs; i++) {
+            const char *d = mod->path; /* "/usr/lib/x", then "/lib/x", "/x", "" */
+            while (d && d <= slash) {
+                snprintf(p, sizeof(p), "%.*s/%s", (int)(slash - d), d, nm);
+                snprintf(shown, sizeof(shown), "%s%s", m->debug_dirs[i], p);
+                if (take_debug(f, open_in_dir(m, i, p), id, len, shown,
+                               i >= m->nuser_dirs && !m->sysroot))
+                    return 1;
+                d = d < slash ? strchr(d + 1, '/') : NULL;
+            }
+        }
     }
     return 0;
 }
@@ -584,25 +724,20 @@ int modules_find_debuginfo(Dwfl_Module *dm, void **userdata, const char *modname
 {
     struct module *mod = userdata ? *userdata : NULL;
     /* Once a module's debug file is found, a further ask is for its dwz alt file
-     * (.gnu_debugaltlink), which is never cached. The cache is looked up before the standard
-     * search: that search hands libdwfl its own Elf of the file it finds, which would win. */
+     * (.gnu_debugaltlink), which is never cached and is left to the standard search. */
     int first = mod && !mod->debug_found;
+    if (!first || !mod->owner)
+        return dwfl_standard_find_debuginfo(dm, userdata, modname, base, file_name,
+                                            debuglink_file, debuglink_crc, debuginfo_file_name);
+    const struct modules *m = mod->owner;
     size_t len = 0;
-    const unsigned char *id = first && mod->owner && mod->owner->dcache ? module_id(dm, mod, &len)
-                                                                        : NULL;
-    if (id) {
+    const unsigned char *id = module_id(dm, mod, &len);
+    struct dcache *dc = m->dcache;
+    /* The cache is looked up before the search: the search hands libdwfl its own Elf of the file
+     * it finds, which would win. It holds only what trusted places gave (struct found). */
+    if (id && dc) {
         char *origin = NULL;
-        int cfd = dcache_lookup(mod->owner->dcache, id, len, &origin);
-        if (cfd < 0) {
-            /* not cached: a compressed file in a build-id tree is decompressed into the cache now
-             * (libdeflate, several times faster than libdw's inflate) and the copy used */
-            char path[4096];
-            int bfd = build_id_file(mod->owner, id, len, path, sizeof(path));
-            if (bfd >= 0 && !dcache_fill(mod->owner->dcache, bfd, id, len, path))
-                cfd = dcache_lookup(mod->owner->dcache, id, len, &origin);
-            if (bfd >= 0)
-                close(bfd);
-        }
+        int cfd = dcache_lookup(dc, id, len, &origin);
         if (cfd >= 0) {
             free(*debuginfo_file_name);
             *debuginfo_file_name = origin; /* reports name the file the copy was made from */
@@ -610,22 +745,34 @@ int modules_find_debuginfo(Dwfl_Module *dm, void **userdata, const char *modname
             return cfd;
         }
     }
-    /* The standard search ends with a debuginfod query, and libdw dlopens libdebuginfod (and
-     * libcurl, gnutls, krb5...: ~10 ms) for it even with DEBUGINFOD_URLS unset, which the analysis
-     * always has: so the build-id trees first, then the standard search only when a debug-link
-     * file may exist. */
-    int fd = first ? dwfl_build_id_find_debuginfo(dm, userdata, modname, base, file_name,
-                                                  debuglink_file, debuglink_crc,
-                                                  debuginfo_file_name)
-                   : -1;
-    if (fd < 0 && (!first || !mod->owner || debuglink_candidate(mod->owner, file_name, debuglink_file)))
-        fd = dwfl_standard_find_debuginfo(dm, userdata, modname, base, file_name, debuglink_file,
-                                          debuglink_crc, debuginfo_file_name);
-    if (first && fd >= 0)
-        mod->debug_found = 1;
-    if (id && fd >= 0 && *debuginfo_file_name && (*debuginfo_file_name)[0] == '/')
-        mod->cache_store = dcache_worth(fd);
-    return fd;
+    /* Our own search, not libdwfl's standard one: that opens path strings (a FIFO blocks it, a
+     * sysroot symlink leaves the sysroot) and ends with a debuginfod query, for which libdw
+     * dlopens libdebuginfod (and libcurl, gnutls...) even with DEBUGINFOD_URLS unset. */
+    struct found f = {.fd = -1};
+    if ((!id || !find_by_build_id(m, id, len, &f)) &&
+        !find_by_debuglink(m, mod, debuglink_file, id, id ? len : 0, &f))
+        return -1;
+    mod->debug_found = 1;
+    if (id && dc && f.trusted) {
+        /* not cached: a compressed file from a build-id tree is decompressed into the cache now
+         * (libdeflate, several times faster than libdw's inflate) and the copy used; one found by
+         * its debug link is stored from libdw's sections at the end (modules_cache_store) */
+        char *origin = NULL;
+        int cfd = -1;
+        if (f.name && !dcache_fill(dc, f.fd, id, len, f.name))
+            cfd = dcache_lookup(dc, id, len, &origin);
+        if (cfd >= 0) {
+            close(f.fd);
+            free(f.name);
+            free(*debuginfo_file_name);
+            *debuginfo_file_name = origin;
+            return cfd;
+        }
+        mod->cache_store = f.name && f.name[0] == '/' && dcache_worth(f.fd);
+    }
+    free(*debuginfo_file_name);
+    *debuginfo_file_name = f.name;
+    return f.fd;
 }
 
 static int store_one(Dwfl_Module *dm, void **userdata, const char *name, Dwarf_Addr start,

@@ -11,11 +11,17 @@
  * core (under --sysroot when one is given, and then only there), then `.build-id/NN/REST` and
  * `.build-id/NN/REST.debug` under each debug directory (--debug-dir, then SYSROOT/usr/lib/debug).
  * A file whose build-id differs from the core's is rejected and the reason kept in the module.
- * Separate debuginfo (.build-id trees and .gnu_debuglink) is libdwfl's standard search over
- * modules_debuginfo_path().
+ * Separate debuginfo (.build-id trees, then .gnu_debuglink candidates) is searched here too
+ * (modules_find_debuginfo), not by libdwfl's path-string search.
  *
- * Paths in the core are hostile: only absolute paths without `..` components are looked up, only
- * regular files are opened (O_NONBLOCK, never a FIFO or device).
+ * Paths in the core, a --sysroot and a --debug-dir are hostile: only absolute core paths without
+ * `..` components are looked up; under a sysroot every open is openat2(RESOLVE_IN_ROOT |
+ * RESOLVE_NO_MAGICLINKS) from the sysroot's fd (a symlink to /etc/shadow resolves to
+ * SYSROOT/etc/shadow), under a --debug-dir openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS); only
+ * regular files are used (O_NONBLOCK and fstat: a FIFO or device never blocks); every candidate's
+ * build-id is checked against the module's. libdwfl gets the fd, never a path to open. Only debug
+ * files found outside a sysroot and outside every --debug-dir are written to the shared cache
+ * (dcache.h): a hostile --debug-dir cannot change a later run's output.
  *
  * Ownership: struct modules and its modules are owned by the caller (modules_free). The strings in
  * a module are owned by it. The library never prints or exits.
@@ -67,6 +73,14 @@ struct modules {
     char **debug_dirs; /* the user's, then the default */
     size_t ndebug_dirs;
     char *debuginfo_path; /* for Dwfl_Callbacks.debuginfo_path */
+    /* where files are opened (modules.c, open_under): the sysroot's fd (RESOLVE_IN_ROOT: a
+     * symlink in it resolves inside it), -1 without one (host paths); each debug dir's fd
+     * (--debug-dir: RESOLVE_BENEATH; the default dir: in the sysroot, or the host's own) */
+    int rootfd;
+    int *dir_fd;
+    int *dir_resolve;        /* per debug dir: RESOLVE_* flags, 0: a plain openat (host default) */
+    const char **dir_prefix; /* per debug dir: prefixed to the relative path ("" or usr/lib/debug/) */
+    size_t nuser_dirs;       /* the first nuser_dirs debug dirs are the user's (--debug-dir) */
     struct dcache *dcache; /* decompressed-debuginfo cache (dcache.h); NULL: none. Not owned */
 };
 
@@ -90,8 +104,10 @@ const char *modules_build_id_hex(const struct module *mod, char *buf, size_t len
 
 /* Dwfl_Callbacks.find_debuginfo: when the module's owner has a cache (dcache.h) and it holds the
  * module's build-id, the cached decompressed copy (the name given is the file it was made from);
- * else dwfl_standard_find_debuginfo, and a compressed file it finds marks the module for
- * modules_cache_store(). A dwz alt file is always looked up the standard way. */
+ * else this file's own search (build-id trees, then .gnu_debuglink candidates, opened as the
+ * header comment says, build-id checked), and a compressed file found in a trusted place (not
+ * under a sysroot or a --debug-dir) is cached now (build-id tree) or marked for
+ * modules_cache_store() (debug link). A dwz alt file is looked up by libdwfl's standard search. */
 int modules_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
                            const char *file_name, const char *debuglink_file,
                            GElf_Word debuglink_crc, char **debuginfo_file_name);
