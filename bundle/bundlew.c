@@ -3,6 +3,7 @@
  * Every data frame carries its content size and a checksum, so a reader (or the salvage walk
  * below) learns the tar layout from frame headers alone, without decompressing. */
 #include "bundlew.h"
+#include "scrub.h"
 #include "tarw.h"
 #include "util.h"
 
@@ -216,6 +217,8 @@ int bw_add(struct bw *w, const char *name, const void *data, size_t len)
     memcpy(buf, hdr, (size_t)hl);
     if (len)
         memcpy(buf + hl, data, len);
+    if (w->scrub && len)
+        cp_scrub_buf(w->scrub, buf + hl, len); /* output tails, exception text, any copy */
     int rc = -1;
     uint64_t marker_off = w->file_off;
     /* compressed first, so that the guard sees what the member really adds */

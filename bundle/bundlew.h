@@ -14,6 +14,8 @@
 
 #include "format.h" /* the magics, the index trailer, tar framing */
 
+struct cp_scrub;
+
 
 struct bw_frame {
     uint64_t file_off, csize, tar_off, usize;
@@ -44,12 +46,16 @@ struct bw {
     int (*room)(void *arg, uint64_t bytes);
     void *room_arg;
     int err_soft; /* err is a refusal of `room`, cleared by the next call */
+    /* secret values masked in every whole member bw_add stores (common/scrub.h), or NULL; the
+     * streamed core is masked frame by frame by its writer (capture/stream.c) */
+    const struct cp_scrub *scrub;
 };
 
 int bw_init(struct bw *w, int fd, int level, time_t mtime);
 void bw_free(struct bw *w);
 
-/* A whole small member: marker + one frame with header, data and padding. */
+/* A whole small member: marker + one frame with header, data and padding (secret values masked
+ * when `scrub` is set). */
 int bw_add(struct bw *w, const char *name, const void *data, size_t len);
 
 /* A streamed member of known size: marker + header frame now, then data through

@@ -5,6 +5,7 @@
 #define CRASHPACK_CAPTURE_H
 #include "bundlew.h"
 #include "config.h"
+#include "scrub.h"
 #include "xxh64.h"
 
 #include <cjson/cJSON.h>
@@ -55,6 +56,9 @@ struct cap {
         uint64_t vaddr, len;
     } *redact;
     size_t nredact;
+    /* the original bytes of every value redacted above: masked wherever else they appear (the
+     * core's pages, stacks included, and every member through c->bw.scrub) */
+    struct cp_scrub scrub;
     /* kmsg.c: a fallen-off-the-bus class Xid in the recent kernel log (nvidia-smi would hang) */
     int bus_lost_recent;
     char bus_lost_line[256];

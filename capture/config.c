@@ -221,7 +221,7 @@ static int set_key(struct cp_config *c, const char *k, const char *v)
         c->enrich_memory = m;
         return 0;
     }
-    if (!strcmp(k, "redact_patterns"))
+    if (!strcmp(k, "redact_patterns") || !strcmp(k, "redact_env")) /* redact_env: its name */
         return copy_str(c->redact_patterns, sizeof(c->redact_patterns), v);
     return -2;
 }

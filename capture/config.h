@@ -44,7 +44,8 @@ struct cp_config {
     char nvidia_smi[CP_PATH_MAX];
     unsigned nvidia_smi_timeout_s;
     uint64_t proc_file_max;     /* cap per /proc file copied */
-    char redact_patterns[CP_PATH_MAX]; /* extra comma-separated globs, matched on env names */
+    char redact_patterns[CP_PATH_MAX]; /* redact_env (or redact_patterns): extra
+                                          * comma/space-separated globs on env names */
     /* evidence collectors (issue 3) */
     unsigned kmsg_margin_s;     /* kernel log kept from process start minus this */
     uint64_t kmsg_max;          /* cap on kmsg.json */

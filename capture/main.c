@@ -297,6 +297,7 @@ int main(int argc, char **argv)
         return 1;
     }
     bw_init(&c->bw, c->outfd, c->cfg.level, (time_t)c->crash_time);
+    c->bw.scrub = &c->scrub; /* the secret values proc_identify found, masked in every member */
     guard_attach(c);
     choose_mode(c);
     /* quick evidence, as root, before the drain: the process is still there */

@@ -31,9 +31,14 @@ static const char *const env_allow[] = {
     "LD_LIBRARY_PATH", "LD_PRELOAD", "PATH", "HOME", "USER", "LOGNAME", "PWD", "HOSTNAME",
     "LANG", "TZ", "VIRTUAL_ENV", "CONDA_PREFIX", "HF_HOME", "XLA_*", "JAX_*", NULL};
 
-static const char *const secret_names[] = {"*TOKEN*", "*SECRET*", "*PASSWORD*", "*PASSWD*",
-                                           "*KEY*", "*CREDENTIAL*", "*AUTH*", "*COOKIE*",
-                                           "*SESSION*", "*PRIVATE*", NULL};
+/* Names whose values are secrets (case-insensitive globs). *PASS* covers PASSWORD, PASSWD,
+ * PASSPHRASE, DB_PASS; *PWD* covers MYSQL_PWD. */
+static const char *const secret_names[] = {"*PASS*", "*PWD*", "*SECRET*", "*TOKEN*", "*KEY*",
+                                           "*CREDENTIAL*", "*AUTH*", "*COOKIE*", "*SESSION*",
+                                           "*PRIVATE*", NULL};
+/* ... except these, which the patterns would catch and that are not secrets: the shell's
+ * working directories (kept: useful) and keyboard settings. */
+static const char *const not_secret_names[] = {"PWD", "OLDPWD", "*KEYBOARD*", "*KEYMAP*", NULL};
 
 static int match_list(const char *const *pats, const char *name)
 {
@@ -43,10 +48,10 @@ static int match_list(const char *const *pats, const char *name)
     return 0;
 }
 
-/* Secret-looking names: the built-in patterns plus the configured ones. */
+/* Secret-looking names: the built-in patterns plus the configured ones (redact_env). */
 static int is_secret_name(const struct cp_config *cfg, const char *name)
 {
-    if (match_list(secret_names, name))
+    if (match_list(secret_names, name) && !match_list(not_secret_names, name))
         return 1;
     char pats[CP_PATH_MAX];
     snprintf(pats, sizeof(pats), "%s", cfg->redact_patterns);
@@ -79,29 +84,45 @@ static const char *env_value_policy(const struct cp_config *cfg, const char *nam
     return value;
 }
 
-/* --token=x, --api-key x, --password=... : mask the value. */
+/* The flag's name as an environment-style name: "--api-key=x" -> "api_key". */
+static void flag_key(const char *k, size_t kl, char *key, size_t keysz)
+{
+    if (kl >= keysz)
+        kl = keysz - 1;
+    memcpy(key, k, kl);
+    key[kl] = 0;
+    for (char *q = key; *q; q++)
+        if (*q == '-')
+            *q = '_';
+}
+
+/* Command-line secrets: --token=x, --api-key x, --password=..., --passphrase x, -p x, and
+ * KEY=value arguments (db.password=x, HF_TOKEN=x) whose KEY looks secret: mask the value (same
+ * length). The value after a bare flag is masked unless it is itself an option. */
 static void mask_cmdline(const struct cp_config *cfg, char **argv, int argc)
 {
     for (int i = 0; i < argc; i++) {
         char *a = argv[i];
         mask_url_credentials(a);
-        if (a[0] != '-')
-            continue;
         char key[128];
+        if (a[0] != '-') {
+            char *eq = strchr(a, '=');
+            if (i == 0 || !eq || eq == a)
+                continue;
+            flag_key(a, (size_t)(eq - a), key, sizeof(key));
+            if (is_secret_name(cfg, key))
+                memset(eq + 1, '*', strlen(eq + 1));
+            continue;
+        }
         const char *k = a + strspn(a, "-");
         size_t kl = strcspn(k, "=");
-        if (kl >= sizeof(key))
-            kl = sizeof(key) - 1;
-        memcpy(key, k, kl);
-        key[kl] = 0;
-        for (char *q = key; *q; q++)
-            if (*q == '-')
-                *q = '_';
-        if (!is_secret_name(cfg, key))
+        flag_key(k, kl, key, sizeof(key));
+        /* -p: the password of mysql, sshpass, openssl and many more */
+        if (!is_secret_name(cfg, key) && strcmp(a, "-p"))
             continue;
         if (k[kl] == '=')
             memset((char *)k + kl + 1, '*', strlen(k + kl + 1));
-        else if (i + 1 < argc)
+        else if (i + 1 < argc && argv[i + 1][0] != '-')
             memset(argv[i + 1], '*', strlen(argv[i + 1]));
     }
 }
@@ -147,7 +168,8 @@ static long long boot_time(void)
     return bt;
 }
 
-/* Ranges (as addresses) where `masked` differs from `orig`: what to overwrite in the core. */
+/* Ranges (as addresses) where `masked` differs from `orig`: what to overwrite in the core; the
+ * original bytes of each are also hunted in the rest of the core and in every member. */
 static void add_diff_ranges(struct cap *c, uint64_t base, const char *orig, const char *masked,
                             size_t len)
 {
@@ -159,11 +181,12 @@ static void add_diff_ranges(struct cap *c, uint64_t base, const char *orig, cons
         size_t j = i;
         while (j < len && orig[j] != masked[j])
             j++;
-        struct redact *r = realloc(c->redact, (c->nredact + 1) * sizeof(*r));
-        if (!r)
-            return;
-        c->redact = r;
-        c->redact[c->nredact++] = (struct redact){base + i, j - i};
+        cp_scrub_add(&c->scrub, orig + i, j - i);
+        struct redact *r = base ? realloc(c->redact, (c->nredact + 1) * sizeof(*r)) : NULL;
+        if (r) { /* base 0: the address is not known, the value is still hunted */
+            c->redact = r;
+            c->redact[c->nredact++] = (struct redact){base + i, j - i};
+        }
         i = j;
     }
 }
@@ -174,7 +197,7 @@ static void plan_core_redaction(struct cap *c)
 {
     size_t len;
     int tr;
-    if (c->environ_raw && c->env_start && c->env_end > c->env_start) {
+    if (c->environ_raw) {
         len = c->environ_len;
         char *m = malloc(len + 1);
         if (m) {
@@ -194,11 +217,12 @@ static void plan_core_redaction(struct cap *c)
                 }
                 i += l + 1;
             }
-            add_diff_ranges(c, c->env_start, c->environ_raw, m, len);
+            add_diff_ranges(c, c->env_end > c->env_start ? c->env_start : 0, c->environ_raw, m,
+                            len);
             free(m);
         }
     }
-    char *cl = c->arg_start ? read_file_at(c->procfd, "cmdline", 1 << 20, &len, &tr) : NULL;
+    char *cl = read_file_at(c->procfd, "cmdline", 1 << 20, &len, &tr);
     if (cl) {
         char *m = malloc(len + 1);
         if (m) {

@@ -25,6 +25,10 @@ struct slot {
     size_t inlen, outlen, outcap;
     int state; /* 0 free, 1 queued, 2 done */
     int failed;
+    /* secret scrubbing: the previous slot's last bytes as they came (a value may straddle the
+     * two), and the bytes this slot's worker masked */
+    uint8_t *prev;
+    size_t prevlen, scrubbed;
 };
 
 struct ring {
@@ -33,6 +37,7 @@ struct ring {
     unsigned next_job; /* next slot index to hand to a worker */
     unsigned queued_upto;
     int level, stop;
+    const struct cp_scrub *scrub; /* NULL: no secret values known */
     pthread_mutex_t mu;
     pthread_cond_t cv_work, cv_done;
     pthread_t *th;
@@ -51,6 +56,9 @@ static void *worker(void *arg)
         struct slot *s = &r->s[r->next_job % r->n];
         r->next_job++;
         pthread_mutex_unlock(&r->mu);
+        if (r->scrub) /* secret values anywhere in the kept pages, stacks included */
+            s->scrubbed = cp_scrub_seam(r->scrub, s->prev, s->prevlen, s->in, s->inlen) +
+                          cp_scrub_buf(r->scrub, s->in, s->inlen);
         s->outlen = cctx ? bw_compress_frame_staged(cctx, r->level, s->out, s->outcap, s->in, s->inlen) : 0;
         s->failed = s->outlen == 0;
         pthread_mutex_lock(&r->mu);
@@ -79,6 +87,9 @@ struct sink {
     char stop_reason[160];
     const uint64_t *cuts; /* member offsets where a new frame should begin (sorted) */
     size_t ncuts, next_cut;
+    uint8_t *tail; /* the last slot's last bytes before scrubbing (scrub_hand_over) */
+    size_t tlen;
+    uint64_t scrubbed; /* bytes the workers masked */
 };
 
 /* A frame ends early at a cut only once it holds this much: small enough that a reader reaches a
@@ -116,6 +127,7 @@ static int write_done(struct sink *k, struct slot *s)
     }
     if (k->hash_member)
         xxh64_update(&k->member_hash, s->in, s->inlen);
+    k->scrubbed += s->scrubbed;
     k->written += s->inlen;
     k->compressed += s->outlen;
     k->frames++;
@@ -136,11 +148,26 @@ static void drain_one(struct sink *k)
     k->oldest++;
 }
 
+/* Before a slot goes to a worker: it gets the previous slot's raw tail, and keeps its own for the
+ * next one, so that a secret cut by the frame boundary is found by the seam check. */
+static void scrub_hand_over(struct sink *k, struct slot *s)
+{
+    if (!k->r.scrub)
+        return;
+    memcpy(s->prev, k->tail, k->tlen);
+    s->prevlen = k->tlen;
+    s->scrubbed = 0;
+    size_t keep = k->r.scrub->maxlen - 1;
+    k->tlen = s->inlen < keep ? s->inlen : keep;
+    memcpy(k->tail, s->in + s->inlen - k->tlen, k->tlen);
+}
+
 static void submit(struct sink *k)
 {
     struct slot *s = &k->r.s[k->cur % k->r.n];
     if (!s->inlen)
         return;
+    scrub_hand_over(k, s);
     k->stored += s->inlen;
     pthread_mutex_lock(&k->r.mu);
     s->state = 1;
@@ -221,6 +248,9 @@ static int sink_init(struct sink *k, struct cap *c, unsigned workers)
     r->workers = workers;
     r->n = workers + 2;
     r->level = c->cfg.level;
+    r->scrub = c->scrub.n ? &c->scrub : NULL;
+    if (r->scrub && !(k->tail = malloc(c->scrub.maxlen)))
+        return -1;
     r->s = calloc(r->n, sizeof(*r->s));
     r->th = calloc(workers, sizeof(*r->th));
     if (!r->s || !r->th)
@@ -230,6 +260,8 @@ static int sink_init(struct sink *k, struct cap *c, unsigned workers)
         r->s[i].outcap = ZSTD_compressBound(k->frame);
         r->s[i].out = malloc(r->s[i].outcap);
         if (!r->s[i].in || !r->s[i].out)
+            return -1;
+        if (r->scrub && !(r->s[i].prev = malloc(c->scrub.maxlen)))
             return -1;
     }
     pthread_mutex_init(&r->mu, NULL);
@@ -258,7 +290,9 @@ static void sink_close(struct sink *k)
     for (unsigned i = 0; i < r->n; i++) {
         free(r->s[i].in);
         free(r->s[i].out);
+        free(r->s[i].prev);
     }
+    free(k->tail);
     free(r->s);
     free(r->th);
 }
@@ -631,7 +665,10 @@ static void core_result(struct cap *c, struct pipe_in *p, struct sink *k,
     cJSON_AddNumberToObject(core, "stream_bytes", (double)p->bytes);
     cJSON_AddNumberToObject(core, "stored_bytes", (double)written);
     cJSON_AddNumberToObject(core, "extra_bytes", (double)extra);
-    cJSON_AddStringToObject(core, "stream_xxh64", hex64(hx, xxh64_digest(&p->hash)));
+    /* the stream as it came holds the secrets masked in the member: its hash is published only
+     * when there were none (a hash of a secret's bytes would confirm a guess) */
+    if (!c->nredact && !c->scrub.n)
+        cJSON_AddStringToObject(core, "stream_xxh64", hex64(hx, xxh64_digest(&p->hash)));
     if (have_mh)
         cJSON_AddStringToObject(core, "member_xxh64", hex64(hx, xxh64_digest(&mh)));
     cJSON_AddNumberToObject(core, "compressed_bytes", (double)k->compressed);
@@ -639,6 +676,8 @@ static void core_result(struct cap *c, struct pipe_in *p, struct sink *k,
     cJSON_AddNumberToObject(core, "pipe_reads", (double)p->reads);
     cJSON_AddNumberToObject(core, "redacted_ranges", (double)p->nredact);
     cJSON_AddNumberToObject(core, "redacted_bytes", (double)p->redacted);
+    cJSON_AddNumberToObject(core, "scrubbed_values", (double)c->scrub.n);
+    cJSON_AddNumberToObject(core, "scrubbed_bytes", (double)k->scrubbed);
     if (c->mode == CP_MODE_SLIM) {
         cJSON_AddNumberToObject(core, "slim_kept_bytes", (double)P->kept);
         cJSON_AddNumberToObject(core, "slim_stacks", (double)P->stacks);
@@ -697,7 +736,7 @@ void stream_core(struct cap *c)
         return;
     }
     /* in full mode the member is the stream itself, unless secrets were overwritten */
-    k.hash_member = c->mode != CP_MODE_FULL || p.nredact > 0;
+    k.hash_member = c->mode != CP_MODE_FULL || p.nredact > 0 || c->scrub.n > 0;
     cJSON_AddNumberToObject(core, "level", c->cfg.level);
     cJSON_AddNumberToObject(core, "threads", workers);
     cJSON_AddNumberToObject(core, "frame_size", (double)c->cfg.frame_size);
