@@ -22,6 +22,7 @@
  *     frames[] {index (physical frame number), pc (hex), function, function_full, symbol,
  *               module, module_offset (hex), build_id, elf_address (hex), file, line, column,
  *               inline, trust}
+ *   threads_cap {cap, threads, not_analyzed} (only when the core has more than NATIVE_MAX_THREADS),
  *   frames_dropped (sum over threads), modules[] {path, start, end, bias, build_id, found_at,
  *   debug_only, debug_file, problem, looked_up (files are looked up only for the modules that
  *   frames or the cause analysis touch)}
@@ -38,6 +39,12 @@
 #include <stdint.h>
 
 struct bundle;
+
+/* Threads unwound and symbolized at most (the crashed thread first, then the core's order): the
+ * rest of a core with more (a hostile one: 60,000 copies of a thread's notes) are counted, not
+ * analyzed, and the result is partial: "threads_cap" {cap, threads, not_analyzed} and an error
+ * saying so (issue 16, item 10). Every stage after the child is linear in the threads it keeps. */
+#define NATIVE_MAX_THREADS 10000u
 
 struct native_opts {
     struct unwind_opts unwind; /* method, max_frames, module lookup (sysroot, debug dirs) */
