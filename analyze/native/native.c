@@ -37,7 +37,7 @@
 #include <unistd.h>
 
 #define DEFAULT_CPU_S 120u
-#define DEFAULT_WALL_S 180u
+#define DEFAULT_WALL_S NATIVE_DEFAULT_WALL_S
 #define DEFAULT_AS (32ull << 30) /* libdw maps whole files: a CUDA process maps several GiB */
 #define MANIFEST_MAX (16u << 20)
 #define MAX_OUTPUT (512u << 20)

@@ -261,7 +261,9 @@ static cJSON *san_array(const cJSON *a, const struct shape *elem, struct san *s)
     {
         if (!out)
             return NULL;
-        if (n >= STACKS_MAX_THREADS || (elem && elem->is_frame && s->frames >= STACKS_MAX_FRAMES)) {
+        if (n >= STACKS_MAX_THREADS ||
+            (elem && elem->is_frame &&
+             (s->frames >= STACKS_MAX_FRAMES || n >= STACKS_MAX_THREAD_FRAMES))) {
             s->dropped++;
             break;
         }
@@ -313,7 +315,10 @@ static cJSON *san_object(const cJSON *o, const struct shape *sh, struct san *s)
     }
     if (!sh->keep_unknown_scalars)
         return out;
+    /* at most STACKS_MAX_UNKNOWN of them (the rest dropped): the lookup in `out` stays short, so
+     * an object with a million keys costs one pass, not a million lookups in a growing object */
     const cJSON *v;
+    size_t unknown = 0;
     cJSON_ArrayForEach(v, o)
     {
         if (!v->string || cJSON_GetObjectItemCaseSensitive(out, v->string))
@@ -323,10 +328,11 @@ static cJSON *san_object(const cJSON *o, const struct shape *sh, struct san *s)
             known = !strcmp(sh->keys[i].name, v->string);
         if (known || strlen(v->string) > 64)
             continue;
-        cJSON *c = san_scalar(v);
-        if (c)
+        cJSON *c = unknown < STACKS_MAX_UNKNOWN ? san_scalar(v) : NULL;
+        if (c) {
             cJSON_AddItemToObject(out, v->string, c);
-        else
+            unknown++;
+        } else
             s->dropped++;
     }
     return out;
