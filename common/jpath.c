@@ -184,3 +184,59 @@ void cp_json_set(cJSON *o, const char *key, cJSON *v)
         cJSON_AddItemToObject(o, key, v);
     free(k);
 }
+
+/* ---- index by a numeric member ---- */
+
+static int jindex_cmp(const void *a, const void *b)
+{
+    const struct cp_jindex_ent *x = a, *y = b;
+    if (x->key != y->key)
+        return x->key < y->key ? -1 : 1;
+    return x->pos < y->pos ? -1 : x->pos > y->pos;
+}
+
+int cp_jindex_build(struct cp_jindex *ix, const cJSON *arr, const char *path)
+{
+    ix->e = NULL;
+    ix->n = 0;
+    int n = cJSON_IsArray(arr) ? cJSON_GetArraySize(arr) : 0;
+    if (n <= 0)
+        return 0;
+    ix->e = malloc((size_t)n * sizeof(*ix->e));
+    if (!ix->e)
+        return -1;
+    size_t pos = 0;
+    for (const cJSON *it = arr->child; it; it = it->next, pos++) {
+        double v;
+        if (cp_jnum_at(it, path, &v) && v == v) /* NaN has no order */
+            ix->e[ix->n++] = (struct cp_jindex_ent){v, pos, it};
+    }
+    qsort(ix->e, ix->n, sizeof(*ix->e), jindex_cmp);
+    return 0;
+}
+
+size_t cp_jindex_first(const struct cp_jindex *ix, double key)
+{
+    size_t lo = 0, hi = ix->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (ix->e[mid].key < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < ix->n && ix->e[lo].key == key ? lo : ix->n;
+}
+
+const cJSON *cp_jindex_find(const struct cp_jindex *ix, double key)
+{
+    size_t i = cp_jindex_first(ix, key);
+    return i < ix->n ? ix->e[i].item : NULL;
+}
+
+void cp_jindex_free(struct cp_jindex *ix)
+{
+    free(ix->e);
+    ix->e = NULL;
+    ix->n = 0;
+}

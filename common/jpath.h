@@ -60,4 +60,26 @@ const cJSON *cp_jarr_at(const cJSON *o, const char *path);
  * v's own name (v->string), which is then copied first. */
 void cp_json_set(cJSON *o, const char *key, cJSON *v);
 
+/* An array's elements by a numeric member (a dotted path: "tid", "hang_state.mutex_owner"), sorted
+ * by (value, position): lookups by value in O(log n) where a loop over the array per lookup would
+ * make a pass over n threads quadratic (issue 16, item 10). Elements without that number are not
+ * in it. The index points into the array: it is valid while the array is unchanged. */
+struct cp_jindex_ent {
+    double key;
+    size_t pos; /* the element's position in the array */
+    const cJSON *item;
+};
+struct cp_jindex {
+    struct cp_jindex_ent *e;
+    size_t n;
+};
+/* 0, or -1 when out of memory (then the index is empty and finds nothing). */
+int cp_jindex_build(struct cp_jindex *ix, const cJSON *arr, const char *path);
+/* The first entry (in array order) whose value is key: its index in ix->e, or ix->n when none.
+ * The entries with that value follow it, in array order. */
+size_t cp_jindex_first(const struct cp_jindex *ix, double key);
+/* The first element (in array order) whose value is key, or NULL. */
+const cJSON *cp_jindex_find(const struct cp_jindex *ix, double key);
+void cp_jindex_free(struct cp_jindex *ix);
+
 #endif

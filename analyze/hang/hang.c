@@ -230,28 +230,10 @@ static const char *syscall_state(long nr, const char **what)
     }
 }
 
-static const cJSON *snap_thread(const cJSON *snap, double tid)
+/* The first fds.json entry for fd: its target (fds indexed by "fd"). */
+static const char *fd_target(const struct cp_jindex *fds, double fd)
 {
-    const cJSON *t;
-    cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(snap, "threads"))
-    {
-        double v;
-        if (cp_jnum(t, "tid", &v) && v == tid)
-            return t;
-    }
-    return NULL;
-}
-
-static const char *fd_target(const cJSON *fds, double fd)
-{
-    const cJSON *o;
-    cJSON_ArrayForEach(o, fds)
-    {
-        double v;
-        if (cp_jnum(o, "fd", &v) && v == fd)
-            return cp_jstr(o, "target");
-    }
-    return NULL;
+    return cp_jstr(cp_jindex_find(fds, fd), "target");
 }
 
 static uint64_t hexval(const char *s)
@@ -287,7 +269,7 @@ static void frame_text(const cJSON *f, char *out, size_t n)
                  cp_jstr(f, "module") ? cp_jstr(f, "module") : "?");
 }
 
-static cJSON *classify(const cJSON *t, const cJSON *st, const cJSON *fds)
+static cJSON *classify(const cJSON *t, const cJSON *st, const struct cp_jindex *fds)
 {
     const cJSON *frames = cJSON_GetObjectItemCaseSensitive(t, "frames");
     const cJSON *sc = cJSON_GetObjectItemCaseSensitive(st, "syscall");
@@ -427,7 +409,11 @@ static cJSON *classify(const cJSON *t, const cJSON *st, const cJSON *fds)
     return o;
 }
 
-static cJSON *holder_json(const cJSON *t, const cJSON *hs, cJSON *threads)
+/* At most this many mutexes are listed as held by one thread of a deadlock. */
+#define HOLDS_MAX 64
+
+/* waiters: the threads indexed by hang_state.mutex_owner */
+static cJSON *holder_json(const cJSON *t, const cJSON *hs, const struct cp_jindex *waiters)
 {
     double tid = 0;
     cp_jnum(t, "tid", &tid);
@@ -453,12 +439,12 @@ static cJSON *holder_json(const cJSON *t, const cJSON *hs, cJSON *threads)
     }
     /* holds: the mutexes other threads wait on whose owner is this thread */
     cJSON *holds = cJSON_AddArrayToObject(o, "holds");
-    const cJSON *u;
-    cJSON_ArrayForEach(u, threads)
-    {
-        const cJSON *us = cJSON_GetObjectItemCaseSensitive(u, "hang_state");
-        double ow;
-        if (cp_jnum(us, "mutex_owner", &ow) && ow == tid && cp_jstr(us, "mutex")) {
+    int nholds = 0;
+    for (size_t k = cp_jindex_first(waiters, tid); k < waiters->n && waiters->e[k].key == tid &&
+                                                   nholds < HOLDS_MAX;
+         k++) {
+        const cJSON *us = cJSON_GetObjectItemCaseSensitive(waiters->e[k].item, "hang_state");
+        if (cp_jstr(us, "mutex")) {
             int dup = 0;
             const cJSON *h;
             cJSON_ArrayForEach(h, holds) if (!strcmp(cp_jstr(h, "mutex"), cp_jstr(us, "mutex")))
@@ -472,6 +458,7 @@ static cJSON *holder_json(const cJSON *t, const cJSON *hs, cJSON *threads)
             else
                 cJSON_AddNullToObject(h2, "symbol");
             cJSON_AddItemToArray(holds, h2);
+            nholds++;
         }
     }
     cJSON *stack = cJSON_AddArrayToObject(o, "stack");
@@ -485,102 +472,127 @@ static cJSON *holder_json(const cJSON *t, const cJSON *hs, cJSON *threads)
     return o;
 }
 
-static cJSON *find_thread(cJSON *threads, double tid)
-{
-    cJSON *t;
-    cJSON_ArrayForEach(t, threads)
-    {
-        double v;
-        if (cp_jnum(t, "tid", &v) && v == tid)
-            return t;
-    }
-    return NULL;
-}
-
-/* Each waiting thread waits for one owner: follow the chain; a revisit of the chain is a
- * cycle. Each cycle is reported once (from its smallest tid). */
+/* Each waiting thread waits for one owner: the threads and their owners form a graph in which
+ * every node has at most one successor, so its cycles are found in one pass (each node is visited
+ * once: linear in the threads, where following each chain from every thread was quadratic). A
+ * node is a tid (its first thread in the array); a cycle is reported once, from its smallest tid,
+ * in the order of the array. */
 static void deadlocks(cJSON *threads, cJSON *out)
 {
     int n = cJSON_GetArraySize(threads);
-    if (n <= 0 || n > 100000)
+    struct cp_jindex byid, waiters;
+    if (n <= 0 || cp_jindex_build(&byid, threads, "tid"))
         return;
-    double *chain = calloc((size_t)n + 1, sizeof(double));
-    if (!chain)
+    if (cp_jindex_build(&waiters, threads, "hang_state.mutex_owner")) {
+        cp_jindex_free(&byid);
         return;
-    cJSON *t;
+    }
+    /* node i: byid.e[i]; only the first entry of each tid is a node */
+    size_t m = byid.n;
+    size_t *next = malloc((m + 1) * sizeof(*next));
+    unsigned char *mark = calloc(m + 1, 1); /* 0 new, 1 on the current walk, 2 done */
+    unsigned char *oncyc = calloc(m + 1, 1);
+    double *cmin = malloc((m + 1) * sizeof(*cmin));
+    size_t *walk = malloc((m + 1) * sizeof(*walk));
+    if (!next || !mark || !oncyc || !cmin || !walk)
+        goto out;
+    for (size_t i = 0; i < m; i++) {
+        next[i] = m;
+        if (cp_jindex_first(&byid, byid.e[i].key) != i)
+            continue;
+        double ow;
+        const cJSON *hs = cJSON_GetObjectItemCaseSensitive(byid.e[i].item, "hang_state");
+        if (cp_jnum(hs, "mutex_owner", &ow))
+            next[i] = cp_jindex_first(&byid, ow);
+    }
+    for (size_t i = 0; i < m; i++) {
+        if (mark[i] || cp_jindex_first(&byid, byid.e[i].key) != i)
+            continue;
+        size_t len = 0, v = i;
+        while (v < m && !mark[v]) {
+            mark[v] = 1;
+            walk[len++] = v;
+            v = next[v];
+        }
+        if (v < m && mark[v] == 1) { /* a new cycle: from v to the end of the walk */
+            double mn = byid.e[v].key;
+            size_t k = len;
+            while (k > 0 && walk[k - 1] != v)
+                k--;
+            for (size_t q = k - 1; q < len; q++)
+                if (byid.e[walk[q]].key < mn)
+                    mn = byid.e[walk[q]].key;
+            for (size_t q = k - 1; q < len; q++) {
+                oncyc[walk[q]] = 1;
+                cmin[walk[q]] = mn;
+            }
+        }
+        for (size_t q = 0; q < len; q++)
+            mark[walk[q]] = 2;
+    }
+    const cJSON *t;
     cJSON_ArrayForEach(t, threads)
     {
         double start;
         if (!cp_jnum(t, "tid", &start))
             continue;
-        int len = 0, cyc = -1;
-        double cur = start;
-        while (len <= n) {
-            int seen = -1;
-            for (int i = 0; i < len; i++)
-                if (chain[i] == cur)
-                    seen = i;
-            if (seen >= 0) {
-                cyc = seen;
-                break;
-            }
-            chain[len++] = cur;
-            cJSON *ct = find_thread(threads, cur);
-            const cJSON *hs = cJSON_GetObjectItemCaseSensitive(ct, "hang_state");
-            double ow;
-            if (!ct || !cp_jnum(hs, "mutex_owner", &ow) || !find_thread(threads, ow))
-                break;
-            cur = ow;
-        }
-        if (cyc < 0)
-            continue;
-        /* report the cycle only from its smallest member, and only when start is on it */
-        double minv = chain[cyc];
-        int on = 0;
-        for (int i = cyc; i < len; i++) {
-            if (chain[i] < minv)
-                minv = chain[i];
-            on |= chain[i] == start;
-        }
-        if (!on || minv != start)
+        size_t s0 = cp_jindex_first(&byid, start);
+        if (s0 >= m || !oncyc[s0] || cmin[s0] != start)
             continue;
         cJSON *d = cJSON_CreateObject();
         cJSON *dt = cJSON_CreateArray();
         char summary[2048] = "deadlock:";
-        for (int i = cyc; i < len; i++) {
-            cJSON *ct = find_thread(threads, chain[i]);
+        size_t slen = strlen(summary);
+        size_t v = s0;
+        do {
+            const cJSON *ct = byid.e[v].item;
             const cJSON *hs = cJSON_GetObjectItemCaseSensitive(ct, "hang_state");
-            cJSON *h = holder_json(ct, hs, threads);
-            cJSON_AddItemToArray(dt, h);
+            cJSON_AddItemToArray(dt, holder_json(ct, hs, &waiters));
             char part[300];
             double ow = 0;
             cp_jnum(hs, "mutex_owner", &ow);
-            snprintf(
+            int pn = snprintf(
                 part, sizeof(part), "%s thread %d (%s) waits for %s held by thread %d",
-                i == cyc ? "" : ";", (int)chain[i], cp_jstr(ct, "name") ? cp_jstr(ct, "name") : "",
+                v == s0 ? "" : ";", (int)byid.e[v].key, cp_jstr(ct, "name") ? cp_jstr(ct, "name") : "",
                 cp_jstr(hs, "mutex_symbol") ? cp_jstr(hs, "mutex_symbol") : cp_jstr(hs, "mutex"),
                 (int)ow);
-            if (strlen(summary) + strlen(part) < sizeof(summary))
-                strcat(summary, part);
-        }
+            size_t plen = pn < 0 ? 0 : strlen(part);
+            if (slen + plen < sizeof(summary)) {
+                memcpy(summary + slen, part, plen + 1);
+                slen += plen;
+            }
+            v = next[v];
+        } while (v != s0 && v < m);
         cJSON_AddStringToObject(d, "summary", summary);
         cJSON_AddItemToObject(d, "threads", dt);
         cJSON_AddItemToArray(out, d);
     }
-    free(chain);
+out:
+    free(next);
+    free(mark);
+    free(oncyc);
+    free(cmin);
+    free(walk);
+    cp_jindex_free(&byid);
+    cp_jindex_free(&waiters);
 }
 
-void hang_analyze_json(cJSON *r, const cJSON *snap, const cJSON *fds)
+void hang_analyze_json(cJSON *r, const cJSON *snap, const cJSON *fds_json)
 {
     cJSON *threads = cJSON_GetObjectItemCaseSensitive(r, "threads");
     cJSON *t;
     cJSON *states = cJSON_CreateObject();
+    /* lookups by tid and fd through indexes: one pass each, not one per thread */
+    struct cp_jindex snapix, fds, byid;
+    cp_jindex_build(&snapix, cJSON_GetObjectItemCaseSensitive(snap, "threads"), "tid");
+    cp_jindex_build(&fds, fds_json, "fd");
+    cp_jindex_build(&byid, threads, "tid");
     cJSON_ArrayForEach(t, threads)
     {
         double tid = 0;
         cp_jnum(t, "tid", &tid);
-        const cJSON *st = snap ? snap_thread(snap, tid) : NULL;
-        cJSON *hs = classify(t, st, fds);
+        const cJSON *st = snap ? cp_jindex_find(&snapix, tid) : NULL;
+        cJSON *hs = classify(t, st, &fds);
         cJSON_DeleteItemFromObjectCaseSensitive(t, "hang_state");
         cJSON_AddItemToObject(t, "hang_state", hs);
         const char *s = cp_jstr(hs, "state");
@@ -597,7 +609,9 @@ void hang_analyze_json(cJSON *r, const cJSON *snap, const cJSON *fds)
     cJSON_ArrayForEach(st, cJSON_GetObjectItemCaseSensitive(snap, "threads"))
     {
         double tid;
-        if (!cp_jnum(st, "tid", &tid) || find_thread(threads, tid) || !cJSON_IsArray(threads))
+        /* once per tid: the snap's first thread with it, when the core has none */
+        if (!cp_jnum(st, "tid", &tid) || cp_jindex_find(&byid, tid) ||
+            cp_jindex_find(&snapix, tid) != st || !cJSON_IsArray(threads))
             continue;
         cJSON *nt = cJSON_CreateObject();
         cJSON_AddNumberToObject(nt, "tid", tid);
@@ -606,10 +620,13 @@ void hang_analyze_json(cJSON *r, const cJSON *snap, const cJSON *fds)
         cJSON_AddStringToObject(nt, "state", cp_jstr(st, "state") ? cp_jstr(st, "state") : "?");
         cJSON_AddStringToObject(nt, "wchan", cp_jstr(st, "wchan") ? cp_jstr(st, "wchan") : "");
         cJSON_AddItemToObject(nt, "frames", cJSON_CreateArray());
-        cJSON *hs = classify(nt, st, fds);
+        cJSON *hs = classify(nt, st, &fds);
         cJSON_AddItemToObject(nt, "hang_state", hs);
         cJSON_AddItemToArray(threads, nt);
     }
+    cp_jindex_free(&snapix);
+    cp_jindex_free(&fds);
+    cp_jindex_free(&byid);
     cJSON *h = cJSON_CreateObject();
     cJSON_AddBoolToObject(h, "snap", snap != NULL);
     if (snap) {

@@ -9,6 +9,7 @@
  *   thread   {thread}              (crashed thread first, then the core's order)
  *   cause    {abort_message..., exception}
  *   python   {python}              (the CPython runtime found, python.h; only when there is one)
+ *   cap      {cap, threads}        (more threads than NATIVE_MAX_THREADS: the rest not unwound)
  *   error    {message}             (the analysis cannot go on)
  *   end      {}
  * In the parent, assemble() folds the lines into the object native.h describes.
@@ -36,7 +37,7 @@
 #include <unistd.h>
 
 #define DEFAULT_CPU_S 120u
-#define DEFAULT_WALL_S 180u
+#define DEFAULT_WALL_S NATIVE_DEFAULT_WALL_S
 #define DEFAULT_AS (32ull << 30) /* libdw maps whole files: a CUDA process maps several GiB */
 #define MANIFEST_MAX (16u << 20)
 #define MAX_OUTPUT (512u << 20)
@@ -517,7 +518,8 @@ static int unwind_all(int fd, struct core *c, struct unwind_session *s, const st
     struct second u = {0};
     struct printed_set ps = {0};
     int rc = 0;
-    for (size_t k = 0; k < c->nthreads && !rc; k++) {
+    size_t todo = c->nthreads < NATIVE_MAX_THREADS ? c->nthreads : NATIVE_MAX_THREADS;
+    for (size_t k = 0; k < todo && !rc; k++) {
         if (crash_after >= 0 && (long)k == crash_after)
             raise(SIGSEGV);
         /* the crashed thread first, then the others in the core's order */
@@ -537,6 +539,12 @@ static int unwind_all(int fd, struct core *c, struct unwind_session *s, const st
             python_thread_json(py, st.tid, tl);
         rc = emit(fd, "thread", tl) ? 3 : 0;
         unwind_stack_free(&st);
+    }
+    if (!rc && todo < c->nthreads) {
+        cJSON *cl = cJSON_CreateObject();
+        cJSON_AddNumberToObject(cl, "cap", (double)todo);
+        cJSON_AddNumberToObject(cl, "threads", (double)c->nthreads);
+        rc = emit(fd, "cap", cl) ? 3 : 0;
     }
     printed_free(&ps);
     ucd_end(u.ucd);
@@ -657,7 +665,9 @@ static void move_members(cJSON *to, cJSON *from)
     }
 }
 
-static void take_line(cJSON *r, cJSON *line, int *ended, double *dropped)
+/* Returns 1 when the line itself went into r (the caller must not free it): a thread line is
+ * moved, not copied. */
+static int take_line(cJSON *r, cJSON *line, int *ended, double *dropped)
 {
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(line, "t");
     const char *type = cJSON_IsString(t) ? t->valuestring : "";
@@ -684,15 +694,32 @@ static void take_line(cJSON *r, cJSON *line, int *ended, double *dropped)
         cJSON_DeleteItemFromObjectCaseSensitive(line, "t");
         const cJSON *d = cJSON_GetObjectItemCaseSensitive(line, "frames_dropped");
         *dropped += cJSON_IsNumber(d) ? d->valuedouble : 0;
-        cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(r, "threads"), cJSON_Duplicate(line, 1));
+        cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(r, "threads"), line);
+        return 1;
     } else if (!strcmp(type, "error") || !strcmp(type, "warning")) {
         const cJSON *m = cJSON_GetObjectItemCaseSensitive(line, "message");
         if (cJSON_IsString(m))
             cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(r, type[0] == 'e' ? "errors" : "warnings"),
                                  cJSON_CreateString(m->valuestring));
+    } else if (!strcmp(type, "cap")) {
+        double cap = 0, all = 0;
+        cp_jnum(line, "cap", &cap);
+        cp_jnum(line, "threads", &all);
+        cJSON *tc = cJSON_CreateObject();
+        cJSON_AddNumberToObject(tc, "cap", cap);
+        cJSON_AddNumberToObject(tc, "threads", all);
+        cJSON_AddNumberToObject(tc, "not_analyzed", all - cap);
+        cp_json_set(r, "threads_cap", tc);
+        char msg[256];
+        snprintf(msg, sizeof(msg),
+                 "the core has %.0f threads, more than the analyzer's cap (%.0f): the first %.0f "
+                 "(the crashed thread first) were analyzed, %.0f were not",
+                 all, cap, cap, all - cap);
+        cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(r, "errors"), cJSON_CreateString(msg));
     } else if (!strcmp(type, "end")) {
         *ended = 1;
     }
+    return 0;
 }
 
 static cJSON *empty_result(const struct native_opts *o)
@@ -734,9 +761,8 @@ static int feed_lines(void *ctx, const char *buf, size_t len)
         if (!nl)
             break;
         cJSON *line = cJSON_ParseWithLength(p, (size_t)(nl - p));
-        if (cJSON_IsObject(line))
-            take_line(f->r, line, &f->ended, &f->dropped);
-        cJSON_Delete(line);
+        if (!cJSON_IsObject(line) || !take_line(f->r, line, &f->ended, &f->dropped))
+            cJSON_Delete(line);
         f->off = (size_t)(nl - buf) + 1;
     }
     return f->ended;

@@ -22,6 +22,7 @@
  *     frames[] {index (physical frame number), pc (hex), function, function_full, symbol,
  *               module, module_offset (hex), build_id, elf_address (hex), file, line, column,
  *               inline, trust}
+ *   threads_cap {cap, threads, not_analyzed} (only when the core has more than NATIVE_MAX_THREADS),
  *   frames_dropped (sum over threads), modules[] {path, start, end, bias, build_id, found_at,
  *   debug_only, debug_file, problem, looked_up (files are looked up only for the modules that
  *   frames or the cause analysis touch)}
@@ -39,12 +40,22 @@
 
 struct bundle;
 
+/* Threads unwound and symbolized at most (the crashed thread first, then the core's order): the
+ * rest of a core with more (a hostile one: 60,000 copies of a thread's notes) are counted, not
+ * analyzed, and the result is partial: "threads_cap" {cap, threads, not_analyzed} and an error
+ * saying so (issue 16, item 10). Every stage after the child is linear in the threads it keeps. */
+#define NATIVE_MAX_THREADS 10000u
+
+/* The wall-clock limit of an analysis when native_opts.wall_s is 0 (--timeout's default): the
+ * child's, and report_build's for the stages after it. */
+#define NATIVE_DEFAULT_WALL_S 180u
+
 struct native_opts {
     struct unwind_opts unwind; /* method, max_frames, module lookup (sysroot, debug dirs) */
     int32_t manifest_tid;      /* the kernel's %i from the manifest; 0 when unknown */
     const char *comm;          /* program name for heuristics; NULL when unknown */
     unsigned cpu_s;            /* child's CPU limit (0: default 120) */
-    unsigned wall_s;           /* child's wall-clock limit (0: default 180) */
+    unsigned wall_s;           /* child's wall-clock limit (0: NATIVE_DEFAULT_WALL_S) */
     uint64_t as_bytes;         /* child's address-space limit (0: default 32 GiB) */
     int in_process;            /* 1: no child (debugging); a crash then takes the caller down */
 };

@@ -23,17 +23,6 @@ static cJSON *take(cJSON *o, const char *key)
     return cJSON_DetachItemFromObjectCaseSensitive(o, key);
 }
 
-static const cJSON *thread_info(const cJSON *threads_json, double tid)
-{
-    const cJSON *t;
-    cJSON_ArrayForEach(t, threads_json)
-    {
-        const cJSON *id = cJSON_GetObjectItemCaseSensitive(t, "tid");
-        if (cJSON_IsNumber(id) && id->valuedouble == tid)
-            return t;
-    }
-    return NULL;
-}
 
 static cJSON *str_or_null(const cJSON *o, const char *key)
 {
@@ -42,11 +31,12 @@ static cJSON *str_or_null(const cJSON *o, const char *key)
 }
 
 /* Contract order: tid, name, crashed, state first; then the rest of the thread. */
-static cJSON *shape_thread(cJSON *t, const cJSON *threads_json)
+/* threads_json: proc/threads.json indexed by tid (one lookup per thread, not a pass) */
+static cJSON *shape_thread(cJSON *t, const struct cp_jindex *threads_json)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON *tid = take(t, "tid"), *crashed = take(t, "crashed");
-    const cJSON *info = cJSON_IsNumber(tid) ? thread_info(threads_json, tid->valuedouble) : NULL;
+    const cJSON *info = cJSON_IsNumber(tid) ? cp_jindex_find(threads_json, tid->valuedouble) : NULL;
     cp_json_set(o, "tid", tid);
     cp_json_set(o, "name", str_or_null(info, "name"));
     cp_json_set(o, "crashed", crashed ? crashed : cJSON_CreateFalse());
@@ -97,10 +87,13 @@ void report_native_merge(cJSON *r, cJSON *nat, const cJSON *threads_json)
     cp_utf8_clean_tree(nat);
     merge_process(r, nat);
     cJSON *threads = take(nat, "threads"), *shaped = cJSON_CreateArray();
+    struct cp_jindex info;
+    cp_jindex_build(&info, threads_json, "tid");
     while (threads && threads->child)
         cJSON_AddItemToArray(shaped,
                              shape_thread(cJSON_DetachItemViaPointer(threads, threads->child),
-                                          threads_json));
+                                          &info));
+    cp_jindex_free(&info);
     cJSON_Delete(threads);
     cp_json_set(r, "threads", shaped);
     cp_json_set(r, "unwinder", take(nat, "unwinder"));
@@ -113,6 +106,8 @@ void report_native_merge(cJSON *r, cJSON *nat, const cJSON *threads_json)
     cp_json_set(a, "error", take(nat, "error"));
     cp_json_set(a, "warnings", take(nat, "warnings"));
     cp_json_set(a, "core", take(nat, "core"));
+    if (cJSON_GetObjectItemCaseSensitive(nat, "threads_cap"))
+        cp_json_set(a, "threads_cap", take(nat, "threads_cap"));
     cp_json_set(r, "analysis", a);
     cJSON_Delete(nat);
 }

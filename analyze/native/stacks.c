@@ -261,7 +261,9 @@ static cJSON *san_array(const cJSON *a, const struct shape *elem, struct san *s)
     {
         if (!out)
             return NULL;
-        if (n >= STACKS_MAX_THREADS || (elem && elem->is_frame && s->frames >= STACKS_MAX_FRAMES)) {
+        if (n >= STACKS_MAX_THREADS ||
+            (elem && elem->is_frame &&
+             (s->frames >= STACKS_MAX_FRAMES || n >= STACKS_MAX_THREAD_FRAMES))) {
             s->dropped++;
             break;
         }
@@ -313,7 +315,10 @@ static cJSON *san_object(const cJSON *o, const struct shape *sh, struct san *s)
     }
     if (!sh->keep_unknown_scalars)
         return out;
+    /* at most STACKS_MAX_UNKNOWN of them (the rest dropped): the lookup in `out` stays short, so
+     * an object with a million keys costs one pass, not a million lookups in a growing object */
     const cJSON *v;
+    size_t unknown = 0;
     cJSON_ArrayForEach(v, o)
     {
         if (!v->string || cJSON_GetObjectItemCaseSensitive(out, v->string))
@@ -323,10 +328,11 @@ static cJSON *san_object(const cJSON *o, const struct shape *sh, struct san *s)
             known = !strcmp(sh->keys[i].name, v->string);
         if (known || strlen(v->string) > 64)
             continue;
-        cJSON *c = san_scalar(v);
-        if (c)
+        cJSON *c = unknown < STACKS_MAX_UNKNOWN ? san_scalar(v) : NULL;
+        if (c) {
             cJSON_AddItemToObject(out, v->string, c);
-        else
+            unknown++;
+        } else
             s->dropped++;
     }
     return out;
@@ -412,18 +418,6 @@ static cJSON *threads_of(const cJSON *nat)
 {
     cJSON *t = cJSON_GetObjectItemCaseSensitive(nat, "threads");
     return cJSON_IsArray(t) ? t : NULL;
-}
-
-static cJSON *thread_by_tid(const cJSON *nat, double tid)
-{
-    cJSON *t;
-    cJSON_ArrayForEach(t, threads_of(nat))
-    {
-        double v;
-        if (cp_jnum(t, "tid", &v) && v == tid)
-            return t;
-    }
-    return NULL;
 }
 
 /* 0: no function name, 1: a name, 2: a name and a source file */
@@ -548,6 +542,10 @@ cJSON *stacks_choose(cJSON *local, cJSON *stacks, const cJSON *doc, cJSON **info
     if (cp_jnum(ls, "number", &a) && cp_jnum(ss, "number", &b) && a != b)
         differ(&c, "signal: local %.0f, stacks.json %.0f", a, b);
     cJSON *lacking = cJSON_CreateArray(); /* tids whose stacks.json thread is better */
+    /* threads by tid on both sides: one lookup each, not a pass over the other side per thread */
+    struct cp_jindex lix, six;
+    cp_jindex_build(&lix, threads_of(local), "tid");
+    cp_jindex_build(&six, threads_of(stacks), "tid");
     const cJSON *t;
     cJSON_ArrayForEach(t, threads_of(local))
     {
@@ -555,7 +553,7 @@ cJSON *stacks_choose(cJSON *local, cJSON *stacks, const cJSON *doc, cJSON **info
         if (!cp_jnum(t, "tid", &tid))
             continue;
         nthreads++;
-        const cJSON *st = thread_by_tid(stacks, tid);
+        const cJSON *st = cp_jindex_find(&six, tid);
         if (!st) {
             differ(&c, "thread %.0f is not in stacks.json", tid);
             continue;
@@ -570,7 +568,7 @@ cJSON *stacks_choose(cJSON *local, cJSON *stacks, const cJSON *doc, cJSON **info
     cJSON_ArrayForEach(t, threads_of(stacks))
     {
         double tid;
-        if (cp_jnum(t, "tid", &tid) && !thread_by_tid(local, tid))
+        if (cp_jnum(t, "tid", &tid) && !cp_jindex_find(&lix, tid))
             differ(&c, "thread %.0f is only in stacks.json", tid);
     }
     const char *source = "local";
@@ -586,12 +584,15 @@ cJSON *stacks_choose(cJSON *local, cJSON *stacks, const cJSON *doc, cJSON **info
         cJSON *lt = threads_of(local);
         cJSON_ArrayForEach(tid, lacking)
         {
-            cJSON *old = thread_by_tid(local, tid->valuedouble);
-            cJSON *nu = cJSON_Duplicate(thread_by_tid(stacks, tid->valuedouble), 1);
-            if (old && nu)
+            size_t k = cp_jindex_first(&lix, tid->valuedouble);
+            cJSON *old = k < lix.n ? (cJSON *)lix.e[k].item : NULL;
+            cJSON *nu = cJSON_Duplicate(cp_jindex_find(&six, tid->valuedouble), 1);
+            if (old && nu) {
                 cJSON_ReplaceItemViaPointer(lt, old, nu);
-            else
+                lix.e[k].item = nu; /* old is freed; a repeated tid finds its replacement */
+            } else {
                 cJSON_Delete(nu);
+            }
         }
         if (fill_cause(local, stacks) || lacking_threads)
             source = "local+stacks.json";
@@ -627,6 +628,8 @@ cJSON *stacks_choose(cJSON *local, cJSON *stacks, const cJSON *doc, cJSON **info
                  "first: %s", c.ndiff, cJSON_IsString(first) ? first->valuestring : "?");
         cJSON_AddStringToObject(in, "disagreement", w);
     }
+    cp_jindex_free(&lix);
+    cp_jindex_free(&six);
     cJSON_Delete(lacking);
     cJSON_Delete(stacks);
     if (out != local)

@@ -37,8 +37,10 @@ struct bundle;
 #define STACKS_FORMAT "crashpack-stacks/1"
 #define STACKS_MEMBER "stacks.json"
 #define STACKS_MAX (64u << 20)       /* stacks.json bytes analyze reads */
-#define STACKS_MAX_THREADS 100000u
+#define STACKS_MAX_THREADS 10000u    /* = NATIVE_MAX_THREADS: the rest are dropped (counted) */
 #define STACKS_MAX_FRAMES 4000000u   /* over all threads */
+#define STACKS_MAX_THREAD_FRAMES 4096u /* per thread (the native side keeps 256 by default) */
+#define STACKS_MAX_UNKNOWN 64u       /* unknown scalar members kept per object */
 #define STACKS_MAX_STRING (64u << 10)
 #define STACKS_MAX_DIFFERENCES 8
 

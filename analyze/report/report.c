@@ -366,10 +366,70 @@ static int native_part(struct bundle *b, cJSON *r, int no_stacks, struct native_
 }
 
 
+/* --timeout bounds the whole analysis, not only the native child: the stages after it are linear
+ * in what the caps let through, and the clock is read before each one. Their deadline is the
+ * limit and a quarter more (at least 1 s), so that a child stopped at the limit still leaves a
+ * partial report with its hang states, signature and diagnoses. Past it the rest are skipped and
+ * the report is partial, saying which stage was not reached. */
+struct stage_clock {
+    double deadline; /* CLOCK_MONOTONIC seconds */
+    unsigned limit_s;
+    long test_sleep_ms; /* CRASHPACK_TEST_STAGE_SLEEP_MS: each stage starts that much later (how
+                         * the tests make a parent stage run past --timeout) */
+    int expired;        /* a stage was skipped */
+};
+
+static double mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* 1 when the stage named may run; 0 past the deadline (analysis.complete false, analysis.error
+ * and st->native_failed set, once). */
+static int stage_ok(struct stage_clock *c, cJSON *r, const char *stage, struct report_status *st)
+{
+    if (c->test_sleep_ms > 0) {
+        struct timespec ts = {c->test_sleep_ms / 1000, (c->test_sleep_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    if (c->expired)
+        return 0;
+    if (mono_now() < c->deadline)
+        return 1;
+    c->expired = 1;
+    {
+        char msg[512];
+        snprintf(msg, sizeof(msg),
+                 "the analysis ran past its time limit (%u s, --timeout, and %u s for the stages "
+                 "after the core's) before the %s stage; it and the stages after it were skipped",
+                 c->limit_s, c->limit_s / 4 ? c->limit_s / 4 : 1, stage);
+        cJSON *a = cJSON_GetObjectItemCaseSensitive(r, "analysis");
+        if (!cJSON_IsObject(a)) {
+            a = cJSON_CreateObject();
+            cp_json_set(r, "analysis", a);
+        }
+        cp_json_set(a, "complete", cJSON_CreateFalse());
+        const char *old = cp_jstr(a, "error");
+        if (old) { /* keep the native analysis's own reason first */
+            char both[1024];
+            snprintf(both, sizeof(both), "%s; %s", old, msg);
+            cp_json_set(a, "error", cJSON_CreateString(both));
+        } else {
+            cp_json_set(a, "error", cJSON_CreateString(msg));
+        }
+        cp_json_set(a, "timed_out_stage", cJSON_CreateString(stage));
+        st->native_failed = 1;
+    }
+    return 0;
+}
+
 /* The stages after the bundle's own parts, in order. Returns 1 when the core analysis did not
- * complete. nj is consumed. */
+ * complete or a stage ran past the deadline. nj is consumed. */
 static int analysis_stages(struct bundle *b, cJSON *r, const struct report_opts *o,
-                           struct native_job *nj, struct report_status *st)
+                           struct native_job *nj, struct report_status *st,
+                           struct stage_clock *clk)
 {
     char everr[1024] = "";
     if (evidence_add(r, b, everr, sizeof(everr)))
@@ -379,15 +439,23 @@ static int analysis_stages(struct bundle *b, cJSON *r, const struct report_opts 
     char derr[512] = "", lerr[512] = "", serr[512] = "";
     struct rulebase *rb = diagnose_open(o->db, derr, sizeof(derr));
     struct siglists *L = siglists_load(NULL, lerr, sizeof(lerr));
-    int native_failed = native_part(b, r, o->no_stacks, nj);
-    hang_analyze(b, r); /* after the frames: threads[].hang_state, hang.deadlocks */
+    st->native_failed = native_part(b, r, o->no_stacks, nj);
+    if (stage_ok(clk, r, "hang", st))
+        hang_analyze(b, r); /* after the frames: threads[].hang_state, hang.deadlocks */
     /* after hang: a snap's kind is "hang"; failures in signature_info.error */
-    signature_compute(r, L, lerr, o->explain, serr, sizeof(serr));
+    if (stage_ok(clk, r, "signature", st))
+        signature_compute(r, L, lerr, o->explain, serr, sizeof(serr));
     siglists_free(L);
     /* last step: the rule base reads every field the analysis filled in */
-    if (diagnose_with(r, rb, derr, sizeof(derr)) < 0)
-        snprintf(st->diagnose_error, sizeof(st->diagnose_error), "%s", derr);
-    return native_failed;
+    if (stage_ok(clk, r, "rules", st)) {
+        if (diagnose_with(r, rb, derr, sizeof(derr)) < 0)
+            snprintf(st->diagnose_error, sizeof(st->diagnose_error), "%s", derr);
+    } else {
+        rulebase_close(rb);
+        char why[] = "not run: the analysis ran past its time limit (--timeout)";
+        diagnose_with(r, NULL, why, sizeof(why));
+    }
+    return st->native_failed;
 }
 
 cJSON *report_build(const char *path, const struct report_opts *o, struct report_status *st)
@@ -402,6 +470,10 @@ cJSON *report_build(const char *path, const struct report_opts *o, struct report
     /* the child that unwinds starts first and opens the bundle itself: forked before this process
      * has touched the bundle, it copies few pages on write. It works while this process decodes
      * the evidence and loads the rule base. */
+    struct stage_clock clk = {.limit_s = nopt.wall_s ? nopt.wall_s : NATIVE_DEFAULT_WALL_S};
+    clk.deadline = mono_now() + clk.limit_s + (clk.limit_s / 4 ? clk.limit_s / 4 : 1);
+    const char *ts = getenv("CRASHPACK_TEST_STAGE_SLEEP_MS");
+    clk.test_sleep_ms = ts && *ts ? strtol(ts, NULL, 10) : 0;
     struct native_job *nj = !o->members_only ? native_start_path(path, &nopt) : NULL;
     struct bundle *b = NULL;
     if (bundle_open(path, &b, st->error, sizeof(st->error))) {
@@ -416,7 +488,7 @@ cJSON *report_build(const char *path, const struct report_opts *o, struct report
         return NULL;
     }
     if (!o->members_only)
-        st->native_failed = analysis_stages(b, r, o, nj, st);
+        st->native_failed = analysis_stages(b, r, o, nj, st, &clk);
     st->partial = !bundle_complete(b) || st->native_failed;
     bundle_close(b);
     return r;
