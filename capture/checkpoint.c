@@ -22,6 +22,7 @@
  */
 #include "capture.h"
 #include "privs.h"
+#include "rootopen.h"
 #include "utf8.h"
 #include "util.h"
 
@@ -29,7 +30,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/openat2.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -102,9 +102,8 @@ static const char *type_name(mode_t m)
 
 struct kid {
     struct cap *c;
-    int rootfd;         /* O_PATH: the process's root (or the host's) */
-    int cwdfd;          /* O_PATH: its working directory, or -1 */
-    char cwd[PATH_MAX]; /* its text, for relative paths */
+    struct proc_root root; /* its root and working directory (rootopen.h) */
+    char cwd[PATH_MAX];    /* the working directory's text, for showing relative paths */
     pid_t nspid;        /* the pid the process sees (its state file's name) */
     long long starttime;
     cJSON *out;   /* checkpoint.json */
@@ -135,68 +134,12 @@ static void stage(int sock, const char *what, const char *path)
     send_all(sock, line, (size_t)n, NULL, 0);
 }
 
-static long openat2_sys(int dirfd, const char *path, struct open_how *how)
-{
-    return syscall(SYS_openat2, dirfd, path, how, sizeof(*how));
-}
-
-/* Kernels before 5.6: one component at a time with O_NOFOLLOW, refusing any symlink and "..",
- * so the walk can neither leave the process's root nor be redirected. */
-static int walk(int base, const char *path, int last_flags)
-{
-    char buf[PATH_MAX];
-    snprintf(buf, sizeof(buf), "%s", path);
-    int fd = openat(base, ".", O_PATH | O_CLOEXEC);
-    char *save = NULL;
-    char *comp = strtok_r(buf, "/", &save);
-    while (fd >= 0 && comp) {
-        char *next = strtok_r(NULL, "/", &save);
-        if (!strcmp(comp, ".")) {
-            comp = next;
-            continue;
-        }
-        if (!strcmp(comp, "..")) {
-            close(fd);
-            errno = EXDEV;
-            return -1;
-        }
-        int nfd = openat(fd, comp,
-                         O_PATH | O_NOFOLLOW | O_CLOEXEC | (next ? O_DIRECTORY : last_flags));
-        int e = errno;
-        close(fd);
-        if (nfd < 0 && next && e == ENOTDIR)
-            e = ELOOP; /* most likely a symlink among the directories */
-        fd = nfd;
-        errno = e;
-        comp = next;
-    }
-    return fd;
-}
-
-/* O_PATH descriptor of `path` as the crashed process sees it: absolute paths inside its root,
- * relative ones from its working directory. The last component is never followed; with
+/* O_PATH descriptor of `path` as the crashed process sees it (rootopen.h: inside its root,
+ * relative ones from its working directory). The last component is never followed; with
  * `strict`, no component may be a symlink. */
 static int open_in_root(struct kid *k, const char *path, int flags, int strict)
 {
-    struct open_how how;
-    memset(&how, 0, sizeof(how));
-    how.flags = (uint64_t)(O_PATH | O_NOFOLLOW | O_CLOEXEC | flags);
-    how.resolve = RESOLVE_NO_MAGICLINKS | (strict ? RESOLVE_NO_SYMLINKS : 0);
-    int base;
-    if (path[0] == '/') {
-        base = k->rootfd;
-        how.resolve |= RESOLVE_IN_ROOT;
-        while (*path == '/')
-            path++;
-        if (!*path)
-            path = ".";
-    } else {
-        base = k->cwdfd >= 0 ? k->cwdfd : k->rootfd;
-    }
-    long fd = openat2_sys(base, path, &how);
-    if (fd >= 0 || errno != ENOSYS)
-        return (int)fd;
-    return walk(base, path, flags);
+    return proc_open(&k->root, path, O_PATH | flags, strict ? PROC_OPEN_STRICT : 0, NULL);
 }
 
 /* An O_PATH descriptor reopened for reading through its magic link: no second lookup, so the
@@ -843,6 +786,15 @@ static void __attribute__((noreturn)) collect_child(struct cap *c, int sock)
     k.cands = cJSON_CreateArray();
     k.nspid = ns_pid(c);
     k.starttime = stat_starttime(c->procfd);
+    /* the process's root and working directory: O_PATH handles taken before the switch (every
+     * lookup through them happens after it, with the crashed uid's rights); without its root
+     * no path is opened at all, never the host's */
+    if (proc_root_open(&k.root, c->procfd))
+        add_text(k.out, "root", "the process's root is not accessible: no path opened");
+    if (c->procfd >= 0) {
+        ssize_t l = readlinkat(c->procfd, "cwd", k.cwd, sizeof(k.cwd) - 1);
+        k.cwd[l > 0 ? l : 0] = 0;
+    }
     if (privs_become(c, c->uid, c->gid)) {
         cJSON_AddBoolToObject(k.out, "found", 0);
         cJSON_AddStringToObject(k.out, "reason", "cannot switch to the crashed uid/gid");
@@ -850,17 +802,6 @@ static void __attribute__((noreturn)) collect_child(struct cap *c, int sock)
         if (s)
             send_all(sock, s, strlen(s), NULL, 0);
         _exit(1);
-    }
-    /* the process's root and working directory, opened with its uid's rights */
-    k.rootfd = c->procfd >= 0 ? openat(c->procfd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
-    k.cwdfd = c->procfd >= 0 ? openat(c->procfd, "cwd", O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
-    if (c->procfd >= 0) {
-        ssize_t l = readlinkat(c->procfd, "cwd", k.cwd, sizeof(k.cwd) - 1);
-        k.cwd[l > 0 ? l : 0] = 0;
-    }
-    if (k.rootfd < 0) {
-        add_text(k.out, "root", "host: the process's root is not accessible");
-        k.rootfd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
     }
     src_helper(&k);
     const char *e1 = c->secure ? NULL : cap_env(c, "CRASHPACK_CHECKPOINT");

@@ -3,13 +3,16 @@
  * dumps, the torchelastic error file, CUDA GPU core dumps.
  *
  * The process's own fds 1 and 2 are duplicated with pidfd_getfd as root (so Yama's ptrace scope
- * does not get in the way); everything else runs in a child that has become the crashed uid/gid,
- * so files named by the process are opened with its credentials, never through a symlink, and
- * with a time limit (a log on a dead NFS mount must not hang the handler). The child streams
+ * does not get in the way); everything else runs in a child that has become the crashed uid/gid
+ * (no capabilities, even for uid 0), so files named by the process are opened with its
+ * credentials, inside its root (rootopen.h: proc_open, the handler's one way to open a path the
+ * process names; absolute, relative and symlinked paths never leave that root), and with a time
+ * limit (a log on a dead NFS mount must not hang the handler). The child streams
  * records to the parent over a pipe: a fixed header, then the bytes. Flight-recorder dumps are
  * pickles: they are copied as opaque bytes, never unpickled. */
 #include "capture.h"
 #include "privs.h"
+#include "rootopen.h"
 #include "util.h"
 
 #include <dirent.h>
@@ -121,29 +124,23 @@ static void std_tails(struct cap *c, int out, const int fds[2], char targets[2][
     }
 }
 
-/* Open a path the process named, as the process (we are its uid now), without following a
- * symlink in the last component, without blocking on a FIFO. */
-static void copy_named(int out, const char *path, const char *member, const char *step,
-                       uint64_t cap)
+/* Opens a path the process named, as the process (we are its uid now), inside its root
+ * (rootopen.h: never a symlink in the last component, never a FIFO's open blocking, never past
+ * its root), and sends the start of it. */
+static void copy_named(const struct proc_root *r, int out, const char *path, const char *member,
+                       const char *step, uint64_t cap)
 {
     char detail[600];
     struct stat st;
-    if (lstat(path, &st)) {
-        snprintf(detail, sizeof(detail), "%s: %s", path, strerror(errno));
-        send_rec(out, "", step, errno == ENOENT ? "absent" : "refused", detail, NULL, 0);
-        return;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        snprintf(detail, sizeof(detail), "%s is a %s: not read", path, kind_of(st.st_mode));
-        send_rec(out, "", step, "refused", detail, NULL, 0);
-        return;
-    }
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-    if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-        snprintf(detail, sizeof(detail), "%s: %s", path, fd < 0 ? strerror(errno) : "changed");
-        send_rec(out, "", step, "refused", detail, NULL, 0);
-        if (fd >= 0)
-            close(fd);
+    int fd = proc_open(r, path, 0, 0, &st);
+    if (fd < 0) {
+        int e = errno;
+        if (e == PROC_OPEN_ENOTREG)
+            snprintf(detail, sizeof(detail), "%s is a %s: not read", path, kind_of(st.st_mode));
+        else
+            snprintf(detail, sizeof(detail), "%s: %s", path,
+                     e == ELOOP ? "a symlink (not followed)" : strerror(e));
+        send_rec(out, "", step, e == ENOENT ? "absent" : "refused", detail, NULL, 0);
         return;
     }
     uint64_t size = (uint64_t)st.st_size, take = size < cap ? size : cap;
@@ -172,8 +169,10 @@ static int newest_first(const void *a, const void *b)
     return x->mtime < y->mtime ? 1 : x->mtime > y->mtime ? -1 : strcmp(x->path, y->path);
 }
 
-/* Files in the directory of `pattern` whose base name matches its glob, newest first. */
-static size_t glob_dir(const char *pattern, struct found *out, size_t max)
+/* Files in the directory of `pattern` (inside the process's root) whose base name matches its
+ * glob, newest first. */
+static size_t glob_dir(const struct proc_root *r, const char *pattern, struct found *out,
+                       size_t max)
 {
     char dir[512];
     snprintf(dir, sizeof(dir), "%s", pattern);
@@ -187,9 +186,13 @@ static size_t glob_dir(const char *pattern, struct found *out, size_t max)
         *slash = 0;
     else
         snprintf(dir, sizeof(dir), ".");
-    DIR *d = opendir(dir);
-    if (!d)
+    int dfd = proc_open(r, dir, O_DIRECTORY, 0, NULL);
+    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+    if (!d) {
+        if (dfd >= 0)
+            close(dfd);
         return 0;
+    }
     size_t n = 0, cap = 256;
     struct found *all = calloc(cap, sizeof(*all));
     struct dirent *e;
@@ -197,8 +200,9 @@ static size_t glob_dir(const char *pattern, struct found *out, size_t max)
         if (fnmatch(glob, e->d_name, 0))
             continue;
         struct stat st;
-        snprintf(all[n].path, sizeof(all[n].path), "%s/%s", dir, e->d_name);
-        if (lstat(all[n].path, &st) == 0) {
+        snprintf(all[n].path, sizeof(all[n].path), "%s/%s", strcmp(dir, "/") ? dir : "",
+                 e->d_name);
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
             all[n].mtime = st.st_mtime;
             n++;
         }
@@ -221,7 +225,7 @@ static void member_name(char *dst, size_t n, const char *prefix, const char *pat
     snprintf(dst, n, "%s%s", prefix, esc);
 }
 
-static void ml_files(struct cap *c, int out)
+static void ml_files(struct cap *c, const struct proc_root *r, int out)
 {
     uint64_t cap = c->cfg.ml_file_max;
     char member[100];
@@ -233,17 +237,17 @@ static void ml_files(struct cap *c, int out)
         char pat[512];
         snprintf(pat, sizeof(pat), "%s*", fr && *fr ? fr : "/tmp/nccl_trace_rank_");
         struct found f[MAX_ML_FILES];
-        size_t n = glob_dir(pat, f, MAX_ML_FILES);
+        size_t n = glob_dir(r, pat, f, MAX_ML_FILES);
         if (!n)
             send_rec(out, "", "ml/nccl_flight_recorder", "absent", pat, NULL, 0);
         for (size_t i = 0; i < n; i++) {
             member_name(member, sizeof(member), "ml/", f[i].path);
-            copy_named(out, f[i].path, member, "ml/nccl_flight_recorder", cap);
+            copy_named(r, out, f[i].path, member, "ml/nccl_flight_recorder", cap);
         }
     }
     const char *te = cap_env(c, "TORCHELASTIC_ERROR_FILE");
     if (te && *te)
-        copy_named(out, te, "ml/torchelastic_error.json", "ml/torchelastic_error", cap);
+        copy_named(r, out, te, "ml/torchelastic_error.json", "ml/torchelastic_error", cap);
     /* CUDA GPU core dumps: CUDA_COREDUMP_FILE may hold %p %h %t; the default name is
      * core_<time>_<host>_<pid>.nvcudmp in the working directory */
     const char *cf = cap_env(c, "CUDA_COREDUMP_FILE");
@@ -264,17 +268,17 @@ static void ml_files(struct cap *c, int out)
         }
         pat[k] = 0;
         struct found f[2];
-        size_t n = glob_dir(pat, f, 2);
+        size_t n = glob_dir(r, pat, f, 2);
         if (!n)
             send_rec(out, "", "ml/cuda_coredump", "absent", pat, NULL, 0);
         for (size_t i = 0; i < n; i++) {
             member_name(member, sizeof(member), "ml/", f[i].path);
-            copy_named(out, f[i].path, member, "ml/cuda_coredump", cap);
+            copy_named(r, out, f[i].path, member, "ml/cuda_coredump", cap);
         }
     }
 }
 
-/* Become the crashed process's uid/gid for good. */
+/* Become the crashed process's uid/gid for good, then read what it names. */
 static void child(struct cap *c, int out, const int fds[2], char targets[2][512])
 {
     /* above all not the core pipe: the kernel waits for every reader of it, and this child may
@@ -287,20 +291,21 @@ static void child(struct cap *c, int out, const int fds[2], char targets[2][512]
         dup2(nul, 0);
         close(nul);
     }
-    /* the process's working directory: relative paths it named are relative to it */
-    char cwd[64];
-    snprintf(cwd, sizeof(cwd), "/proc/%d/cwd", (int)c->pid);
-    int cwdfd = open(cwd, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    /* the process's root and working directory (O_PATH handles): the paths it named resolve
+     * inside its root, relative ones from its working directory, after the switch */
+    struct proc_root r;
+    int noroot = proc_root_open(&r, c->procfd);
     close(c->procfd);
     if (privs_become(c, c->uid, c->gid)) {
         send_rec(out, "", "logs", "failed", "cannot switch to the crashed uid", NULL, 0);
         _exit(1);
     }
-    if (cwdfd >= 0 && fchdir(cwdfd))
-        cwdfd = -1;
     std_tails(c, out, fds, targets);
-    if (!c->secure)
-        ml_files(c, out);
+    if (!c->secure && noroot)
+        send_rec(out, "", "ml", "failed", "the process's root is not accessible: no path opened",
+                 NULL, 0);
+    else if (!c->secure)
+        ml_files(c, &r, out);
     _exit(0);
 }
 

@@ -47,7 +47,9 @@ int privs_become(const struct cap *c, uid_t uid, gid_t gid)
         set_caps(SETID_CAPS, SETID_CAPS); /* a failure shows in the switch itself */
     if (setgroups(0, NULL) || setresgid(gid, gid, gid) || setresuid(uid, uid, uid))
         return -1;
-    if (c->privs_dropped && set_caps(0, 0) && errno != EPERM)
+    /* nothing stays: not for uid 0 either (a root process's files are opened as uid 0 without
+     * CAP_DAC_OVERRIDE and the rest, so a mode or an ACL stops them as it stops the process) */
+    if (set_caps(0, 0) && errno != EPERM)
         return -1;
     return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
 }

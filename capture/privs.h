@@ -16,9 +16,11 @@ int privs_drop(struct cap *c);
 /* Becomes uid/gid for good, in a forked child, before it touches anything the crashed process
  * names: no supplementary groups, real/effective/saved gid and uid, no_new_privs.
  *   - Before privs_drop (the quick collectors' children, the handler still full root) the switch
- *     needs no capability work: a child for a non-root uid loses every capability with it.
+ *     itself needs no capability work.
  *   - After privs_drop (the finisher's children) CAP_SETUID/CAP_SETGID are only permitted: they
- *     are made effective for the switch, then every capability is cleared (for uid 0 too).
+ *     are made effective for the switch.
+ *   - Either way every capability is cleared afterwards, for uid 0 too: a child for a root crash
+ *     has uid 0's file ownership and nothing more.
  * Returns 0, or -1 with errno (the caller _exits: never run anything half-switched). */
 int privs_become(const struct cap *c, uid_t uid, gid_t gid);
 
