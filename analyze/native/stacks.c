@@ -575,7 +575,10 @@ cJSON *stacks_choose(cJSON *local, cJSON *stacks, const cJSON *doc, cJSON **info
     int local_complete = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(local, "complete"));
     int stacks_complete = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(stacks, "complete"));
     cJSON *out = local;
-    if ((nthreads && lacking_threads == nthreads) || (!local_complete && stacks_complete)) {
+    /* a local analysis cut at the thread cap is partial for a known reason that stacks.json (capped
+     * alike, and from a bundle) cannot undo: it stays, with its cap and error */
+    int capped = cJSON_GetObjectItemCaseSensitive(local, "threads_cap") != NULL;
+    if ((nthreads && lacking_threads == nthreads) || (!local_complete && stacks_complete && !capped)) {
         source = "stacks.json";
         out = stacks;
         stacks = NULL;
