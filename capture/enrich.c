@@ -9,8 +9,11 @@
  *     failure), 3 the temporary bundle re-opened read-only (it lives in a root-only 0711
  *     directory: it is handed over as a descriptor, never re-opened by path as the user), 4 the
  *     root descriptor, nothing else;
- *   - becomes the crashed uid/gid (root, with no capabilities, only for root-only bundles),
- *     sets no_new_privs, RLIMIT_CORE 1 (no core_pattern recursion) and RLIMIT_CPU;
+ *   - becomes the crashed uid/gid, or for a root or secure (setuid, not dumpable) crash an
+ *     unprivileged system user (`crashpack`, else `nobody`): the analysis never parses as uid 0;
+ *     no capabilities, no_new_privs, RLIMIT_CORE 1 (no core_pattern recursion) and RLIMIT_CPU;
+ *     with the root descriptor, the analysis child seals itself (seccomp: no open by path) and
+ *     opens the core's module files only inside it (openat2 RESOLVE_IN_ROOT; modules.h);
  *   - runs in its own process group and execs `crashpack enrich --bundle-fd 3 --root-fd 4
  *     --out - --timeout T --memory M` with an empty environment.
  * The finisher reads at most enrich_max bytes under the deadline, kills the process group when
@@ -27,6 +30,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,6 +106,31 @@ child(struct cap *c, const char *prog, int out, int err, int bfd, uid_t uid, gid
     char *envp[] = {NULL};
     execve(prog, argv, envp);
     _exit(127);
+}
+
+/* The unprivileged system user the analysis of a root or secure crash runs as: `crashpack` when
+ * /etc/passwd has one, else `nobody`, else 65534. Read with fgetpwent, not through NSS (no module
+ * loading or directory service in the handler). Its only ways to the files are the descriptors it
+ * is given (the bundle; the root, inside which modules open with RESOLVE_IN_ROOT). */
+static void sandbox_user(uid_t *uid, gid_t *gid)
+{
+    int fd = open("/etc/passwd", O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+    int best = 0; /* 2: crashpack, 1: nobody */
+    *uid = *gid = 65534;
+    if (!f && fd >= 0)
+        close(fd);
+    struct passwd *pw;
+    while (f && best < 2 && (pw = fgetpwent(f))) {
+        int rank = !strcmp(pw->pw_name, "crashpack") ? 2 : !strcmp(pw->pw_name, "nobody") ? 1 : 0;
+        if (rank > best && pw->pw_uid != 0 && pw->pw_gid != 0) {
+            best = rank;
+            *uid = pw->pw_uid;
+            *gid = pw->pw_gid;
+        }
+    }
+    if (f)
+        fclose(f);
 }
 
 /* SIGKILL to the process group, sent as its uid (the finisher has no CAP_KILL). */
@@ -252,8 +281,10 @@ void enrich_finish(struct cap *c)
     double t = now_mono();
     char prog[PATH_MAX], why[600] = "";
     int bfd = -1, pout[2] = {-1, -1}, perr[2] = {-1, -1};
-    uid_t uid = c->secure ? 0 : c->uid;
-    gid_t gid = c->secure ? 0 : c->gid;
+    uid_t uid = c->uid;
+    gid_t gid = c->gid;
+    if (c->secure || c->uid == 0)
+        sandbox_user(&uid, &gid); /* never parse as uid 0, nor as a setuid program's owner */
     const char *e;
     if (!wanted(c)) {
         step(c, "off", t, 0, -1, "enrich = off");

@@ -301,7 +301,9 @@ int cmd_enrich(int argc, char **argv)
             return 2;
         }
         snprintf(A.root_path, sizeof(A.root_path), "/proc/self/fd/%d", A.root_fd);
-        A.native.unwind.mods.sysroot = A.root_path;
+        A.native.unwind.mods.sysroot = A.root_path; /* names files in messages only: */
+        A.native.unwind.mods.root_fd = A.root_fd;   /* they open inside it (modules.h) */
+        A.native.sealed = 1; /* and the analysis can open nothing by path (sandbox_seal) */
         binaries = "root-fd";
     } else if (A.sysroot) {
         A.native.unwind.mods.sysroot = A.sysroot;
@@ -329,7 +331,7 @@ int cmd_enrich(int argc, char **argv)
     A.native.comm = cJSON_IsString(comm) ? comm->valuestring : NULL;
     int failed = 0;
     cJSON *nat = native_run(b, &A.native, &failed);
-    struct stacks_meta meta = {binaries, bundle_complete(b), (now_mono() - t0) * 1000};
+    struct stacks_meta meta = {binaries, bundle_complete(b), (now_mono() - t0) * 1000, A.native.sealed};
     bundle_close(b);
     if (nat && A.root_fd >= 0)
         root_relative(nat, A.root_path);

@@ -7,6 +7,7 @@ pkgs=(
     libzip-dev                                             # checkpoint verdict (crashpack checkpoint)
     libdw-dev libelf-dev libunwind-dev libsqlite3-dev libxml2-dev  # analyzer (later issues)
     libdeflate-dev                                         # analyzer: fast inflate of compressed DWARF (debuginfo cache)
+    libseccomp-dev                                         # analyzer: the sealed enrich child (sandbox_seal)
     zstd xxhash tar gdb elfutils binutils acl util-linux procps psmisc time  # tests: open bundles, check cores; fuser
     libc6-dbg strace                                       # tests: libc's compressed DWARF, the debuginfo cache
     python3 python3-torch                                  # real python/libtorch crashes (/usr/bin/python3)

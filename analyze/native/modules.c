@@ -292,7 +292,9 @@ static int set_paths(struct modules *m, const struct modules_opts *o)
     m->dir_prefix = calloc(m->ndebug_dirs, sizeof(char *));
     if (!m->dir_fd || !m->dir_resolve || !m->dir_prefix)
         return -1;
-    if (m->sysroot)
+    if (m->sysroot && o && o->root_fd > 2)
+        m->rootfd = fcntl(o->root_fd, F_DUPFD_CLOEXEC, 3);
+    else if (m->sysroot)
         m->rootfd = open(m->sysroot, O_PATH | O_DIRECTORY | O_CLOEXEC);
     for (size_t i = 0; i < m->ndebug_dirs; i++) {
         m->dir_prefix[i] = "";
@@ -352,6 +354,8 @@ void modules_free(struct modules *m)
         free(m->v[i].image);
         free(m->v[i].found_at);
         free(m->v[i].problem);
+        free(m->v[i].alt_name);
+        free(m->v[i].debug_dir_inside);
     }
     free(m->v);
     free(m->sysroot);
@@ -460,6 +464,18 @@ static int open_in_dir(const struct modules *m, size_t i, const char *rel)
     if (snprintf(p, sizeof(p), "%s%s", m->dir_prefix[i], rel) >= (int)sizeof(p))
         return -1;
     return open_under(m->dir_fd[i], p, m->dir_resolve[i]);
+}
+
+/* The path inside the sysroot that open_in_dir(m, i, rel) opens, in buf; NULL when dir i is not
+ * in the sysroot. */
+static const char *dir_inside(const struct modules *m, size_t i, const char *rel, char *buf,
+                              size_t n)
+{
+    if (m->dir_resolve[i] != RESOLVE_IN_ROOT)
+        return NULL;
+    while (*rel == '/')
+        rel++;
+    return snprintf(buf, n, "/%s%s", m->dir_prefix[i], rel) < (int)n ? buf : NULL;
 }
 
 /* What an open file is: the path the kernel resolved (what realpath() gives libdwfl), else
@@ -631,7 +647,41 @@ struct found {
     int fd;
     char *name;
     int trusted;
+    const char *inside; /* set by the caller: the path opened inside the sysroot, else NULL */
+    char *dir_inside;   /* its directory (malloc()ed), when inside */
+    char *alt_name;     /* its .gnu_debugaltlink (malloc()ed), NULL when none */
+    unsigned char alt_id[MODULES_MAX_BUILD_ID];
+    size_t alt_id_len;
 };
+
+/* The .gnu_debugaltlink section of a dwz-processed debug file: the alt file's name, NUL, its
+ * build-id. */
+static void read_altlink(Elf *e, struct found *f)
+{
+    size_t shstrndx;
+    Elf_Scn *scn = NULL;
+    if (elf_getshdrstrndx(e, &shstrndx))
+        return;
+    while ((scn = elf_nextscn(e, scn))) {
+        GElf_Shdr sh;
+        const char *nm;
+        if (!gelf_getshdr(scn, &sh) || !(nm = elf_strptr(e, shstrndx, sh.sh_name)) ||
+            strcmp(nm, ".gnu_debugaltlink"))
+            continue;
+        Elf_Data *d = elf_getdata(scn, NULL);
+        const char *b = d ? d->d_buf : NULL;
+        const char *z = b ? memchr(b, 0, d->d_size) : NULL;
+        if (!z || z == b)
+            return;
+        size_t idlen = d->d_size - (size_t)(z + 1 - b);
+        if (idlen < 2 || idlen > MODULES_MAX_BUILD_ID)
+            return;
+        f->alt_name = strdup(b);
+        memcpy(f->alt_id, z + 1, idlen);
+        f->alt_id_len = idlen;
+        return;
+    }
+}
 
 static int take_debug(struct found *f, int fd, const unsigned char *id, size_t len,
                       const char *path, int trusted)
@@ -642,10 +692,15 @@ static int take_debug(struct found *f, int fd, const unsigned char *id, size_t l
             close(fd);
         return 0;
     }
+    read_altlink(e, f);
     elf_end(e);
     f->fd = fd;
     f->name = fd_name(fd, path);
     f->trusted = trusted;
+    if (f->inside) {
+        const char *sl = strrchr(f->inside, '/');
+        f->dir_inside = sl ? strndup(f->inside, (size_t)(sl - f->inside)) : NULL;
+    }
     return 1;
 }
 
@@ -662,6 +717,8 @@ static int find_by_build_id(const struct modules *m, const unsigned char *id, si
     snprintf(rel, sizeof(rel), ".build-id/%.2s/%s.debug", hex, hex + 2);
     for (size_t i = 0; i < m->ndebug_dirs; i++) {
         snprintf(path, sizeof(path), "%s/%s", m->debug_dirs[i], rel);
+        char in[PATH_MAX];
+        f->inside = dir_inside(m, i, rel, in, sizeof(in));
         if (take_debug(f, open_in_dir(m, i, rel), id, len, path,
                        i >= m->nuser_dirs && !m->sysroot))
             return 1;
@@ -693,6 +750,7 @@ static int find_by_debuglink(const struct modules *m, const struct module *mod, 
             continue;
         if (nm[0] == '/') {
             snprintf(shown, sizeof(shown), "%s%s", root, nm);
+            f->inside = m->sysroot ? nm : NULL;
             if (take_debug(f, open_in_root(m, nm), id, len, shown, host))
                 return 1;
             continue;
@@ -700,6 +758,7 @@ static int find_by_debuglink(const struct modules *m, const struct module *mod, 
         for (int sub = 0; sub < 2; sub++) {
             snprintf(p, sizeof(p), "%.*s%s/%s", dlen, mod->path, sub ? "/.debug" : "", nm);
             snprintf(shown, sizeof(shown), "%s%s", root, p);
+            f->inside = m->sysroot ? p : NULL;
             if (take_debug(f, open_in_root(m, p), id, len, shown, host))
                 return 1;
         }
@@ -708,6 +767,8 @@ static int find_by_debuglink(const struct modules *m, const struct module *mod, 
             while (d && d <= slash) {
                 snprintf(p, sizeof(p), "%.*s/%s", (int)(slash - d), d, nm);
                 snprintf(shown, sizeof(shown), "%s%s", m->debug_dirs[i], p);
+                char in[PATH_MAX];
+                f->inside = dir_inside(m, i, p, in, sizeof(in));
                 if (take_debug(f, open_in_dir(m, i, p), id, len, shown,
                                i >= m->nuser_dirs && !m->sysroot))
                     return 1;
@@ -718,6 +779,36 @@ static int find_by_debuglink(const struct modules *m, const struct module *mod, 
     return 0;
 }
 
+/* The dwz alt file of a module's debug file, with a sysroot: what libdwfl's standard search would
+ * do (by the alt build-id in the debug dirs, then the recorded name: absolute inside the root,
+ * relative to the debug file's directory), every open inside the root and the build-id checked.
+ * Returns the fd, or -1. */
+static int find_alt(const struct modules *m, const struct module *mod, const char *altname,
+                    char **debuginfo_file_name)
+{
+    struct found f = {.fd = -1};
+    const char *nm = mod->alt_name ? mod->alt_name : altname;
+    if (!mod->alt_id_len || !nm)
+        return -1;
+    if (!find_by_build_id(m, mod->alt_id, mod->alt_id_len, &f)) {
+        char p[PATH_MAX], shown[PATH_MAX];
+        if (nm[0] == '/')
+            snprintf(p, sizeof(p), "%s", nm);
+        else if (mod->debug_dir_inside)
+            snprintf(p, sizeof(p), "%s/%s", mod->debug_dir_inside, nm);
+        else
+            return -1;
+        snprintf(shown, sizeof(shown), "%s%s", m->sysroot, p);
+        if (!take_debug(&f, open_in_root(m, p), mod->alt_id, mod->alt_id_len, shown, 0))
+            return -1;
+    }
+    free(f.alt_name);
+    free(f.dir_inside);
+    free(*debuginfo_file_name);
+    *debuginfo_file_name = f.name;
+    return f.fd;
+}
+
 int modules_find_debuginfo(Dwfl_Module *dm, void **userdata, const char *modname, Dwarf_Addr base,
                            const char *file_name, const char *debuglink_file,
                            GElf_Word debuglink_crc, char **debuginfo_file_name)
@@ -726,6 +817,8 @@ int modules_find_debuginfo(Dwfl_Module *dm, void **userdata, const char *modname
     /* Once a module's debug file is found, a further ask is for its dwz alt file
      * (.gnu_debugaltlink), which is never cached and is left to the standard search. */
     int first = mod && !mod->debug_found;
+    if (!first && mod && mod->owner && mod->owner->sysroot)
+        return find_alt(mod->owner, mod, debuglink_file, debuginfo_file_name);
     if (!first || !mod->owner)
         return dwfl_standard_find_debuginfo(dm, userdata, modname, base, file_name,
                                             debuglink_file, debuglink_crc, debuginfo_file_name);
@@ -742,6 +835,15 @@ int modules_find_debuginfo(Dwfl_Module *dm, void **userdata, const char *modname
             free(*debuginfo_file_name);
             *debuginfo_file_name = origin; /* reports name the file the copy was made from */
             mod->debug_found = 1;
+            Elf *ce = m->sysroot ? elf_begin(cfd, ELF_C_READ_MMAP, NULL) : NULL;
+            if (ce) { /* its dwz alt file is looked up by find_alt */
+                struct found a = {.fd = -1};
+                read_altlink(ce, &a);
+                elf_end(ce);
+                mod->alt_name = a.alt_name;
+                memcpy(mod->alt_id, a.alt_id, sizeof(mod->alt_id));
+                mod->alt_id_len = a.alt_id_len;
+            }
             return cfd;
         }
     }
@@ -753,6 +855,10 @@ int modules_find_debuginfo(Dwfl_Module *dm, void **userdata, const char *modname
         !find_by_debuglink(m, mod, debuglink_file, id, id ? len : 0, &f))
         return -1;
     mod->debug_found = 1;
+    mod->alt_name = f.alt_name;
+    memcpy(mod->alt_id, f.alt_id, sizeof(mod->alt_id));
+    mod->alt_id_len = f.alt_id_len;
+    mod->debug_dir_inside = f.dir_inside;
     if (id && dc && f.trusted) {
         /* not cached: a compressed file from a build-id tree is decompressed into the cache now
          * (libdeflate, several times faster than libdw's inflate) and the copy used; one found by

@@ -57,11 +57,23 @@ struct module {
     int looked_up;
     int cache_store; /* its debug file is compressed and not cached yet: store it (dcache.h) */
     int debug_found; /* its debug file was found (later asks are for a dwz alt file) */
+    /* the debug file's .gnu_debugaltlink (dwz): the alt file's name and build-id, and the
+     * directory the debug file was found in inside the sysroot ("" when not there); with a
+     * sysroot the alt file is looked up by modules.c itself, never by libdwfl's path search */
+    char *alt_name;
+    unsigned char alt_id[MODULES_MAX_BUILD_ID];
+    size_t alt_id_len;
+    char *debug_dir_inside;
     const struct modules *owner; /* private */
 };
 
 struct modules_opts {
     const char *sysroot;           /* NULL: the paths as they are */
+    /* > 2: an open directory standing for sysroot (`crashpack enrich --root-fd`: the crashed
+     * process's /proc/PID/root), duplicated instead of opening sysroot by its name, which then
+     * only names files in messages. Every file is opened inside it (RESOLVE_IN_ROOT), so the
+     * analysis needs no open by path (enrich forbids them: seccomp). 0: none. */
+    int root_fd;
     const char *const *debug_dirs; /* searched before SYSROOT/usr/lib/debug */
     size_t ndebug_dirs;
 };

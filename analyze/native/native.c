@@ -425,6 +425,7 @@ static long test_dwfl_cut(void)
 struct second {
     struct ucd_session *ucd;
     int tried;
+    int sealed; /* native_opts.sealed: libunwind-coredump opens its files by path */
     char err[512];
 };
 
@@ -433,7 +434,11 @@ static struct ucd_session *second_get(int fd, struct unwind_session *s, struct c
 {
     if (!u->tried) {
         u->tried = 1;
-        if (ucd_begin(s, c, &u->ucd, u->err, sizeof(u->err))) {
+        if (u->sealed)
+            snprintf(u->err, sizeof(u->err), "%s",
+                     "the second unwinder (libunwind) is off in a sealed analysis: it opens "
+                     "files by path");
+        if (u->sealed || ucd_begin(s, c, &u->ucd, u->err, sizeof(u->err))) {
             cJSON *w = cJSON_CreateObject();
             add_str(w, "message", u->err);
             emit(fd, "warning", w);
@@ -509,13 +514,13 @@ static int unwind_one(int fd, struct core *c, struct unwind_session *s, struct s
 }
 
 static int unwind_all(int fd, struct core *c, struct unwind_session *s, const struct cause *z,
-                      const struct py_state *py)
+                      const struct py_state *py, int sealed)
 {
     long crash_after = test_crash_after();
     struct symcache *cache = calloc(SYMCACHE_SLOTS, sizeof(*cache));
     if (!cache)
         return emit_error(fd, "out of memory while unwinding");
-    struct second u = {0};
+    struct second u = {.sealed = sealed};
     struct printed_set ps = {0};
     int rc = 0;
     size_t todo = c->nthreads < NATIVE_MAX_THREADS ? c->nthreads : NATIVE_MAX_THREADS;
@@ -577,7 +582,7 @@ static int analyze(struct job *j, int fd, struct core *c)
         rc = emit(fd, "python", line) ? 3 : 0;
     }
     if (!rc)
-        rc = unwind_all(fd, c, s, &z, &py);
+        rc = unwind_all(fd, c, s, &z, &py, j->o.sealed);
     if (!rc && z.signo == SIGABRT) {
         cause_abort_message(s, c, j->o.comm, &z);
         cause_cxx_exception(s, c, &z);
@@ -624,6 +629,13 @@ static int child_main(void *arg, int fd)
     struct job *j = arg;
     char err[512] = "";
     unsetenv("DEBUGINFOD_URLS"); /* never the network; the same answer for the same input */
+    if (j->o.sealed && !j->o.in_process) {
+        /* what is needed by path is loaded before no open by path is allowed */
+        symbolize_preload();
+        ucd_preload_data();
+        if (sandbox_seal(err, sizeof(err)))
+            return emit_error(fd, err);
+    }
     if (j->o.unwind.deadline <= 0)
         j->o.unwind.deadline = now() + 0.8 * (j->o.wall_s ? j->o.wall_s : DEFAULT_WALL_S);
     struct bundle *own = NULL;

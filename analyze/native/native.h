@@ -58,6 +58,10 @@ struct native_opts {
     unsigned wall_s;           /* child's wall-clock limit (0: NATIVE_DEFAULT_WALL_S) */
     uint64_t as_bytes;         /* child's address-space limit (0: default 32 GiB) */
     int in_process;            /* 1: no child (debugging); a crash then takes the caller down */
+    int sealed;                /* 1: the child seals itself before it parses (sandbox_seal: no
+                                  open by path; `crashpack enrich --root-fd`): what it needs by
+                                  path (libstdc++, data files) is loaded first, and the second
+                                  unwinder, which opens files by path, is off */
 };
 
 /* Returns the assembled object, or NULL when out of memory. *failed is set to 1 when the analysis

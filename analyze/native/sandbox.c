@@ -8,6 +8,7 @@
 #include "errmsg.h"
 
 #include <errno.h>
+#include <seccomp.h>
 #include <malloc.h>
 #include <stdint.h>
 #include <fcntl.h>
@@ -298,4 +299,37 @@ int sandbox_run(sandbox_fn fn, void *arg, const struct sandbox_limits *l, char *
     *outlen = 0;
     struct sandbox_child *h = sandbox_start(fn, arg, l, status, statuslen);
     return h ? sandbox_finish(h, out, outlen, status, statuslen) : -1;
+}
+
+int sandbox_seal(char *err, size_t errlen)
+{
+    static const int denied[] = {
+        SCMP_SYS(open), SCMP_SYS(openat), SCMP_SYS(creat), SCMP_SYS(open_by_handle_at),
+        SCMP_SYS(name_to_handle_at), SCMP_SYS(execve), SCMP_SYS(execveat), SCMP_SYS(socket),
+        SCMP_SYS(socketpair), SCMP_SYS(connect), SCMP_SYS(ptrace), SCMP_SYS(process_vm_readv),
+        SCMP_SYS(process_vm_writev), SCMP_SYS(mkdir), SCMP_SYS(mkdirat), SCMP_SYS(unlink),
+        SCMP_SYS(unlinkat), SCMP_SYS(rmdir), SCMP_SYS(rename), SCMP_SYS(renameat),
+        SCMP_SYS(renameat2), SCMP_SYS(link), SCMP_SYS(linkat), SCMP_SYS(symlink),
+        SCMP_SYS(symlinkat), SCMP_SYS(chmod), SCMP_SYS(fchmodat), SCMP_SYS(chown),
+        SCMP_SYS(lchown), SCMP_SYS(fchownat), SCMP_SYS(truncate), SCMP_SYS(mknod),
+        SCMP_SYS(mknodat), SCMP_SYS(mount), SCMP_SYS(umount2), SCMP_SYS(chroot),
+        SCMP_SYS(pivot_root), SCMP_SYS(setns), SCMP_SYS(unshare),
+    };
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)) {
+        cp_errmsg(err, errlen, "no_new_privs: %s", strerror(errno));
+        return -1;
+    }
+    scmp_filter_ctx f = seccomp_init(SCMP_ACT_ALLOW);
+    int rc = f ? 0 : -ENOMEM;
+    for (size_t i = 0; !rc && i < sizeof(denied) / sizeof(denied[0]); i++)
+        if (denied[i] >= 0) /* __NR_SCMP_ERROR: not a syscall of this architecture */
+            rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EPERM), denied[i], 0);
+    if (!rc)
+        rc = seccomp_load(f);
+    seccomp_release(f);
+    if (rc) {
+        cp_errmsg(err, errlen, "cannot install the seccomp filter: %s", strerror(-rc));
+        return -1;
+    }
+    return 0;
 }

@@ -42,6 +42,14 @@ struct sandbox_child *sandbox_start(sandbox_fn fn, void *arg, const struct sandb
 int sandbox_finish(struct sandbox_child *h, char **out, size_t *outlen, char *status,
                    size_t statuslen);
 
+/* Seals the calling process (a sandboxed child, before it parses): no_new_privs and a seccomp
+ * filter under which every open by path (open, openat, creat, open_by_handle_at), exec, socket,
+ * ptrace, and every change to the file system (mkdir, unlink, rename, link, symlink, chmod,
+ * chown, truncate, mknod, mount) fails with EPERM. openat2 stays: the analysis opens files only
+ * with it, relative to a directory it holds and confined by RESOLVE_IN_ROOT/RESOLVE_BENEATH
+ * (modules.c), which a seccomp filter cannot check itself. Returns 0, or -1 with err set. */
+int sandbox_seal(char *err, size_t errlen);
+
 /* Waits for the children sandbox_finish_seen() left to be reaped (a command's last step: their
  * resource use then counts in the process's children, as getrusage and time(1) report it). */
 void sandbox_reap(void);

@@ -48,6 +48,7 @@ cJSON *stacks_build(cJSON *native, const struct stacks_meta *m)
     cJSON_AddNumberToObject(j, "uid", (double)getuid());
     cJSON_AddNumberToObject(j, "gid", (double)getgid());
     cJSON_AddStringToObject(j, "binaries", m && m->binaries ? m->binaries : "host");
+    cJSON_AddBoolToObject(j, "sealed", m && m->sealed);
     cJSON *bj = cJSON_AddObjectToObject(j, "bundle");
     if (bj)
         cJSON_AddBoolToObject(bj, "complete", m ? m->bundle_complete : 0);
@@ -203,7 +204,7 @@ static const struct shape host_shape = SHAPE(host_keys, 0, 0);
 static const struct key doc_keys[] = {
     {"format", T_STR, NULL, 1},  {"created", NN, NULL, 0},  {"created_utc", SN, NULL, 0},
     {"host", T_OBJ | T_NULL, &host_shape, 0}, {"uid", NN, NULL, 0}, {"gid", NN, NULL, 0},
-    {"binaries", SN, NULL, 0},   {"ms", NN, NULL, 0},
+    {"binaries", SN, NULL, 0},   {"ms", NN, NULL, 0}, {"sealed", T_BOOL, NULL, 0},
 };
 static const struct shape doc_shape = SHAPE(doc_keys, 0, 0);
 

@@ -48,6 +48,7 @@ struct stacks_meta {
     const char *binaries;   /* "root-fd", "sysroot" or "host" */
     int bundle_complete;
     double ms;              /* time the analysis took */
+    int sealed;             /* the analysis child could open nothing by path (sandbox_seal) */
 };
 
 /* The stacks.json object around `native` (consumed). NULL when out of memory. */

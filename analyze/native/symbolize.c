@@ -32,6 +32,11 @@ static __typeof__(&__cxa_demangle) demangler(void)
     return fn;
 }
 
+void symbolize_preload(void)
+{
+    (void)demangler();
+}
+
 #define MAX_INLINE_DEPTH 64
 
 /* ---- names ---- */

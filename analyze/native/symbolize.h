@@ -61,6 +61,9 @@ void symbolize_list_truncate(struct sym_list *l, size_t n);
  * unwind_end calls it before dwfl_end (a later Dwfl may reuse a module's address). */
 const char *symbolize_addrinfo(Dwfl_Module *m, GElf_Addr addr, GElf_Off *off, GElf_Sym *sym);
 void symbolize_forget(void);
+/* Loads the C++ demangler now (it is otherwise opened on first use by its SONAME): before
+ * sandbox_seal, after which nothing can be opened by path. */
+void symbolize_preload(void);
 
 /* The concrete scopes containing the innermost scope at addr (absolute), innermost first, as a
  * malloc()ed array in *chain (the count is returned; 0: none), and the module's DWARF bias in

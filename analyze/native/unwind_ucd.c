@@ -638,3 +638,8 @@ int ucd_better(struct unwind_session *u, const struct unwind_stack *a, const str
         return sb > sa;
     return good_frames(b) > good_frames(a);
 }
+
+void ucd_preload_data(void)
+{
+    load_outer();
+}

@@ -52,6 +52,9 @@ struct ucd_session;
 int ucd_begin(struct unwind_session *u, struct core *c, struct ucd_session **out, char *err,
               size_t errlen);
 void ucd_end(struct ucd_session *s);
+/* Reads the data file the fallback decision needs (rules/unwind/outermost.txt) now, before
+ * sandbox_seal. */
+void ucd_preload_data(void);
 
 /* Walks thread t (a pointer into the core's thread array) with libunwind. Returns 0 (out filled,
  * possibly with a stop reason) or < 0 when out of memory. Free out with unwind_stack_free(). */
