@@ -20,6 +20,8 @@ void cap_init(struct cap *c)
     c->core = cJSON_CreateObject();
     c->extra = cJSON_CreateObject();
     c->snap_info_fd = c->snap_status_fd = -1;
+    c->death_status = c->death_signal = -1;
+    c->reported_by = -1;
 }
 
 void cap_step(struct cap *c, const char *name, const char *status, double t_start,

@@ -83,6 +83,23 @@ struct cap {
     int snap_info_fd, snap_status_fd;
     char snap_trigger[16];  /* "snap" or "watch" */
     char snap_reason[512];  /* why: "requested", or the stall watch saw */
+    /* event.c: a death without a core (crashpack-capture --event), and members handed over on
+     * descriptors (--member NAME=FD, with --event or --snap) */
+    int event;
+    int event_gone;            /* nothing is read from /proc/<pid>: gone, or another process */
+    char death_kind[16];       /* exit|signal|terminated|oom_kill|exception; "" for the others */
+    int death_status, death_signal; /* -1: none */
+    long long reported_by;     /* the uid that reported the death (the agent's peer), or -1 */
+    unsigned long long start_ticks; /* the process's start (stat field 22), 0: unknown */
+    char job[128];
+    const char *ev_bundle_dir;
+    char dup_kind[32];         /* event_duplicate: the kind of the bundle that already has it */
+#define CAP_MAX_MEMBERS 8
+    struct {
+        const char *name;
+        int fd;
+    } ev_members[CAP_MAX_MEMBERS];
+    size_t nev_members;
     /* enrich.c: O_PATH descriptor of /proc/<pid>/root, opened before the drain, or -1 */
     int rootfd;
     /* privs.c: privs_drop has run (CAP_SETUID/CAP_SETGID only permitted, nothing effective) */
@@ -148,6 +165,16 @@ int snap_parse_args(struct cap *c, int argc, char **argv);
 void snap_config(struct cap *c); /* after the config file: --bundle-dir, --mode */
 void snap_collect_info(struct cap *c);
 void snap_report_final(struct cap *c, const char *final, int ok);
+
+/* event.c: `crashpack-capture --event ...` arguments; --bundle-dir and the metadata-only mode
+ * after the config file; manifest.json's death object (every path); the --member members; and
+ * whether the death already has a bundle (1 with its path) */
+int event_parse_args(struct cap *c, int argc, char **argv);
+int cap_member_arg(struct cap *c, const char *spec); /* NAME=FD; 0, or -1 when not allowed */
+void event_config(struct cap *c);
+cJSON *event_death_json(const struct cap *c);
+void event_add_members(struct cap *c);
+int event_duplicate(struct cap *c, char *path, size_t n);
 
 /* salvage.c: complete orphaned temporaries left by killed handlers */
 int salvage_orphans(int dirfd, const struct cp_config *cfg, int kmsgfd);

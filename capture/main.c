@@ -235,13 +235,18 @@ static int finish(struct cap *c)
     free(s);
     char final[200] = "";
     int published = rc == 0 && publish_bundle(c, final, sizeof(final)) == 0;
-    if (c->snap)
+    if (c->snap || c->event)
         snap_report_final(c, final, published);
     if (published) {
         struct stat st;
         fstat(c->outfd, &st);
-        kmsg_log(c->kmsgfd, "captured pid %d (%s) signal %d: %s/%s, %s, %lld bytes\n",
-                 (int)c->pid, c->comm, c->sig, c->cfg.bundle_dir, final, cp_mode_name(c->mode),
+        char what[48];
+        if (c->death_kind[0])
+            snprintf(what, sizeof(what), "%s", c->death_kind);
+        else
+            snprintf(what, sizeof(what), "signal %d", c->sig);
+        kmsg_log(c->kmsgfd, "captured pid %d (%s) %s: %s/%s, %s, %lld bytes\n", (int)c->pid,
+                 c->comm, what, c->cfg.bundle_dir, final, cp_mode_name(c->mode),
                  (long long)st.st_size);
         publish_post_command(c, final);
     } else if (rc == 0) {
@@ -263,7 +268,17 @@ int main(int argc, char **argv)
     if (argc > 1 && !strcmp(argv[1], "--snap")) {
         if (snap_parse_args(c, argc, argv)) {
             fprintf(stderr, "usage: crashpack-capture --snap [-c CONFIG] [--bundle-dir DIR] "
-                            "[--mode full|slim] [--trigger snap|watch] [--reason TEXT] PID\n");
+                            "[--mode full|slim] [--trigger snap|watch|hook] [--kind exception] "
+                            "[--member NAME=FD]... [--reason TEXT] PID\n");
+            return 2;
+        }
+    } else if (argc > 1 && !strcmp(argv[1], "--event")) {
+        if (event_parse_args(c, argc, argv)) {
+            fprintf(stderr, "usage: crashpack-capture --event [-c CONFIG] [--bundle-dir DIR] "
+                            "--kind exit|signal|terminated|oom_kill|exception --pid P --uid U "
+                            "--gid G [--start-time TICKS] [--reported-by U] [--comm C] "
+                            "[--status N] [--signal N] [--time T] [--trigger hook|run|agent] "
+                            "[--reason TEXT] [--job ID] [--member NAME=FD]...\n");
             return 2;
         }
     } else if (parse_args(c, argc, argv)) {
@@ -272,7 +287,7 @@ int main(int argc, char **argv)
         return 2;
     }
     cp_config_defaults(&c->cfg);
-    char err[300];
+    char err[300] = "";
     double t = now_mono();
     if (cp_config_load(&c->cfg, c->config_path ? c->config_path : CP_DEFAULT_CONFIG,
                        c->config_path != NULL, err, sizeof(err))) {
@@ -282,14 +297,31 @@ int main(int argc, char **argv)
     }
     if (c->snap)
         snap_config(c);
+    if (c->event)
+        event_config(c);
     /* a last resort: whatever hangs, the process dies, the kernel gets its pipe back, and the
      * temporary is salvaged by the next capture */
     alarm(c->cfg.deadline_s + 60);
     proc_identify(c);
     if (!c->comm[0])
         snprintf(c->comm, sizeof(c->comm), "pid%d", (int)c->pid);
-    if (open_bundle_dir(c, err, sizeof(err)) || guard_admit(c, err, sizeof(err)) ||
-        open_temp(c, err, sizeof(err))) {
+    char dup[CP_PATH_MAX + 64];
+    if (open_bundle_dir(c, err, sizeof(err)) == 0 && event_duplicate(c, dup, sizeof(dup))) {
+        /* one death, one bundle: the kernel's core, the exception or the OOM kill has it */
+        kmsg_log(c->kmsgfd, "pid %d (%s) %s: already captured as %s (%s)\n", (int)c->pid, c->comm,
+                 c->death_kind, dup, c->dup_kind);
+        if (c->snap_status_fd >= 0) {
+            char line[sizeof(dup) + 64];
+            int n = snprintf(line, sizeof(line), "duplicate %s\n", dup);
+            if (n > 0 && write(c->snap_status_fd, line, (size_t)n) < 0) {
+                /* the caller went away */
+            }
+        }
+        return 0;
+    }
+    if (c->dirfd < 0 || guard_admit(c, err, sizeof(err)) || open_temp(c, err, sizeof(err))) {
+        if (c->dirfd < 0 && !err[0])
+            snprintf(err, sizeof(err), "cannot open the bundle directory");
         kmsg_log(c->kmsgfd, "pid %d (%s) signal %d: crash NOT captured: %s\n", (int)c->pid,
                  c->comm, c->sig, err);
         if (c->snap)
@@ -320,6 +352,7 @@ int main(int argc, char **argv)
         cap_step(c, "core", "skipped", now_mono(), "%s", c->mode_reason);
     if (c->snap)
         snap_collect_info(c);
+    event_add_members(c);
     /* the kernel waits for every reader of the pipe: let it reap the process now */
     close(0);
     open("/dev/null", O_RDONLY);

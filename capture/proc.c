@@ -295,6 +295,13 @@ int proc_identify(struct cap *c)
     double t = now_mono();
     char path[64];
     /* %F: is fd 3 a pidfd for our pid? A pidfd of another or of a reaped process fails closed */
+    if (c->event && c->event_gone) {
+        cap_step(c, "identify", "absent", t, "%s",
+                 c->start_ticks ? "the process has ended (or its pid is another process's now): "
+                                  "its death is as reported"
+                                : "no start time given: nothing is read from /proc/<pid>");
+        return -1;
+    }
     if (c->pidfd >= 0) {
         long fpid = pidfd_pid(c->pidfd);
         if (fpid == -2) {
@@ -644,11 +651,13 @@ static cJSON *manifest(struct cap *c)
     if (c->identity_unverified[0])
         cJSON_AddStringToObject(idn, "reason", c->identity_unverified);
     else if (c->procfd < 0)
-        cJSON_AddStringToObject(idn, "reason", "/proc/<pid> was gone: only the kernel's facts");
+        cJSON_AddStringToObject(idn, "reason", c->event ? "the process had ended: only the facts its reporter gave"
+                                                         : "/proc/<pid> was gone: only the kernel's facts");
     cJSON_AddStringToObject(cap, "config", c->config_path ? c->config_path : "");
     /* kernel: a core dump through core_pattern; snap/watch: a live process, see snap.json */
-    cJSON_AddStringToObject(cap, "trigger", c->snap ? c->snap_trigger : "kernel");
-    if (c->snap)
+    cJSON_AddStringToObject(cap, "trigger", c->snap || c->event ? c->snap_trigger : "kernel");
+    cJSON_AddItemToObject(m, "death", event_death_json(c));
+    if (c->snap || c->event)
         cJSON_AddStringToObject(cap, "reason", c->snap_reason);
     cJSON *ms = cJSON_AddArrayToObject(m, "members");
     struct {
@@ -692,6 +701,12 @@ static cJSON *manifest(struct cap *c)
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "name", plan[i].name);
         cJSON_AddStringToObject(o, "what", plan[i].what);
+        cJSON_AddItemToArray(ms, o);
+    }
+    for (size_t i = 0; i < c->nev_members; i++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "name", c->ev_members[i].name);
+        cJSON_AddStringToObject(o, "what", "handed over by the reporter (crashpack-capture --member)");
         cJSON_AddItemToArray(ms, o);
     }
     return m;

@@ -1,7 +1,8 @@
 /* snap.c - the handler's "snap" entry: `crashpack snap` runs
  *
  *   crashpack-capture --snap [-c CONFIG] [--bundle-dir DIR] [--mode full|slim]
- *                     [--trigger snap|watch] [--reason TEXT] PID
+ *                     [--trigger snap|watch|hook] [--kind exception] [--member NAME=FD]...
+ *                     [--reason TEXT] PID
  *
  * with its own ELF core of the live process on fd 0 (instead of the kernel's pipe), the stop
  * report (snap.json) on fd 3, and a pipe on fd 4 where the finisher writes the published
@@ -52,7 +53,16 @@ int snap_parse_args(struct cap *c, int argc, char **argv)
             i++;
         } else if (!strcmp(a, "--trigger") && v) {
             snprintf(c->snap_trigger, sizeof(c->snap_trigger), "%s",
-                     !strcmp(v, "watch") ? "watch" : "snap");
+                     !strcmp(v, "watch") ? "watch" : !strcmp(v, "hook") ? "hook" : "snap");
+            i++;
+        } else if (!strcmp(a, "--kind") && v) {
+            if (strcmp(v, "exception")) /* a live snapshot records no other death */
+                return -1;
+            snprintf(c->death_kind, sizeof(c->death_kind), "%s", v);
+            i++;
+        } else if (!strcmp(a, "--member") && v) {
+            if (cap_member_arg(c, v))
+                return -1;
             i++;
         } else if (!strcmp(a, "--reason") && v) {
             snprintf(c->snap_reason, sizeof(c->snap_reason), "%s", v);
