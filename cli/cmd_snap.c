@@ -6,6 +6,7 @@
 #include "snap.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +31,9 @@ static void usage(FILE *out)
             "  -c, --config F  configuration file (default " "/etc/crashpack/crashpack.conf)\n"
             "  --timeout MS    how long each thread may take to stop (default 500)\n"
             "  --reason TEXT   why, recorded in the manifest\n"
+            "  --kind exception  the process reported an uncaught exception (manifest death)\n"
+            "  --member NAME=FD  a member read from descriptor FD: exception.json, output.txt,\n"
+            "                  process.json or events.json (repeatable, at most 4)\n"
             "  --json          print the bundle and the stop report as JSON (crashpack-snap-result/1:\n"
             "                  bundle.path, snap: crashpack-snap/1)\n"
             "  -h, --help      this help\n"
@@ -41,12 +45,13 @@ int cmd_snap(int argc, char **argv)
 {
     struct snap_request rq = {.trigger = "snap", .reason = "requested"};
     int kill_after = 0, json = 0;
-    enum { O_FULL = 256, O_KILL, O_JSON, O_TIMEOUT, O_REASON, O_TRIGGER };
+    enum { O_FULL = 256, O_KILL, O_JSON, O_TIMEOUT, O_REASON, O_TRIGGER, O_KIND, O_MEMBER };
     static const struct option longs[] = {
         {"full", no_argument, 0, O_FULL}, {"kill", no_argument, 0, O_KILL}, {"json", no_argument, 0, O_JSON},
         {"output", required_argument, 0, 'o'}, {"config", required_argument, 0, 'c'},
         {"timeout", required_argument, 0, O_TIMEOUT}, {"reason", required_argument, 0, O_REASON},
-        {"trigger", required_argument, 0, O_TRIGGER}, CP_OPT_HELP, CP_OPT_END};
+        {"trigger", required_argument, 0, O_TRIGGER}, {"kind", required_argument, 0, O_KIND},
+        {"member", required_argument, 0, O_MEMBER}, CP_OPT_HELP, CP_OPT_END};
     struct cp_opts p = {.verb = "crashpack snap", .shorts = "o:c:", .longs = longs, .argc = argc, .argv = argv};
     long long n;
     int c;
@@ -66,7 +71,29 @@ int cmd_snap(int argc, char **argv)
             rq.timeout_ms = (unsigned)n;
             break;
         case O_REASON: rq.reason = optarg; break;
-        case O_TRIGGER: rq.trigger = !strcmp(optarg, "watch") ? "watch" : "snap"; break;
+        case O_TRIGGER:
+            rq.trigger = !strcmp(optarg, "watch") ? "watch" : !strcmp(optarg, "hook") ? "hook" : "snap";
+            break;
+        case O_KIND:
+            if (strcmp(optarg, "exception")) {
+                fprintf(stderr, "crashpack snap: --kind: only `exception` (got `%s`)\n", optarg);
+                return CP_EXIT_USAGE;
+            }
+            rq.kind = optarg;
+            break;
+        case O_MEMBER: {
+            const char *eq = strrchr(optarg, '=');
+            long long fd;
+            if (!eq || rq.nmembers >= 4 ||
+                cp_opt_num(&p, "--member descriptor", eq + 1, 0, 1 << 20, &fd) ||
+                fcntl((int)fd, F_GETFD) < 0) {
+                fprintf(stderr, "crashpack snap: --member NAME=FD: an open descriptor, at most 4\n");
+                return CP_EXIT_USAGE;
+            }
+            rq.members[rq.nmembers].fd = (int)fd;
+            rq.members[rq.nmembers++].name = strndup(optarg, (size_t)(eq - optarg));
+            break;
+        }
         default:
             return CP_EXIT_USAGE;
         }

@@ -185,10 +185,21 @@ static pid_t spawn_capture(const struct snap_request *rq, int core_in, int info_
     }
     char pid_s[24];
     snprintf(pid_s, sizeof(pid_s), "%d", (int)rq->pid);
-    const char *argv[20];
+    const char *argv[32];
+    char mspec[4][64];
     int n = 0;
     argv[n++] = exe;
     argv[n++] = "--snap";
+    if (rq->kind) {
+        argv[n++] = "--kind";
+        argv[n++] = rq->kind;
+    }
+    size_t nm = rq->nmembers < 4 ? rq->nmembers : 4;
+    for (size_t i = 0; i < nm; i++) {
+        snprintf(mspec[i], sizeof(mspec[i]), "%s=%zu", rq->members[i].name, 5 + i);
+        argv[n++] = "--member";
+        argv[n++] = mspec[i];
+    }
     if (rq->config) {
         argv[n++] = "-c";
         argv[n++] = rq->config;
@@ -212,14 +223,20 @@ static pid_t spawn_capture(const struct snap_request *rq, int core_in, int info_
     }
     if (p == 0) {
         /* 0: the core, 3: snap.json, 4: where the finisher names the bundle */
-        int fds[3] = {core_in, info_in, status_out};
-        int tmp[3];
-        for (int i = 0; i < 3; i++)
-            tmp[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 10);
-        if (tmp[0] < 0 || tmp[1] < 0 || tmp[2] < 0 || dup2(tmp[0], 0) < 0 ||
-            dup2(tmp[1], 3) < 0 || dup2(tmp[2], 4) < 0)
+        /* 5...: the members */
+        int fds[3 + 4] = {core_in, info_in, status_out};
+        int tmp[3 + 4];
+        for (size_t i = 0; i < nm; i++)
+            fds[3 + i] = rq->members[i].fd;
+        for (size_t i = 0; i < 3 + nm; i++)
+            if ((tmp[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 16)) < 0)
+                _exit(126);
+        if (dup2(tmp[0], 0) < 0 || dup2(tmp[1], 3) < 0 || dup2(tmp[2], 4) < 0)
             _exit(126);
-        closefrom(5);
+        for (size_t i = 0; i < nm; i++)
+            if (dup2(tmp[3 + i], (int)(5 + i)) < 0)
+                _exit(126);
+        closefrom((unsigned)(5 + nm));
         execv(exe, (char *const *)argv);
         _exit(127);
     }

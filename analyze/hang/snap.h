@@ -15,6 +15,13 @@ struct snap_request {
     const char *bundle_dir; /* -o, or NULL for the configured one */
     const char *trigger;    /* "snap" or "watch" */
     const char *reason;     /* why, recorded in the manifest (capture.reason) */
+    const char *kind;       /* "exception": the process reported an uncaught exception; NULL */
+    /* members handed to the capture (crashpack-capture --member NAME=FD): exception.json, ... */
+    struct snap_member {
+        const char *name;
+        int fd;
+    } members[4];
+    size_t nmembers;
 };
 
 /* Stops, dumps, releases pid, and has the bundle written. On success returns 0, the bundle's
