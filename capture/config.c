@@ -40,6 +40,9 @@ void cp_config_defaults(struct cp_config *c)
     c->checkpoint_timeout_s = 5;
     snprintf(c->enrich, sizeof(c->enrich), "%s", "auto");
     c->enrich_timeout_s = 30;
+    snprintf(c->agent_socket, sizeof(c->agent_socket), "%s", "/run/crashpack/agent.sock");
+    c->agent_rate = 30;
+    c->agent_oom = 1;
     c->enrich_max = 16ULL << 20;
     c->enrich_memory = 32ULL << 30;
 }
@@ -178,6 +181,12 @@ static int set_key(struct cp_config *c, const char *k, const char *v)
         return parse_uint(v, &c->repeat_full);
     if (!strcmp(k, "repeat_window"))
         return parse_uint(v, &c->repeat_window_s);
+    if (!strcmp(k, "agent_socket"))
+        return v[0] == '/' ? copy_str(c->agent_socket, sizeof(c->agent_socket), v) : -1;
+    if (!strcmp(k, "agent_rate"))
+        return parse_uint(v, &c->agent_rate);
+    if (!strcmp(k, "agent_oom"))
+        return parse_bool(v, &c->agent_oom);
     if (!strcmp(k, "post_command"))
         return (v[0] == '/' || !v[0]) ? copy_str(c->post_command, sizeof(c->post_command), v) : -1;
     if (!strcmp(k, "nvidia_smi"))

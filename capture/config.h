@@ -59,6 +59,10 @@ struct cp_config {
     unsigned enrich_timeout_s;  /* the analysis is killed after this */
     uint64_t enrich_max;        /* stacks.json bytes kept; more is a failed step */
     uint64_t enrich_memory;     /* address-space limit of the analysis (crashpack enrich --memory) */
+    /* the node service (crashpack agent, cli/cmd_agent.c) */
+    char agent_socket[CP_PATH_MAX]; /* its Unix socket */
+    unsigned agent_rate;        /* captures it starts per minute, all callers (0: none) */
+    int agent_oom;              /* a bundle for every process the kernel's OOM killer kills */
 };
 
 void cp_config_defaults(struct cp_config *c);

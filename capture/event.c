@@ -40,7 +40,7 @@
 #define PEEK_MAX (1u << 20) /* compressed bytes read from a bundle to find its manifest */
 
 static const char *const member_names[] = {"exception.json", "output.txt", "process.json",
-                                           "events.json"};
+                                           "events.json", "oom.json"};
 static const char *const kinds[] = {"exit", "signal", "terminated", "oom_kill", "exception"};
 
 static int num_arg(const char *s, long long lo, long long hi, long long *out)

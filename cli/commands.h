@@ -14,6 +14,7 @@ int cmd_rules(int argc, char **argv);
 int cmd_db(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_snap(int argc, char **argv);
+int cmd_agent(int argc, char **argv);
 int cmd_watch(int argc, char **argv);
 int cmd_enrich(int argc, char **argv);
 int cmd_version(int argc, char **argv);

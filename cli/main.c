@@ -28,6 +28,7 @@ static const struct verb verbs[] = {
     {"db", cmd_db, "the knowledge base of analyzed crashes: add, list, show, groups, jobs, search, stats"},
     {"report", cmd_report, "ticket-ready Markdown for a bundle"},
     {"snap", cmd_snap, "capture a live (hung) process into a bundle, and let it run on"},
+    {"agent", cmd_agent, "the node service (root): captures exceptions, exits and OOM kills without a core"},
     {"watch", cmd_watch, "run a job on a pty; snap it when its output and heartbeat stall"},
     {"enrich", cmd_enrich, "on the crashed host: the native analysis as stacks.json"},
     {"version", cmd_version, "the version, git commit and libraries (also --version)"},

@@ -1,0 +1,835 @@
+/* cmd_agent.c - `crashpack agent`: the node service, the one privileged broker for the deaths
+ * that leave no core dump (docs/agent.md).
+ *
+ * It runs as root in the foreground (`crashpack agent -c CONFIG`; the systemd unit
+ * scripts/crashpack-agent.service runs the same command) and does two things:
+ *
+ *  - It listens on a Unix socket (config `agent_socket`, mode 0666). A caller is whoever
+ *    SO_PEERCRED says it is. It sends one JSON line and gets one back (docs/agent.md):
+ *      ping     -> the agent's version and pid;
+ *      capture  kind exception: the caller itself, alive (SO_PEERCRED pid == pid): a live
+ *               snapshot of every thread (crashpack snap --kind exception), with the caller's
+ *               exception.json;
+ *               kind exit|signal|terminated: a process of the caller's uid has ended: a
+ *               metadata-only bundle (crashpack-capture --event), owned by that uid, its
+ *               identity "reported" by it. Nobody can make a bundle that names another uid.
+ *  - It follows the kernel log (/dev/kmsg, from the moment it starts). For each process the
+ *    kernel's OOM killer kills ("Killed process N (comm) ... UID:U"), global or a memory cgroup's
+ *    limit, it writes a bundle (--event --kind oom_kill) from what is left: the kill lines (the
+ *    handler's kmsg.json, scoped to that pid), the constraint and the memory cgroup named by the
+ *    kernel's oom-kill: line with its limits and counters (cgroup v1 and v2: oom.json),
+ *    nvidia-smi. NVIDIA Xid and fallen-off-the-bus lines are appended to the node's GPU event log
+ *    (STATE/gpu-events.jsonl) with the time they were seen.
+ *
+ * One request at a time, each bounded (16 MiB in, 5 s to arrive); captures are limited to
+ * agent_rate a minute for all callers together, and every bundle passes the handler's own
+ * burst limits and disk guard. The agent never reads a caller's files: every capture is done by
+ * crashpack-capture, which opens the process's files with its credentials.
+ */
+#include "cmdopt.h"
+#include "commands.h"
+#include "config.h"
+#include "jpath.h"
+#include "snap.h"
+#include "util.h"
+
+#include <cjson/cJSON.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define REQ_MAX (16u << 20)
+#define REQ_WAIT_MS 5000
+#define CAPTURE_WAIT_S 120
+#define KMSG_REC_MAX 8192
+#define STATE_DIR "/var/lib/crashpack"
+
+static volatile sig_atomic_t stop_sig;
+static void on_stop(int s) { stop_sig = s; }
+
+struct agent {
+    struct cp_config cfg;
+    const char *config; /* -c, or NULL (the default file) */
+    char sock[CP_PATH_MAX];
+    int lfd, kfd;
+    /* the token bucket of agent_rate captures a minute */
+    double tokens, refilled;
+    /* the last oom-kill: line (its constraint and memory cgroups), for the Killed line after it */
+    char oom_constraint[64], oom_memcg[512], task_memcg[512];
+    pid_t oom_pid;
+    unsigned long served, captured, refused;
+};
+
+static void logf_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void logf_(const char *fmt, ...)
+{
+    char line[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "crashpack agent: %s\n", line);
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: crashpack agent [-c CONFIG] [--socket PATH]\n"
+            "\n"
+            "The node service (root), in the foreground: captures the deaths that dump no core.\n"
+            "  - a Unix socket where jobs ask for a capture of themselves (the Python hook, on\n"
+            "    an uncaught exception) or report a process that ended (crashpack run);\n"
+            "  - the kernel log: a bundle for every process the OOM killer kills, and NVIDIA\n"
+            "    Xid lines kept as node GPU events.\n"
+            "\n"
+            "  -c, --config F   configuration file (default %s): bundle_dir, agent_socket,\n"
+            "                   agent_rate (captures a minute), agent_oom (yes|no)\n"
+            "  --socket PATH    listen here instead of agent_socket\n"
+            "  -h, --help       this help\n"
+            "\n"
+            "Runs until SIGTERM or SIGINT. Exit status: 0 stopped by a signal, 1 cannot start,\n"
+            "2 usage error. docs/agent.md describes the protocol and the privilege model.\n",
+            CP_DEFAULT_CONFIG);
+}
+
+/* ---- the socket ---- */
+
+static int listen_on(struct agent *a, char *err, size_t errlen)
+{
+    char dir[CP_PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s", a->sock);
+    char *sl = strrchr(dir, '/');
+    if (!sl || sl == dir || strlen(a->sock) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
+        snprintf(err, errlen, "socket path %s: not an absolute path that fits", a->sock);
+        return -1;
+    }
+    *sl = 0;
+    if (mkdir(dir, 0755) && errno != EEXIST) {
+        snprintf(err, errlen, "mkdir %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (lstat(dir, &st) || !S_ISDIR(st.st_mode) || st.st_uid != 0 || (st.st_mode & 022)) {
+        snprintf(err, errlen, "%s must be a root-owned directory that only root can write", dir);
+        return -1;
+    }
+    if (lstat(a->sock, &st) == 0) {
+        if (!S_ISSOCK(st.st_mode)) {
+            snprintf(err, errlen, "%s exists and is not a socket", a->sock);
+            return -1;
+        }
+        unlink(a->sock); /* a previous agent's */
+    }
+    a->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", a->sock);
+    mode_t old = umask(0);
+    int rc = a->lfd < 0 ? -1 : bind(a->lfd, (struct sockaddr *)&sa, sizeof(sa));
+    umask(old);
+    if (rc || chmod(a->sock, 0666) || listen(a->lfd, 64)) {
+        snprintf(err, errlen, "listen on %s: %s", a->sock, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* Reads one request line within REQ_WAIT_MS. malloc()ed, NUL-terminated; NULL when it did not
+ * come whole. */
+static char *read_request(int fd, char *why, size_t whylen)
+{
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap + 1);
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (buf) {
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long left = REQ_WAIT_MS - ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000);
+        struct pollfd pf = {fd, POLLIN, 0};
+        if (left <= 0 || poll(&pf, 1, (int)left) <= 0) {
+            snprintf(why, whylen, "the request did not arrive within %d ms", REQ_WAIT_MS);
+            break;
+        }
+        if (len == cap) {
+            if (cap >= REQ_MAX) {
+                snprintf(why, whylen, "the request is over %u bytes", REQ_MAX);
+                break;
+            }
+            char *nb = realloc(buf, cap * 2 + 1);
+            if (!nb)
+                break;
+            buf = nb;
+            cap *= 2;
+        }
+        ssize_t r = read(fd, buf + len, cap - len);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            snprintf(why, whylen, "the connection closed before the end of the request");
+            break;
+        }
+        char *nl = memchr(buf + len, '\n', (size_t)r);
+        len += (size_t)r;
+        if (nl) {
+            *nl = 0;
+            return buf;
+        }
+    }
+    free(buf);
+    return NULL;
+}
+
+static void reply(int fd, cJSON *o)
+{
+    char *s = cJSON_PrintUnformatted(o);
+    if (s) {
+        size_t n = strlen(s);
+        s[n] = '\n';
+        if (write_all(fd, s, n + 1)) {
+            /* the caller went away: its capture stands */
+        }
+    }
+    free(s);
+    cJSON_Delete(o);
+}
+
+static cJSON *fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static cJSON *fail(const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddFalseToObject(o, "ok");
+    cJSON_AddStringToObject(o, "error", msg);
+    return o;
+}
+
+static int take_token(struct agent *a)
+{
+    if (!a->cfg.agent_rate)
+        return 0;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    double t = (double)now.tv_sec + now.tv_nsec / 1e9;
+    a->tokens += (t - a->refilled) * a->cfg.agent_rate / 60.0;
+    if (a->tokens > a->cfg.agent_rate)
+        a->tokens = a->cfg.agent_rate;
+    a->refilled = t;
+    if (a->tokens < 1)
+        return 0;
+    a->tokens -= 1;
+    return 1;
+}
+
+/* ---- running a capture ---- */
+
+static int memfd_of(const char *name, const char *data, size_t len)
+{
+    int fd = memfd_create(name, MFD_CLOEXEC);
+    if (fd < 0 || write_all(fd, data, len) || lseek(fd, 0, SEEK_SET)) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* The members of a request (names the capture allows; it refuses the rest) as memfds. */
+static size_t request_members(const cJSON *req, struct snap_member *m, size_t max)
+{
+    size_t n = 0;
+    const cJSON *ms = cJSON_GetObjectItemCaseSensitive(req, "members"), *it;
+    cJSON_ArrayForEach(it, ms)
+    {
+        if (n >= max || !cJSON_IsString(it) || !it->string)
+            continue;
+        int fd = memfd_of(it->string, it->valuestring, strlen(it->valuestring));
+        if (fd >= 0) {
+            m[n].name = it->string;
+            m[n++].fd = fd;
+        }
+    }
+    return n;
+}
+
+/* crashpack-capture --event with `args` (NULL-terminated, after --event) and the members on
+ * 5...; the finisher's line ("ok PATH", "duplicate PATH", "failed ...") in out. 0 when it
+ * published or found the death already captured. */
+static int run_event(struct agent *a, const char *const *args, const struct snap_member *m,
+                     size_t nm, char *out, size_t outlen)
+{
+    char exe[PATH_MAX];
+    const char *bindir = cp_bindir();
+    snprintf(exe, sizeof(exe), "%s/crashpack-capture", bindir ? bindir : ".");
+    const char *argv[64];
+    char mspec[8][64];
+    size_t n = 0;
+    argv[n++] = exe;
+    argv[n++] = "--event";
+    if (a->config) {
+        argv[n++] = "-c";
+        argv[n++] = a->config;
+    }
+    for (size_t i = 0; args[i] && n < 40; i++)
+        argv[n++] = args[i];
+    for (size_t i = 0; i < nm && i < 8; i++) {
+        snprintf(mspec[i], sizeof(mspec[i]), "%s=%zu", m[i].name, 5 + i);
+        argv[n++] = "--member";
+        argv[n++] = mspec[i];
+    }
+    argv[n] = NULL;
+    int st[2];
+    if (pipe2(st, O_CLOEXEC)) {
+        snprintf(out, outlen, "pipe: %s", strerror(errno));
+        return -1;
+    }
+    pid_t p = fork();
+    if (p == 0) {
+        int hi[8], hs = fcntl(st[1], F_DUPFD_CLOEXEC, 20);
+        for (size_t i = 0; i < nm && i < 8; i++)
+            hi[i] = fcntl(m[i].fd, F_DUPFD_CLOEXEC, 20);
+        int nul = open("/dev/null", O_RDWR);
+        if (hs < 0 || nul < 0 || dup2(nul, 0) < 0 || dup2(hs, 4) < 0)
+            _exit(126);
+        for (size_t i = 0; i < nm && i < 8; i++)
+            if (hi[i] < 0 || dup2(hi[i], (int)(5 + i)) < 0)
+                _exit(126);
+        closefrom((unsigned)(5 + (nm < 8 ? nm : 8)));
+        execv(exe, (char *const *)argv);
+        _exit(127);
+    }
+    close(st[1]);
+    if (p < 0) {
+        close(st[0]);
+        snprintf(out, outlen, "fork: %s", strerror(errno));
+        return -1;
+    }
+    size_t len = 0;
+    out[0] = 0;
+    for (;;) {
+        struct pollfd pf = {st[0], POLLIN, 0};
+        if (poll(&pf, 1, CAPTURE_WAIT_S * 1000) <= 0)
+            break;
+        ssize_t r = read(st[0], out + len, outlen - 1 - len);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0 || (len += (size_t)r) >= outlen - 1)
+            break;
+    }
+    out[len] = 0;
+    out[strcspn(out, "\n")] = 0;
+    close(st[0]);
+    int ws = 0;
+    while (waitpid(p, &ws, 0) < 0 && errno == EINTR)
+        ;
+    if (!strncmp(out, "ok ", 3) || !strncmp(out, "duplicate ", 10))
+        return 0;
+    if (!out[0])
+        snprintf(out, outlen, "crashpack-capture --event %s (status %d): see the kernel log",
+                 WIFEXITED(ws) && WEXITSTATUS(ws) == 2 ? "refused its arguments" : "failed",
+                 WIFEXITED(ws) ? WEXITSTATUS(ws) : -1);
+    return -1;
+}
+
+static cJSON *capture_answer(int rc, const char *line, const char *mode)
+{
+    if (rc)
+        return fail("%s", line);
+    cJSON *o = cJSON_CreateObject();
+    int dup = !strncmp(line, "duplicate ", 10);
+    cJSON_AddTrueToObject(o, "ok");
+    cJSON_AddStringToObject(o, "bundle", line + (dup ? 10 : 3));
+    cJSON_AddStringToObject(o, "mode", mode);
+    cJSON_AddBoolToObject(o, "deduplicated", dup);
+    return o;
+}
+
+/* The primary gid of uid from /etc/passwd (fgetpwent: no NSS in a root daemon), else uid. */
+static gid_t gid_of(uid_t uid)
+{
+    FILE *f = fopen("/etc/passwd", "re");
+    struct passwd *pw;
+    gid_t g = (gid_t)uid;
+    while (f && (pw = fgetpwent(f)))
+        if (pw->pw_uid == uid) {
+            g = pw->pw_gid;
+            break;
+        }
+    if (f)
+        fclose(f);
+    return g;
+}
+
+static unsigned long long start_ticks(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    size_t len;
+    int tr;
+    char *s = read_file_at(AT_FDCWD, path, 1 << 16, &len, &tr);
+    char *p = s ? strrchr(s, ')') : NULL;
+    unsigned long long v = 0;
+    for (int f = 2; p && f < 22; f++)
+        p = strchr(p + 1, ' ');
+    if (p)
+        v = strtoull(p + 1, NULL, 10);
+    free(s);
+    return v;
+}
+
+static uid_t uid_of_pid(pid_t pid, int *ok)
+{
+    char path[64];
+    struct stat st;
+    snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+    *ok = stat(path, &st) == 0;
+    return st.st_uid;
+}
+
+static cJSON *do_exception(struct agent *a, const struct ucred *cr, const cJSON *req)
+{
+    const cJSON *pid = cJSON_GetObjectItemCaseSensitive(req, "pid");
+    if (!cJSON_IsNumber(pid) || (pid_t)pid->valuedouble != cr->pid)
+        return fail("an exception capture is of the caller itself: pid %d is not the caller (%d)",
+                    cJSON_IsNumber(pid) ? (int)pid->valuedouble : -1, (int)cr->pid);
+    struct snap_request rq = {.pid = cr->pid, .trigger = "hook", .kind = "exception",
+                              .config = a->config};
+    char reason[300];
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(req, "reason");
+    snprintf(reason, sizeof(reason), "%s",
+             cJSON_IsString(r) ? r->valuestring : "an uncaught exception");
+    rq.reason = reason;
+    rq.nmembers = request_members(req, rq.members, 4);
+    char bundle[1200], err[600];
+    cJSON *info = NULL;
+    int rc = snap_pid(&rq, bundle, sizeof(bundle), &info, err, sizeof(err));
+    cJSON_Delete(info);
+    for (size_t i = 0; i < rq.nmembers; i++)
+        close(rq.members[i].fd);
+    if (rc)
+        return fail("snapshot of pid %d failed: %s", (int)cr->pid, err);
+    char line[1300];
+    snprintf(line, sizeof(line), "ok %s", bundle);
+    return capture_answer(0, line, "slim");
+}
+
+static cJSON *do_reported(struct agent *a, const struct ucred *cr, const cJSON *req, const char *kind)
+{
+    const cJSON *pid = cJSON_GetObjectItemCaseSensitive(req, "pid");
+    if (!cJSON_IsNumber(pid) || pid->valuedouble < 1 || pid->valuedouble > 0x3fffffff)
+        return fail("capture: no valid pid");
+    pid_t p = (pid_t)pid->valuedouble;
+    /* the caller's own processes only: a live one must be the caller's uid */
+    int alive;
+    uid_t owner = uid_of_pid(p, &alive);
+    if (alive && owner != cr->uid && cr->uid != 0)
+        return fail("pid %d is not a process of uid %u", (int)p, (unsigned)cr->uid);
+    char a_pid[24], a_uid[24], a_gid[24], a_by[24], a_st[32], a_status[16], a_sig[16], a_time[32];
+    snprintf(a_pid, sizeof(a_pid), "%d", (int)p);
+    snprintf(a_uid, sizeof(a_uid), "%u", (unsigned)cr->uid);
+    snprintf(a_gid, sizeof(a_gid), "%u", (unsigned)cr->gid);
+    snprintf(a_by, sizeof(a_by), "%u", (unsigned)cr->uid);
+    const char *args[48];
+    size_t n = 0;
+    args[n++] = "--kind";
+    args[n++] = kind;
+    args[n++] = "--pid";
+    args[n++] = a_pid;
+    args[n++] = "--uid";
+    args[n++] = a_uid;
+    args[n++] = "--gid";
+    args[n++] = a_gid;
+    args[n++] = "--reported-by";
+    args[n++] = a_by;
+    args[n++] = "--trigger";
+    args[n++] = "run";
+    const cJSON *v;
+    if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(req, "start_time")) && v->valuedouble >= 1) {
+        snprintf(a_st, sizeof(a_st), "%.0f", v->valuedouble);
+        args[n++] = "--start-time";
+        args[n++] = a_st;
+    }
+    if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(req, "status")) && v->valuedouble >= 0 &&
+        v->valuedouble <= 255) {
+        snprintf(a_status, sizeof(a_status), "%d", (int)v->valuedouble);
+        args[n++] = "--status";
+        args[n++] = a_status;
+    }
+    if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(req, "signal")) && v->valuedouble >= 1 &&
+        v->valuedouble <= 64) {
+        snprintf(a_sig, sizeof(a_sig), "%d", (int)v->valuedouble);
+        args[n++] = "--signal";
+        args[n++] = a_sig;
+    }
+    if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(req, "time")) && v->valuedouble >= 1) {
+        snprintf(a_time, sizeof(a_time), "%.0f", v->valuedouble);
+        args[n++] = "--time";
+        args[n++] = a_time;
+    }
+    const char *strs[][2] = {{"comm", "--comm"}, {"reason", "--reason"}, {"job", "--job"}};
+    for (size_t i = 0; i < 3; i++)
+        if (cJSON_IsString(v = cJSON_GetObjectItemCaseSensitive(req, strs[i][0])) && v->valuestring[0]) {
+            args[n++] = strs[i][1];
+            args[n++] = v->valuestring;
+        }
+    args[n] = NULL;
+    struct snap_member m[4];
+    size_t nm = request_members(req, m, 4);
+    char line[1400];
+    int rc = run_event(a, args, m, nm, line, sizeof(line));
+    for (size_t i = 0; i < nm; i++)
+        close(m[i].fd);
+    return capture_answer(rc, line, "meta");
+}
+
+static void serve(struct agent *a, int fd)
+{
+    struct ucred cr;
+    socklen_t cl = sizeof(cr);
+    char why[200] = "";
+    a->served++;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl)) {
+        reply(fd, fail("cannot authenticate the caller (SO_PEERCRED): %s", strerror(errno)));
+        return;
+    }
+    char *line = read_request(fd, why, sizeof(why));
+    cJSON *req = line ? cJSON_Parse(line) : NULL;
+    free(line);
+    const char *op = cJSON_IsObject(req) ? cp_jstr_ne(req, "op") : NULL;
+    const char *kind = cp_jstr_ne(req, "kind");
+    cJSON *ans;
+    if (!req || !op) {
+        ans = fail("%s", why[0] ? why : "the request is not a JSON object with an op");
+    } else if (!strcmp(op, "ping")) {
+        ans = cJSON_CreateObject();
+        cJSON_AddTrueToObject(ans, "ok");
+        cJSON_AddStringToObject(ans, "version", CRASHPACK_VERSION);
+        cJSON_AddNumberToObject(ans, "pid", (double)getpid());
+    } else if (strcmp(op, "capture")) {
+        ans = fail("unknown op `%s`", op);
+    } else if (!kind || (strcmp(kind, "exception") && strcmp(kind, "exit") &&
+                         strcmp(kind, "signal") && strcmp(kind, "terminated"))) {
+        ans = fail("capture: kind must be exception, exit, signal or terminated");
+    } else if (!take_token(a)) {
+        a->refused++;
+        ans = fail("rate limited: more than %u captures a minute (agent_rate)", a->cfg.agent_rate);
+    } else {
+        ans = !strcmp(kind, "exception") ? do_exception(a, &cr, req) : do_reported(a, &cr, req, kind);
+        a->captured += cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ans, "ok"));
+        logf_("pid %d (uid %u) %s capture of pid %d: %s", (int)cr.pid, (unsigned)cr.uid, kind,
+              cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(req, "pid"))
+                  ? (int)cJSON_GetObjectItemCaseSensitive(req, "pid")->valuedouble : -1,
+              cp_jstr_ne(ans, "bundle") ? cp_jstr_ne(ans, "bundle") : cp_jstr_ne(ans, "error"));
+    }
+    cJSON_Delete(req);
+    reply(fd, ans);
+}
+
+/* ---- the kernel log ---- */
+
+/* The value of `key` (e.g. "oom_memcg=") in a comma-separated oom-kill: line. */
+static void kv(const char *text, const char *key, char *out, size_t n)
+{
+    const char *p = strstr(text, key);
+    out[0] = 0;
+    if (!p)
+        return;
+    p += strlen(key);
+    size_t l = strcspn(p, ",\n");
+    snprintf(out, n, "%.*s", (int)(l < n ? l : n - 1), p);
+}
+
+/* One cgroup file's contents as a JSON string (trimmed), or null. `rel` is under `base`. */
+static void add_cg_file(cJSON *o, const char *key, const char *base, const char *rel,
+                        const char *file)
+{
+    char path[1200];
+    snprintf(path, sizeof(path), "%s%s/%s", base, rel, file);
+    if (strstr(rel, "..")) {
+        cJSON_AddNullToObject(o, key);
+        return;
+    }
+    size_t len;
+    int tr;
+    char *s = read_file_at(AT_FDCWD, path, 1 << 16, &len, &tr);
+    if (!s) {
+        cJSON_AddNullToObject(o, key);
+        return;
+    }
+    while (len && (s[len - 1] == '\n' || s[len - 1] == ' '))
+        s[--len] = 0;
+    cJSON_AddStringToObject(o, key, s);
+    free(s);
+}
+
+/* oom.json: the constraint, the memory cgroups, their limits and counters (v2: memory.max,
+ * memory.events, memory.peak; v1: memory.limit_in_bytes, failcnt, max_usage_in_bytes,
+ * memory.oom_control). The cgroup may be gone already: null values. */
+static char *oom_json(const struct agent *a, const char *line, pid_t pid, const char *comm,
+                      uid_t uid)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "format", "crashpack-oom/1");
+    cJSON_AddStringToObject(o, "kill_line", line);
+    cJSON_AddNumberToObject(o, "pid", pid);
+    cJSON_AddStringToObject(o, "comm", comm);
+    cJSON_AddNumberToObject(o, "uid", uid);
+    int same = a->oom_pid == pid;
+    const char *cons = same && a->oom_constraint[0] ? a->oom_constraint : NULL;
+    if (cons)
+        cJSON_AddStringToObject(o, "constraint", cons);
+    else
+        cJSON_AddNullToObject(o, "constraint");
+    cJSON_AddStringToObject(o, "limit", !cons ? "unknown"
+                                        : !strcmp(cons, "CONSTRAINT_MEMCG") ? "cgroup"
+                                        : !strcmp(cons, "CONSTRAINT_NONE") ? "host" : "other");
+    const char *memcg = same && a->oom_memcg[0] ? a->oom_memcg : NULL;
+    if (memcg)
+        cJSON_AddStringToObject(o, "oom_memcg", memcg);
+    else
+        cJSON_AddNullToObject(o, "oom_memcg");
+    if (same && a->task_memcg[0])
+        cJSON_AddStringToObject(o, "task_memcg", a->task_memcg);
+    else
+        cJSON_AddNullToObject(o, "task_memcg");
+    if (memcg && memcg[0] == '/') {
+        cJSON *v2 = cJSON_AddObjectToObject(o, "cgroup_v2");
+        add_cg_file(v2, "memory.max", "/sys/fs/cgroup", memcg, "memory.max");
+        add_cg_file(v2, "memory.peak", "/sys/fs/cgroup", memcg, "memory.peak");
+        add_cg_file(v2, "memory.events", "/sys/fs/cgroup", memcg, "memory.events");
+        cJSON *v1 = cJSON_AddObjectToObject(o, "cgroup_v1");
+        add_cg_file(v1, "memory.limit_in_bytes", "/sys/fs/cgroup/memory", memcg, "memory.limit_in_bytes");
+        add_cg_file(v1, "memory.max_usage_in_bytes", "/sys/fs/cgroup/memory", memcg,
+                    "memory.max_usage_in_bytes");
+        add_cg_file(v1, "memory.failcnt", "/sys/fs/cgroup/memory", memcg, "memory.failcnt");
+        add_cg_file(v1, "memory.oom_control", "/sys/fs/cgroup/memory", memcg, "memory.oom_control");
+    }
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return s;
+}
+
+static void oom_killed(struct agent *a, const char *text)
+{
+    /* "Killed process 1234 (python3) total-vm:...kB, anon-rss:..., UID:1000 pgtables:..." */
+    const char *p = strstr(text, "Killed process ");
+    int pid = 0, off = 0;
+    char comm[64] = "";
+    if (!p || sscanf(p + 15, "%d (%63[^)])%n", &pid, comm, &off) < 2 || pid <= 0)
+        return;
+    const char *u = strstr(text, "UID:");
+    long uid = u ? strtol(u + 4, NULL, 10) : -1;
+    if (uid < 0)
+        return;
+    if (!a->cfg.agent_oom)
+        return;
+    if (!take_token(a)) {
+        a->refused++;
+        logf_("OOM kill of pid %d (%s) not captured: rate limited (agent_rate)", pid, comm);
+        return;
+    }
+    char *oj = oom_json(a, text, pid, comm, (uid_t)uid);
+    struct snap_member m = {"oom.json", oj ? memfd_of("oom.json", oj, strlen(oj)) : -1};
+    free(oj);
+    char a_pid[24], a_uid[24], a_gid[24], a_st[32], reason[700];
+    snprintf(a_pid, sizeof(a_pid), "%d", pid);
+    snprintf(a_uid, sizeof(a_uid), "%ld", uid);
+    snprintf(a_gid, sizeof(a_gid), "%u", (unsigned)gid_of((uid_t)uid));
+    int same = a->oom_pid == pid;
+    snprintf(reason, sizeof(reason), "killed by the kernel's OOM killer (%s%s%s)",
+             same && !strcmp(a->oom_constraint, "CONSTRAINT_MEMCG") ? "memory cgroup limit"
+             : same && a->oom_constraint[0] ? a->oom_constraint : "host memory",
+             same && a->oom_memcg[0] ? ", oom_memcg=" : "", same ? a->oom_memcg : "");
+    const char *args[24];
+    size_t n = 0;
+    args[n++] = "--kind";
+    args[n++] = "oom_kill";
+    args[n++] = "--signal";
+    args[n++] = "9";
+    args[n++] = "--pid";
+    args[n++] = a_pid;
+    args[n++] = "--uid";
+    args[n++] = a_uid;
+    args[n++] = "--gid";
+    args[n++] = a_gid;
+    args[n++] = "--comm";
+    args[n++] = comm;
+    args[n++] = "--trigger";
+    args[n++] = "agent";
+    args[n++] = "--reason";
+    args[n++] = reason;
+    unsigned long long st = start_ticks(pid); /* a zombie still has it */
+    if (st) {
+        snprintf(a_st, sizeof(a_st), "%llu", st);
+        args[n++] = "--start-time";
+        args[n++] = a_st;
+    }
+    args[n] = NULL;
+    char line[1400];
+    int rc = run_event(a, args, m.fd >= 0 ? &m : NULL, m.fd >= 0 ? 1 : 0, line, sizeof(line));
+    if (m.fd >= 0)
+        close(m.fd);
+    a->captured += rc == 0;
+    logf_("OOM kill of pid %d (%s, uid %ld): %s", pid, comm, uid, line);
+}
+
+static void gpu_event(const char *text)
+{
+    if (mkdir(STATE_DIR, 0755) && errno != EEXIST)
+        return;
+    int fd = open(STATE_DIR "/gpu-events.jsonl",
+                  O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "time", (double)time(NULL));
+    cJSON_AddStringToObject(o, "line", text);
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    if (s) {
+        size_t n = strlen(s);
+        s[n] = '\n';
+        if (write_all(fd, s, n + 1)) {
+            /* a full disk: the kernel log keeps the line */
+        }
+    }
+    free(s);
+    close(fd);
+}
+
+static void kmsg_record(struct agent *a, char *rec)
+{
+    char *text = strchr(rec, ';');
+    if (!text)
+        return;
+    text++;
+    text[strcspn(text, "\n")] = 0;
+    if (strstr(text, "oom-kill:constraint=")) {
+        char pid[24];
+        kv(text, "constraint=", a->oom_constraint, sizeof(a->oom_constraint));
+        kv(text, "oom_memcg=", a->oom_memcg, sizeof(a->oom_memcg));
+        kv(text, "task_memcg=", a->task_memcg, sizeof(a->task_memcg));
+        kv(text, ",pid=", pid, sizeof(pid));
+        a->oom_pid = (pid_t)atoi(pid);
+    } else if (strstr(text, "Killed process ") &&
+               (strstr(text, "Out of memory") || strstr(text, "Memory cgroup out of memory"))) {
+        oom_killed(a, text);
+    } else if (strstr(text, "NVRM: Xid") || strstr(text, "fallen off the bus")) {
+        gpu_event(text);
+    }
+}
+
+static void kmsg_drain(struct agent *a)
+{
+    char rec[KMSG_REC_MAX + 1];
+    for (;;) {
+        ssize_t r = read(a->kfd, rec, KMSG_REC_MAX);
+        if (r < 0 && errno == EPIPE)
+            continue; /* records overwritten before they were read */
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return;
+        rec[r] = 0;
+        kmsg_record(a, rec);
+    }
+}
+
+int cmd_agent(int argc, char **argv)
+{
+    struct agent A;
+    memset(&A, 0, sizeof(A));
+    A.lfd = A.kfd = -1;
+    const char *sock = NULL;
+    enum { O_SOCKET = 256 };
+    static const struct option longs[] = {{"config", required_argument, 0, 'c'},
+                                          {"socket", required_argument, 0, O_SOCKET},
+                                          CP_OPT_HELP, CP_OPT_END};
+    struct cp_opts p = {.verb = "crashpack agent", .shorts = "c:", .longs = longs, .argc = argc,
+                        .argv = argv};
+    int c;
+    while ((c = cp_getopt(&p)) != -1) {
+        switch (c) {
+        case 'h':
+            usage(stdout);
+            return CP_EXIT_OK;
+        case 'c': A.config = optarg; break;
+        case O_SOCKET: sock = optarg; break;
+        default: return CP_EXIT_USAGE;
+        }
+    }
+    if (cp_opt_args(&p, 0, 0, ""))
+        return CP_EXIT_USAGE;
+    if (geteuid() != 0) {
+        fprintf(stderr, "crashpack agent: run as root: it captures other users' processes\n");
+        return CP_EXIT_PROBLEM;
+    }
+    char err[600];
+    cp_config_defaults(&A.cfg);
+    if (cp_config_load(&A.cfg, A.config ? A.config : CP_DEFAULT_CONFIG, A.config != NULL, err,
+                       sizeof(err))) {
+        fprintf(stderr, "crashpack agent: %s\n", err);
+        return CP_EXIT_PROBLEM;
+    }
+    snprintf(A.sock, sizeof(A.sock), "%s", sock ? sock : A.cfg.agent_socket);
+    if (listen_on(&A, err, sizeof(err))) {
+        fprintf(stderr, "crashpack agent: %s\n", err);
+        return CP_EXIT_PROBLEM;
+    }
+    A.kfd = open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (A.kfd >= 0)
+        lseek(A.kfd, 0, SEEK_END); /* what happens from now on */
+    else
+        logf_("cannot read /dev/kmsg (%s): no OOM-kill capture", strerror(errno));
+    A.tokens = A.cfg.agent_rate;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    A.refilled = (double)now.tv_sec + now.tv_nsec / 1e9;
+    struct sigaction sa = {.sa_handler = on_stop};
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    logf_("pid %d listening on %s%s", (int)getpid(), A.sock,
+          A.kfd >= 0 ? ", following /dev/kmsg" : "");
+    while (!stop_sig) {
+        struct pollfd pf[2] = {{A.lfd, POLLIN, 0}, {A.kfd, POLLIN, 0}};
+        int n = poll(pf, A.kfd >= 0 ? 2 : 1, -1);
+        if (n < 0)
+            continue;
+        if (A.kfd >= 0 && (pf[1].revents & POLLIN))
+            kmsg_drain(&A);
+        if (pf[0].revents & POLLIN) {
+            int fd = accept4(A.lfd, NULL, NULL, SOCK_CLOEXEC);
+            if (fd >= 0) {
+                /* a SIGKILL reported by run may be an OOM kill whose line is waiting: read it
+                 * first, so that the kill's own bundle is the one (deduplicated) */
+                if (A.kfd >= 0)
+                    kmsg_drain(&A);
+                serve(&A, fd);
+                close(fd);
+            }
+        }
+    }
+    unlink(A.sock);
+    logf_("stopped (signal %d): %lu requests, %lu captures, %lu refused", (int)stop_sig,
+          A.served, A.captured, A.refused);
+    return CP_EXIT_OK;
+}
