@@ -139,3 +139,29 @@ cp_member() { zstd -dc -q "$1" | tar -xOf - "$2"; }
 # json FILE EXPR: prints EXPR evaluated in python with d = the parsed JSON file.
 json() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$@"; }
 export -f json
+
+# ---- the handler fed a core directly (no core_pattern, no lock): tests/e2e/test_hostile_*.sh ----
+# cp_direct_setup PREFIX: temp dir $T (removed on exit) with $T/conf pointing bundle_dir at
+# $T/bundles, the rate limits out of the way.
+cp_direct_setup() {
+    T=$(mktemp -d "/tmp/$1.XXXXXX")
+    trap 'rm -rf "$T"' EXIT
+    mkdir -p "$T/bundles"
+    cat > "$T/conf" <<CONF
+bundle_dir = $T/bundles
+max_use = 100%
+keep_free = 0
+burst_full = 1000
+repeat_full = 1000
+CONF
+}
+
+# cp_core_bundle CORE PID: feeds CORE to crashpack-capture on stdin as the kernel would for pid PID
+# (signal 11; core_pattern is not touched), with $T/conf; prints the published bundle's path.
+cp_core_bundle() {
+    "$CP_BIN/crashpack-capture" -c "$T/conf" "$2" "$2" "$2" 11 "$(date +%s)" 0 0 1 -1 hostile < "$1"
+    cp_bundle_for "$2" 60
+}
+
+# cp_no_sanitizer_report FILE...: none of the files holds an ASan, UBSan or LSan report.
+cp_no_sanitizer_report() { ! grep -Eq 'AddressSanitizer|runtime error|LeakSanitizer' "$@"; }

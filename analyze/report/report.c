@@ -335,7 +335,21 @@ static int native_part(struct bundle *b, cJSON *r, int no_stacks, struct native_
 {
     if (!bundle_find(b, "core")) {
         native_cancel(nj);
-        report_native_skipped(r, "no core in this bundle (a metadata-only capture)");
+        /* a cut bundle has lost its later members: it is not a metadata-only capture */
+        char why[1024];
+        size_t nm = bundle_member_count(b);
+        const struct bundle_member *last = nm ? bundle_member(b, nm - 1) : NULL;
+        if (!bundle_complete(b))
+            cp_errmsg(why, sizeof(why),
+                      "no core member in what is left of this bundle: it is truncated (%s); the "
+                      "last member found is %s (%s, %llu of %llu bytes)",
+                      bundle_reason(b), last ? last->name : "none",
+                      last && last->truncated ? "cut" : "whole",
+                      last ? (unsigned long long)last->available : 0ull,
+                      last ? (unsigned long long)last->size : 0ull);
+        else
+            snprintf(why, sizeof(why), "no core in this bundle (a metadata-only capture)");
+        report_native_skipped(r, why);
         stacks_annotate(r, NULL);
         return 0;
     }

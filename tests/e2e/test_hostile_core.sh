@@ -11,36 +11,15 @@
 # the end of the file cannot get into a bundle: the handler pads the core to its declared size.) Each goes into a bundle through crashpack-capture on stdin (as the kernel feeds it; the
 # handler is run directly, core_pattern is not touched) and is analyzed with --sysroot /nonexistent,
 # so no file of this machine is looked at. The undamaged core is the control: exit 0, 5 threads.
-# (Cut bundles, traversal names and decompression bombs: tests/unit/test_bundle.c and
-# test_analyze_unwind.sh; random inputs: the fuzz/bundle and fuzz/core tests.)
+# (Cut bundles, traversal names and decompression bombs: tests/unit/test_bundle.c,
+# test_analyze_unwind.sh and test_hostile_scale.sh; large stacks.json: test_hostile_scale.sh; random
+# inputs: the fuzz/bundle and fuzz/core tests.)
 source "$(dirname "$0")/../lib.sh"
 PY=${CP_PYTHON:-/usr/bin/python3}
 SEED=$CP_SRC/tests/fuzz/corpus-core/cp-segv-threads.core
 HOSTILE=$CP_SRC/tests/tools/hostile_core.py
 [ -f "$SEED" ] || die "no seed core $SEED"
-T=$(mktemp -d /tmp/cp-hostile.XXXXXX)
-trap 'rm -rf "$T"' EXIT
-mkdir -p "$T/bundles"
-cat > "$T/conf" <<CONF
-bundle_dir = $T/bundles
-max_use = 100%
-keep_free = 0
-burst_full = 1000
-repeat_full = 1000
-CONF
-
-# bundle_of CORE PID: feeds CORE to the handler as pid PID, prints the published bundle's path
-bundle_of() {
-    local i f
-    "$CP_BIN/crashpack-capture" -c "$T/conf" "$2" "$2" "$2" 11 "$(date +%s)" 0 0 1 -1 hostile < "$1"
-    for ((i = 0; i < 600; i++)); do
-        for f in "$T"/bundles/crash-*-"$2"-*.zst; do
-            [ -f "$f" ] && { echo "$f"; return 0; }
-        done
-        sleep 0.1
-    done
-    return 1
-}
+cp_direct_setup cp-hostile
 
 # analyze NAME BUNDLE: text and --json runs; sets RC (of the --json run) and RC_TEXT
 analyze() {
@@ -50,10 +29,10 @@ analyze() {
     RC=$?
 }
 
-no_sanitizer_report() { ! grep -Eq 'AddressSanitizer|runtime error|LeakSanitizer' "$T/$1.err" "$T/$1.txt.err"; }
+no_sanitizer_report() { cp_no_sanitizer_report "$T/$1.err" "$T/$1.txt.err"; }
 
 pid=970000
-b=$(bundle_of "$SEED" $pid) || die "no bundle from the handler for the control core"
+b=$(cp_core_bundle "$SEED" $pid) || die "no bundle from the handler for the control core"
 analyze control "$b"
 check "control: exit 0 (rc $RC, text $RC_TEXT)" [ "$RC" = 0 ] && [ "$RC_TEXT" = 0 ]
 check "control: 5 threads, the crashed one first, no core warning" \
@@ -62,7 +41,7 @@ check "control: 5 threads, the crashed one first, no core warning" \
 for kind in $("$PY" "$HOSTILE" list); do
     pid=$((pid + 1))
     "$PY" "$HOSTILE" "$kind" "$SEED" "$T/$kind.core" || { fail "$kind: hostile_core.py failed"; continue; }
-    b=$(bundle_of "$T/$kind.core" $pid) || { fail "$kind: no bundle from the handler"; continue; }
+    b=$(cp_core_bundle "$T/$kind.core" $pid) || { fail "$kind: no bundle from the handler"; continue; }
     analyze "$kind" "$b"
     check "$kind: exit 1 or 2, not 0 and not a crash (json rc $RC, text rc $RC_TEXT)" \
         bash -c "[ '$RC' = 1 -o '$RC' = 2 ] && [ '$RC_TEXT' = '$RC' ]"
@@ -78,12 +57,11 @@ done
 # cap with a partial report, in time and memory linear in the threads (bench/threads), not the
 # quadratic 340 s of before; `timeout 600` is only a hang guard
 pid=$((pid + 1))
-if "$PY" "$HOSTILE" threads-60000 "$SEED" "$T/threads.core" && b=$(bundle_of "$T/threads.core" $pid); then
+if "$PY" "$HOSTILE" threads-60000 "$SEED" "$T/threads.core" && b=$(cp_core_bundle "$T/threads.core" $pid); then
     timeout 600 "$CP_BIN/crashpack" analyze --json --sysroot /nonexistent "$b" > "$T/threads.json" 2> "$T/threads.err"
     RC=$?
     check "threads-60000: a partial report (exit 1, got $RC)" [ "$RC" = 1 ]
-    threads_clean() { ! grep -Eq 'AddressSanitizer|runtime error|LeakSanitizer' "$T/threads.err"; }
-    check "threads-60000: no sanitizer report" threads_clean
+    check "threads-60000: no sanitizer report" cp_no_sanitizer_report "$T/threads.err"
     # the seed's other threads come on top of the 60,000 copies of its first one
     check "threads-60000: the cap is in the report: 10000 analyzed of 60000 or more" \
         [ "$(json "$T/threads.json" 'len(d["threads"]), d["analysis"]["threads_cap"]["threads"] >= 60000, d["analysis"]["complete"]')" = "(10000, True, False)" ]
