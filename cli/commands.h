@@ -17,6 +17,7 @@ int cmd_snap(int argc, char **argv);
 int cmd_agent(int argc, char **argv);
 int cmd_watch(int argc, char **argv);
 int cmd_enrich(int argc, char **argv);
+int cmd_python_hook(int argc, char **argv);
 int cmd_version(int argc, char **argv);
 
 #endif
