@@ -104,7 +104,7 @@ def _socket_path(cfg):
 
 
 def _job():
-    for k in ("CRASHPACK_JOB", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID"):
+    for k in ("CRASHPACK_JOB_ID", "CRASHPACK_JOB", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID"):
         v = os.environ.get(k)
         if v:
             return v
