@@ -146,8 +146,9 @@ static void section_summary(FILE *o, const cJSON *r)
         md(o, cp_jstr_ne_at(r, "crash_kind"));
     }
     fputs(" |\n", o);
-    const char *dk = cp_jstr_ne_at(r, "process.death.kind");
-    if (dk && strcmp(dk, "core")) { /* a core from the kernel: the signal row says it all */
+    const char *dk = cp_jstr_ne_at(r, "process.death.kind"), *dsrc = cp_jstr_ne_at(r, "process.death.source");
+    /* a core from the kernel, or an older bundle's derived death: the signal row says it all */
+    if (dk && strcmp(dk, "core") && dsrc && !strcmp(dsrc, "manifest")) {
         fputs("| Death | ", o);
         md(o, dk);
         if (cp_jnum_at(r, "process.death.status", &v))

@@ -580,7 +580,7 @@ static int leaf_oom_kill(struct ctx *c, const cJSON *v, cJSON *ev)
             snprintf(limit, sizeof(limit), "the host's memory (global_oom)");
         else
             snprintf(limit, sizeof(limit), "%s", sc ? sc : "an unstated limit");
-        ev_add(ev, "kernel OOM killer killed %s pid %.0f (%s): %s%s%s%s", own ? "this process," : worker ? "DataLoader worker" : "", pid,
+        ev_add(ev, "kernel OOM killer killed %spid %.0f (%s): %s%s%s%s", own ? "this process, " : worker ? "DataLoader worker " : "", pid,
                nz(cp_jstr_at(k, "comm")), limit, con ? " [" : "", con ? con : "", con ? "]" : "");
         const char *text = cp_jstr_at(k, "text");
         if (text)

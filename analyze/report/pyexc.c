@@ -460,8 +460,9 @@ void pyexc_print_death(FILE *out, const cJSON *r)
 {
     const cJSON *d = cp_jpath(r, "process.death");
     const char *kind = cp_jstr(d, "kind");
-    /* a core from the kernel says nothing new: the process line has its signal */
-    if (!kind || (!strcmp(cp_jstr_or(d, "source", ""), "derived") && !strcmp(kind, "core")))
+    /* derived for an older bundle (a core from the kernel, a snap) it says nothing new: the
+     * process line and the hang section have it */
+    if (!kind || strcmp(cp_jstr_or(d, "source", ""), "manifest"))
         return;
     double v;
     const char *s;
