@@ -29,7 +29,8 @@ static const struct verb verbs[] = {
     {"report", cmd_report, "ticket-ready Markdown for a bundle"},
     {"snap", cmd_snap, "capture a live (hung) process into a bundle, and let it run on"},
     {"agent", cmd_agent, "the node service (root): captures exceptions, exits and OOM kills without a core"},
-    {"watch", cmd_watch, "run a job on a pty; snap it when its output and heartbeat stall"},
+    {"run", cmd_run, "supervise a job: a bundle for every abnormal end of its processes"},
+    {"watch", cmd_watch, "run with stall detection: snap the job when its output and heartbeat stall"},
     {"enrich", cmd_enrich, "on the crashed host: the native analysis as stacks.json"},
     {"version", cmd_version, "the version, git commit and libraries (also --version)"},
 };
