@@ -100,7 +100,8 @@ static void usage(FILE *out, int watch)
                 "output tail and the process's recorded identity. Signals to run go to the whole\n"
                 "job; nothing of the job is left running. Exits with the job's exit status (128 +\n"
                 "signal number when a signal ended it); 2 is a usage error before the job\n"
-                "started, 1 a failure to start it. docs/run.md has the details.\n"
+                "started, 1 a failure to start it, 127 a CMD that cannot be executed.\n"
+                "docs/run.md has the details.\n"
                 "\n"
                 "  --stall SECONDS    snap the job when its output and heartbeat stall this long\n"
                 "                     (crashpack watch; default off)\n");
@@ -302,7 +303,8 @@ struct run {
     /* the main process's end */
     int main_done, main_status, main_gone;
     double main_end, term_at, kill_at;
-    int fwd_mask; /* signals forwarded to the job */
+    int fwd_mask;    /* signals forwarded to the job */
+    int exec_failed; /* CMD could not be executed (exit 127, nothing to capture) */
     pid_t reporters[MAX_REPORTERS];
     int nreporters, warned, no_capturer;
     unsigned long reported, skipped;
@@ -365,11 +367,13 @@ static void set_raw(int fd, const struct winsize *ws)
  * first its controlling terminal) or on the pipes; it waits at the gate until the supervisor
  * has its pidfd and its signal handling, then execs CMD. */
 static void job_child(const struct run_opts *o, const char slave[2][128], int pipes[2][2],
-                      const struct winsize *ws, const int gate[2]) __attribute__((noreturn));
+                      const struct winsize *ws, const int gate[2], const int ex[2])
+    __attribute__((noreturn));
 static void job_child(const struct run_opts *o, const char slave[2][128], int pipes[2][2],
-                      const struct winsize *ws, const int gate[2])
+                      const struct winsize *ws, const int gate[2], const int ex[2])
 {
     close(gate[1]);
+    close(ex[0]);
     setsid();
     /* the supervisor killed (SIGKILL, which it cannot pass on): the job must not run on */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -397,7 +401,10 @@ static void job_child(const struct run_opts *o, const char slave[2][128], int pi
     if (read(gate[0], &c, 1) < 0) { /* the parent has set up its signal handling */
     }
     execvp(o->cmd[0], o->cmd);
-    fprintf(stderr, "%s: %s: %s\n", o->verb, o->cmd[0], strerror(errno));
+    int e = errno;
+    fprintf(stderr, "%s: %s: %s\n", o->verb, o->cmd[0], strerror(e));
+    if (write(ex[1], &e, sizeof(e)) < 0) { /* the supervisor learns it from the exit 127 */
+    }
     _exit(127);
 }
 
@@ -428,8 +435,8 @@ static int run_start(struct run *r)
     }
     struct winsize ws;
     int have_ws = ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 || ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0;
-    int gate[2];
-    if (pipe2(gate, O_CLOEXEC)) {
+    int gate[2], ex[2]; /* ex: closed by a successful exec, an errno otherwise */
+    if (pipe2(gate, O_CLOEXEC) || pipe2(ex, O_CLOEXEC)) {
         fprintf(stderr, "%s: pipe: %s\n", o->verb, strerror(errno));
         return CP_EXIT_PROBLEM;
     }
@@ -442,8 +449,9 @@ static int run_start(struct run *r)
         return CP_EXIT_PROBLEM;
     }
     if (r->job == 0)
-        job_child(o, slave, pipes, have_ws ? &ws : NULL, gate);
+        job_child(o, slave, pipes, have_ws ? &ws : NULL, gate, ex);
     close(gate[0]);
+    close(ex[1]);
     for (int i = 0; o->no_pty && i < 2; i++)
         close(pipes[i][1]);
     struct sigaction sa;
@@ -458,6 +466,16 @@ static int run_start(struct run *r)
         fprintf(stderr, "%s: warning: cannot follow the job's main process (pidfd_open: %s)\n",
                 o->verb, strerror(errno));
     close(gate[1]);
+    /* its identity once it has exec'd (a job that ends at once: what it was started as) */
+    int e = 0;
+    ssize_t n;
+    while ((n = read(ex[0], &e, sizeof(e))) < 0 && errno == EINTR)
+        ;
+    close(ex[0]);
+    if (n > 0)
+        r->exec_failed = 1;
+    else if (p)
+        pt_record(&r->t, p, o->cmd);
     return 0;
 }
 
@@ -519,7 +537,7 @@ static const char *signame(int sig, char *buf, size_t n)
 /* Whether p's end is one to capture: its kind ("exit", "signal", "terminated") or NULL. */
 static const char *death_kind(struct run *r, const struct pt_proc *p)
 {
-    if (!p->status_known || p->signalled)
+    if (!p->status_known || p->signalled || (p->main && r->exec_failed))
         return NULL;
     if (WIFEXITED(p->status)) {
         int code = WEXITSTATUS(p->status);

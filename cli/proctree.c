@@ -252,6 +252,29 @@ static void record(struct ptree *t, struct pt_proc *p)
     cJSON_AddBoolToObject(o, "python", p->python);
 }
 
+void pt_record(struct ptree *t, struct pt_proc *p, char *const *argv)
+{
+    char comm[64];
+    if (!read_stat(p->pid, comm, sizeof(comm), NULL, NULL, NULL, NULL))
+        snprintf(p->comm, sizeof(p->comm), "%s", comm);
+    record(t, p);
+    cJSON *cl = cJSON_GetObjectItemCaseSensitive(p->info, "cmdline");
+    if (argv && !p->exe[0] && cJSON_GetArraySize(cl) == 0) {
+        /* gone already: what it was started as (its environment: the supervisor's) */
+        char *av[1024];
+        int ac = 0;
+        for (; argv[ac] && ac < 1024; ac++)
+            if (!(av[ac] = strdup(argv[ac])))
+                break;
+        cp_mask_cmdline(t->cfg, av, ac);
+        for (int i = 0; i < ac; i++)
+            cJSON_AddItemToArray(cl, cJSON_CreateString(av[i]));
+        for (int i = 0; i < ac; i++)
+            free(av[i]);
+        cJSON_AddStringToObject(p->info, "recorded_from", "the supervisor's command line");
+    }
+}
+
 struct pt_proc *pt_add(struct ptree *t, pid_t pid, int main)
 {
     if (t->n >= MAX_PROCS) {

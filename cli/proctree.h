@@ -63,6 +63,10 @@ void pt_free(struct ptree *t);
 /* Records pid (the job's main process when main) with a pidfd. NULL when it is gone. */
 struct pt_proc *pt_add(struct ptree *t, pid_t pid, int main);
 
+/* Records p's identity again now (after it exec'd); when it has ended already, argv (what it
+ * was started as, may be NULL) stands for its command line. */
+void pt_record(struct ptree *t, struct pt_proc *p, char *const *argv);
+
 /* One scan: new descendants of the supervisor and of every known process; identities of those
  * that exec'd since the last look; ends of GONE processes whose parent has now reaped them. */
 void pt_scan(struct ptree *t);
