@@ -250,6 +250,16 @@ static int set_key(struct cp_config *c, const char *k, const char *v)
         c->enrich_memory = m;
         return 0;
     }
+    /* read by the Python hook (python/_crashpack_hook.py, python/crashpack/; docs/python.md):
+     * checked here so that a bad value is an error of the configuration too */
+    if (!strcmp(k, "python_hook")) {
+        int on;
+        return parse_bool(v, &on);
+    }
+    if (!strcmp(k, "python_hook_timeout")) {
+        unsigned t;
+        return parse_uint(v, &t) || !t || t > 3600 ? -1 : 0;
+    }
     if (!strcmp(k, "redact_patterns") || !strcmp(k, "redact_env")) /* redact_env: its name */
         return copy_str(c->redact_patterns, sizeof(c->redact_patterns), v);
     return -2;

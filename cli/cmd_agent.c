@@ -19,7 +19,7 @@
  *    handler's kmsg.json, scoped to that pid), the constraint and the memory cgroup named by the
  *    kernel's oom-kill: line with its limits and counters (cgroup v1 and v2: oom.json),
  *    nvidia-smi. NVIDIA Xid and fallen-off-the-bus lines are appended to the node's GPU event log
- *    (STATE/gpu-events.jsonl) with the time they were seen.
+ *    (STATE/gpu-events.jsonl, --state-dir) with the time they were seen.
  *
  * One request at a time, each bounded (16 MiB in, 5 s to arrive); captures are limited to
  * agent_rate a minute for all callers together, and every bundle passes the handler's own
@@ -65,6 +65,7 @@ static void on_stop(int s) { stop_sig = s; }
 struct agent {
     struct cp_config cfg;
     const char *config; /* -c, or NULL (the default file) */
+    const char *state;  /* --state-dir: where gpu-events.jsonl goes */
     char sock[CP_PATH_MAX];
     int lfd, kfd;
     /* the token bucket of agent_rate captures a minute */
@@ -89,7 +90,7 @@ static void logf_(const char *fmt, ...)
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: crashpack agent [-c CONFIG] [--socket PATH]\n"
+            "usage: crashpack agent [-c CONFIG] [--socket PATH] [--state-dir DIR]\n"
             "\n"
             "The node service (root), in the foreground: captures the deaths that dump no core.\n"
             "  - a Unix socket where jobs ask for a capture of themselves (the Python hook, on\n"
@@ -100,6 +101,7 @@ static void usage(FILE *out)
             "  -c, --config F   configuration file (default %s): bundle_dir, agent_socket,\n"
             "                   agent_rate (captures a minute), agent_oom (yes|no)\n"
             "  --socket PATH    listen here instead of agent_socket\n"
+            "  --state-dir DIR  where the node's GPU events go (default " STATE_DIR ")\n"
             "  -h, --help       this help\n"
             "\n"
             "Runs until SIGTERM or SIGINT. Exit status: 0 stopped by a signal, 1 cannot start,\n"
@@ -601,12 +603,15 @@ static void oom_killed(struct agent *a, const char *text)
     logf_("OOM kill of pid %d (%s, uid %ld): %s", pid, comm, uid, line);
 }
 
-static void gpu_event(const char *text)
+static void gpu_event(const struct agent *a, const char *text)
 {
-    if (mkdir(STATE_DIR, 0755) && errno != EEXIST)
+    if (mkdir(a->state, 0755) && errno != EEXIST)
         return;
-    int fd = open(STATE_DIR "/gpu-events.jsonl",
-                  O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    int dfd = open(a->state, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = dfd < 0 ? -1 : openat(dfd, "gpu-events.jsonl",
+                                   O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (dfd >= 0)
+        close(dfd);
     if (fd < 0)
         return;
     cJSON *o = cJSON_CreateObject();
@@ -643,7 +648,7 @@ static void kmsg_record(struct agent *a, char *rec)
                (strstr(text, "Out of memory") || strstr(text, "Memory cgroup out of memory"))) {
         oom_killed(a, text);
     } else if (strstr(text, "NVRM: Xid") || strstr(text, "fallen off the bus")) {
-        gpu_event(text);
+        gpu_event(a, text);
     }
 }
 
@@ -669,9 +674,11 @@ int cmd_agent(int argc, char **argv)
     memset(&A, 0, sizeof(A));
     A.lfd = A.kfd = -1;
     const char *sock = NULL;
-    enum { O_SOCKET = 256 };
+    A.state = STATE_DIR;
+    enum { O_SOCKET = 256, O_STATE };
     static const struct option longs[] = {{"config", required_argument, 0, 'c'},
                                           {"socket", required_argument, 0, O_SOCKET},
+                                          {"state-dir", required_argument, 0, O_STATE},
                                           CP_OPT_HELP, CP_OPT_END};
     struct cp_opts p = {.verb = "crashpack agent", .shorts = "c:", .longs = longs, .argc = argc,
                         .argv = argv};
@@ -683,6 +690,7 @@ int cmd_agent(int argc, char **argv)
             return CP_EXIT_OK;
         case 'c': A.config = optarg; break;
         case O_SOCKET: sock = optarg; break;
+        case O_STATE: A.state = optarg; break;
         default: return CP_EXIT_USAGE;
         }
     }

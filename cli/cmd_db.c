@@ -1,6 +1,7 @@
 /* cmd_db.c - `crashpack db add|list|show|groups|jobs|search|stats`: the knowledge base of analyzed
  * crashes (db/kb.h). `db add` stores the report `crashpack analyze --json` prints for each bundle,
- * built in-process by the report library (report.h). */
+ * built in-process by the report library (report.h), unless the stored record of the crash is as
+ * complete (kb_add_report decides; this file prints what it did). */
 #include "cmdopt.h"
 #include "commands.h"
 #include "jpath.h"
@@ -34,14 +35,17 @@ static const char footer[] =
 
 static const struct cp_subverb subverbs[] = {
     {"add", "db report-json diagnose", "BUNDLE... | --report-json FILE [--diagnose] [--db PATH]",
-     "Analyzes each bundle and stores the crash (again: updated, not doubled). --report-json\n"
+     "Analyzes each bundle and stores the crash. A crash added again is never doubled: the more\n"
+     "complete record stays (core analysis, core, bundle not cut short, members, threads\n"
+     "unwound; the same bundle again is stored again), and every add is kept as a source\n"
+     "(`db show`). A bundle that cannot be analyzed changes nothing (exit 1). --report-json\n"
      "stores report JSON (one report, or an array of them) as it is, or with its diagnoses made\n"
      "again from the rule base (--diagnose).\n", 0, -1, "BUNDLE"},
     {"list", "db limit json", "[--limit N] [--json] [--db PATH]",
      "Newest crashes first (default 50).\n"
      "  --json       one JSON object (format crashpack-db-list/1)\n", 0, 0, ""},
     {"show", "db json", "ID [--json] [--db PATH]",
-     "One crash with its diagnoses.\n"
+     "One crash with its diagnoses, how complete it is, and every add of it (path, hash, user).\n"
      "  --json       one JSON object (format crashpack-db-show/1)\n", 1, 1, "ID"},
     {"groups", "db limit json", "[--limit N] [--json] [--db PATH]",
      "Crashes grouped by fingerprint: count, first/last seen, hosts, top diagnosis.\n"
@@ -200,31 +204,128 @@ static void fmt_time(double t, char *buf, size_t len)
 
 /* ---- add ---- */
 
-static int add_one(sqlite3 *db, cJSON *r, const char *path, struct rulebase *rb)
+/* The stdout line of an add that stored nothing (res: kb_add_report's or kb_add_failure's). */
+static void print_failed(const char *path, const struct kb_result *res)
+{
+    fputs("failed: nothing stored from ", stdout);
+    put(stdout, path ? path : "report", 0);
+    if (res->id)
+        printf("; recorded as a failed source of crash %lld\n", (long long)res->id);
+    else
+        fputs("; the failure is recorded\n", stdout);
+}
+
+/* Prints what kb_add_report did with one report (src: where it came from); 0, or -1 when it was
+ * not stored (an SQL error, a failed diagnosis, no crash identity). */
+static int add_one(sqlite3 *db, cJSON *r, const struct kb_source *src, struct rulebase *rb)
 {
     char err[1024];
+    const char *path = src && !strcmp(src->kind, "bundle") ? src->path : NULL;
     if (rb && rules_diagnose(rb, r, err, sizeof(err)) < 0) {
         fprintf(stderr, "crashpack db: diagnosis: %s\n", err);
         return -1;
     }
-    int64_t id = 0;
-    int added = 0;
-    if (kb_add_report(db, r, path, &id, &added, err, sizeof(err))) {
-        fprintf(stderr, "crashpack db: %s: %s\n", path ? path : "report", err);
+    struct kb_result res;
+    if (kb_add_report(db, r, src, &res, err, sizeof(err))) {
+        fputs("crashpack db: ", stderr);
+        put(stderr, path ? path : "report", 0);
+        fprintf(stderr, ": %s\n", err);
+        return -1;
+    }
+    if (res.outcome == KB_FAILED) {
+        fputs("crashpack db: ", stderr);
+        put(stderr, src && src->path ? src->path : "report", 0);
+        fputs(": ", stderr);
+        put(stderr, res.reason, 0);
+        fputc('\n', stderr);
+        print_failed(src ? src->path : NULL, &res);
         return -1;
     }
     const cJSON *top = cJSON_GetArrayItem(cJSON_GetObjectItem(r, "diagnoses"), 0);
-    printf("%s crash %lld", added ? "added" : "updated", (long long)id);
+    printf("%s crash %lld", kb_outcome_name(res.outcome), (long long)res.id);
+    if (res.outcome == KB_REPLACED) {
+        if (res.legacy)
+            fputs(" (the stored record predates completeness scores; this is a complete bundle"
+                  " with a complete analysis)", stdout);
+        else
+            printf(" (more complete: %s)", res.reason);
+    } else if (res.outcome == KB_UPDATED) {
+        fputs(" (the same bundle again: its analysis is stored again)", stdout);
+    } else if (res.outcome == KB_KEPT) {
+        if (res.legacy)
+            fputs(" (the stored record predates completeness scores: only a complete bundle with a"
+                  " complete analysis replaces it)", stdout);
+        else if (res.reason[0])
+            printf(" (the stored record is more complete: %s)", res.reason);
+        else
+            fputs(" (equally complete: the stored record stays)", stdout);
+    }
     if (path) {
-        fputs(" from ", stdout);
+        fputs(res.outcome == KB_KEPT ? "; source recorded: " : " from ", stdout);
         put(stdout, path, 0);
     }
-    if (top) {
+    if (top && res.outcome != KB_KEPT) {
         fputs(": ", stdout);
         put(stdout, cJSON_GetStringValue(cJSON_GetObjectItem(top, "title")), 200);
     }
     fputc('\n', stdout);
     return 0;
+}
+
+/* Adds the reports of a --report-json file (one object or an array). 0, or the number of reports
+ * not stored; -1 when the file is not readable JSON. */
+static int add_report_json(sqlite3 *db, struct dopts *o)
+{
+    char err[1024];
+    cJSON *j = rule_read_file(o->report_json, err, sizeof(err));
+    if (!j) {
+        /* reports can exceed the rule-file limit: read without it */
+        FILE *f = fopen(o->report_json, "r");
+        if (f) {
+            size_t cap = 1 << 20, len = 0;
+            char *buf = malloc(cap);
+            size_t n;
+            while (buf && (n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+                len += n;
+                if (len + 1 >= cap) {
+                    char *nb = realloc(buf, cap *= 2);
+                    if (!nb)
+                        break;
+                    buf = nb;
+                }
+            }
+            fclose(f);
+            if (buf)
+                j = cJSON_ParseWithLength(buf, len);
+            free(buf);
+        }
+    }
+    if (!j) {
+        fprintf(stderr, "crashpack db: %s: not readable JSON\n", o->report_json);
+        return -1;
+    }
+    struct rulebase *rb = NULL;
+    if (o->diagnose && rulebase_open(NULL, o->db, &rb, err, sizeof(err))) {
+        fprintf(stderr, "crashpack db: %s\n", err);
+        cJSON_Delete(j);
+        return -1;
+    }
+    char abs[PATH_MAX];
+    const char *path = realpath(o->report_json, abs) ? abs : o->report_json;
+    int bad = 0;
+    cJSON *one = cJSON_IsArray(j) ? j->child : j;
+    for (; one; one = cJSON_IsArray(j) ? one->next : NULL) {
+        /* the report's identity as given, before --diagnose remakes its diagnoses */
+        char hash[17];
+        char *text = cJSON_PrintUnformatted(one);
+        kb_text_xxh64(text, hash);
+        free(text);
+        struct kb_source src = {"report-json", path, hash, -1};
+        bad += add_one(db, one, &src, rb) != 0;
+    }
+    rulebase_close(rb);
+    cJSON_Delete(j);
+    return bad;
 }
 
 static int do_add(struct dopts *o)
@@ -235,53 +336,20 @@ static int do_add(struct dopts *o)
     int bad = 0;
     char err[1024];
     if (o->report_json) {
-        cJSON *j = rule_read_file(o->report_json, err, sizeof(err));
-        if (!j) {
-            /* reports can exceed the rule-file limit: read without it */
-            FILE *f = fopen(o->report_json, "r");
-            if (f) {
-                size_t cap = 1 << 20, len = 0;
-                char *buf = malloc(cap);
-                size_t n;
-                while (buf && (n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
-                    len += n;
-                    if (len + 1 >= cap) {
-                        char *nb = realloc(buf, cap *= 2);
-                        if (!nb)
-                            break;
-                        buf = nb;
-                    }
-                }
-                fclose(f);
-                if (buf)
-                    j = cJSON_ParseWithLength(buf, len);
-                free(buf);
-            }
-        }
-        if (!j) {
-            fprintf(stderr, "crashpack db: %s: not readable JSON\n", o->report_json);
+        int n = add_report_json(db, o);
+        if (n < 0) {
             kb_close(db);
             return CP_EXIT_PROBLEM;
         }
-        struct rulebase *rb = NULL;
-        if (o->diagnose && rulebase_open(NULL, o->db, &rb, err, sizeof(err))) {
-            fprintf(stderr, "crashpack db: %s\n", err);
-            cJSON_Delete(j);
-            kb_close(db);
-            return CP_EXIT_PROBLEM;
-        }
-        if (cJSON_IsArray(j)) {
-            cJSON *r;
-            cJSON_ArrayForEach(r, j) bad += add_one(db, r, NULL, rb) != 0;
-        } else {
-            bad += add_one(db, j, NULL, rb) != 0;
-        }
-        rulebase_close(rb);
-        cJSON_Delete(j);
+        bad += n;
     }
     for (int i = 0; i < o->nargs; i++) {
-        char abs[PATH_MAX];
+        char abs[PATH_MAX], hash[17] = "";
         const char *path = realpath(o->args[i], abs) ? abs : o->args[i];
+        long long size = -1;
+        struct kb_source src = {"bundle", path, hash, -1};
+        if (kb_file_xxh64(path, hash, &size, err, sizeof(err)) == 0)
+            src.size = size;
         struct report_opts ro = {.db = o->db};
         struct report_status st;
         cJSON *r = report_build(path, &ro, &st);
@@ -291,11 +359,17 @@ static int do_add(struct dopts *o)
             fputs(": ", stderr);
             cp_text_put(stderr, st.error);
             fputc('\n', stderr);
+            struct kb_result res;
+            if (kb_add_failure(db, &src, st.error, &res, err, sizeof(err))) {
+                fprintf(stderr, "crashpack db: %s\n", err);
+            } else {
+                print_failed(path, &res);
+            }
             bad++;
             continue;
         }
         report_print_notes(stderr, "crashpack db", r, &st, 1);
-        bad += add_one(db, r, path, NULL) != 0;
+        bad += add_one(db, r, &src, NULL) != 0;
         cJSON_Delete(r);
     }
     kb_close(db);
@@ -415,6 +489,81 @@ static int do_search(struct dopts *o)
 
 /* ---- show ---- */
 
+/* Is a crash_sources outcome the one whose analysis the record holds? */
+static int source_is_stored(const char *outcome)
+{
+    return !strcmp(outcome, "added") || !strcmp(outcome, "replaced") || !strcmp(outcome, "updated");
+}
+
+/* A stored completeness object (kb_completeness_json) for a document: a copy, or null. */
+static cJSON *completeness_doc(const cJSON *d)
+{
+    struct kb_completeness k;
+    if (!d || kb_completeness_from_json(d, &k))
+        return cJSON_CreateNull();
+    return kb_completeness_json(&k);
+}
+
+static void print_completeness(const cJSON *d)
+{
+    struct kb_completeness k;
+    if (!d || kb_completeness_from_json(d, &k)) {
+        fputs("unknown (stored before completeness scores)", stdout);
+        return;
+    }
+    printf("core analysis %s, core %s, bundle %s, %d intact member%s, %d thread%s unwound",
+           k.analysis ? "complete" : "incomplete", k.core ? "intact" : "missing or cut short",
+           k.bundle ? "complete" : "cut short", k.members, k.members == 1 ? "" : "s", k.threads,
+           k.threads == 1 ? "" : "s");
+}
+
+/* Every add of the crash, oldest first; the one whose analysis is stored marked '*'. */
+static void print_sources(const cJSON *srcs)
+{
+    int n = cJSON_GetArraySize(srcs);
+    printf("%-12s%d add%s (* the stored analysis)\n", "sources", n, n == 1 ? "" : "s");
+    const cJSON *e;
+    cJSON_ArrayForEach(e, srcs)
+    {
+        char t[32];
+        const char *oc = cp_jstr_or(e, "outcome", "?");
+        fmt_time(cp_jnum_or(e, "added", 0), t, sizeof(t));
+        printf("  %c %-10s %s  by ", source_is_stored(oc) ? '*' : ' ', oc, t);
+        if (cJSON_IsNumber(cp_jkey(e, "added_uid"))) {
+            put(stdout, cp_jstr_or(e, "added_user", "?"), 32);
+            printf(" (uid %lld)", (long long)cp_jnum_or(e, "added_uid", 0));
+        } else {
+            fputs("unknown", stdout);
+        }
+        printf("  %s ", cp_jstr_or(e, "kind", "bundle"));
+        put(stdout, cp_jstr(e, "path"), 0);
+        fputc('\n', stdout);
+        printf("%15s", "");
+        if (cp_jstr(e, "xxh64"))
+            printf("xxh64 %s", cp_jstr(e, "xxh64"));
+        else
+            fputs("no hash", stdout);
+        if (cJSON_IsNumber(cp_jkey(e, "size")))
+            printf(", %lld bytes", (long long)cp_jnum_or(e, "size", 0));
+        fputc('\n', stdout);
+        if (!cJSON_IsNull(cp_jkey(e, "completeness_detail")) && cp_jkey(e, "completeness_detail")) {
+            printf("%15s", "");
+            print_completeness(cp_jkey(e, "completeness_detail"));
+            fputc('\n', stdout);
+        }
+        if (cp_jstr(e, "reason")) {
+            printf("%15s", "");
+            put(stdout, cp_jstr(e, "reason"), 300);
+            fputc('\n', stdout);
+        }
+        if (cp_jstr(e, "error")) {
+            printf("%15serror: ", "");
+            put(stdout, cp_jstr(e, "error"), 300);
+            fputc('\n', stdout);
+        }
+    }
+}
+
 static int do_show(struct dopts *o)
 {
     sqlite3 *db = open_db(o, 0);
@@ -442,8 +591,11 @@ static int do_show(struct dopts *o)
                 cp_doc_time(j, "time", cp_jnum_or(c, "time", 0));
             else if (i == 4) /* signal: an object, as in the report */
                 cp_doc_signal(j, cp_jstr(c, "signal"));
-            else if (i == 11) /* bundle.path, as in the report */
-                cp_doc_str(cJSON_AddObjectToObject(j, "bundle"), "path", cp_jstr(c, "bundle_path"));
+            else if (i == 11) { /* bundle.path, as in the report; and the file's hash */
+                cJSON *b = cJSON_AddObjectToObject(j, "bundle");
+                cp_doc_str(b, "path", cp_jstr(c, "bundle_path"));
+                cp_doc_str(b, "xxh64", cp_jstr(c, "bundle_xxh64"));
+            }
             else if (cJSON_IsNumber(v))
                 cJSON_AddNumberToObject(j, names[i], v->valuedouble);
             else
@@ -451,6 +603,34 @@ static int do_show(struct dopts *o)
         }
         cJSON_AddNumberToObject(j, "seen", cp_jnum_or(c, "seen", 0));
         cJSON_AddItemToObject(j, "diagnoses", ds ? cJSON_Duplicate(ds, 1) : cJSON_CreateArray());
+        cJSON_AddItemToObject(j, "completeness", completeness_doc(cp_jkey(c, "completeness_detail")));
+        cJSON *srcs = cJSON_AddArrayToObject(j, "sources");
+        const cJSON *e;
+        cJSON_ArrayForEach(e, cp_jkey(c, "sources"))
+        {
+            cJSON *so = cJSON_CreateObject();
+            const char *oc = cp_jstr(e, "outcome");
+            cp_doc_str(so, "kind", cp_jstr(e, "kind"));
+            cp_doc_str(so, "path", cp_jstr(e, "path"));
+            cp_doc_str(so, "xxh64", cp_jstr(e, "xxh64"));
+            if (cJSON_IsNumber(cp_jkey(e, "size")))
+                cJSON_AddNumberToObject(so, "size", cp_jnum_or(e, "size", 0));
+            else
+                cJSON_AddNullToObject(so, "size");
+            cp_doc_time(so, "added", cp_jnum_or(e, "added", 0));
+            cJSON *by = cJSON_AddObjectToObject(so, "added_by");
+            if (cJSON_IsNumber(cp_jkey(e, "added_uid")))
+                cJSON_AddNumberToObject(by, "uid", cp_jnum_or(e, "added_uid", 0));
+            else
+                cJSON_AddNullToObject(by, "uid");
+            cp_doc_str(by, "user", cp_jstr(e, "added_user"));
+            cp_doc_str(so, "outcome", oc);
+            cJSON_AddBoolToObject(so, "stored", oc && source_is_stored(oc));
+            cJSON_AddItemToObject(so, "completeness", completeness_doc(cp_jkey(e, "completeness_detail")));
+            cp_doc_str(so, "reason", cp_jstr(e, "reason"));
+            cp_doc_str(so, "error", cp_jstr(e, "error"));
+            cJSON_AddItemToArray(srcs, so);
+        }
         int rc = cp_doc_print(stdout, j) ? CP_EXIT_PROBLEM : CP_EXIT_OK;
         cJSON_Delete(c);
         return rc;
@@ -473,7 +653,11 @@ static int do_show(struct dopts *o)
                 put(stdout, cJSON_GetStringValue(v), 0);
             fputc('\n', stdout);
         }
+        printf("%-12s", "complete");
+        print_completeness(cp_jkey(c, "completeness_detail"));
+        fputc('\n', stdout);
         printf("%-12s%d time(s) with this fingerprint\n", "seen", (int)cp_jnum_or(c, "seen", 0));
+        print_sources(cp_jkey(c, "sources"));
         const cJSON *d, *e;
         int i = 0;
         cJSON_ArrayForEach(d, ds)

@@ -145,7 +145,34 @@ static void section_summary(FILE *o, const cJSON *r)
         fputs(", kind ", o);
         md(o, cp_jstr_ne_at(r, "crash_kind"));
     }
-    fputs(" |\n| Host | ", o);
+    fputs(" |\n", o);
+    const char *dk = cp_jstr_ne_at(r, "process.death.kind"), *dsrc = cp_jstr_ne_at(r, "process.death.source");
+    /* a core from the kernel, or an older bundle's derived death: the signal row says it all */
+    if (dk && strcmp(dk, "core") && dsrc && !strcmp(dsrc, "manifest")) {
+        fputs("| Death | ", o);
+        md(o, dk);
+        if (cp_jnum_at(r, "process.death.status", &v))
+            fprintf(o, ", exit status %.0f", v);
+        if (cp_jstr_ne_at(r, "process.death.signal.name")) {
+            fputs(", ", o);
+            md(o, cp_jstr_ne_at(r, "process.death.signal.name"));
+        }
+        if (cp_jstr_ne_at(r, "process.death.trigger")) {
+            fputs(", trigger ", o);
+            md(o, cp_jstr_ne_at(r, "process.death.trigger"));
+        }
+        if (cp_jstr_ne_at(r, "process.death.identity")) {
+            fputs(", identity ", o);
+            md(o, cp_jstr_ne_at(r, "process.death.identity"));
+        }
+        fputs(" |\n", o);
+    }
+    if (cp_jstr_ne_at(r, "exception.type")) {
+        fputs("| Exception | ", o);
+        code(o, cp_jstr_ne_at(r, "exception.type"));
+        fputs(" |\n", o);
+    }
+    fputs("| Host | ", o);
     md(o, cp_jstr_ne_at(r, "host.hostname"));
     fprintf(o, ", %s |\n", t);
     char job[256];
@@ -249,6 +276,164 @@ static void section_diagnoses(FILE *o, const cJSON *r)
             fprintf(o, "(%d more in `crashpack analyze --json`.)\n", cJSON_GetArraySize(ds) - i);
             break;
         }
+    }
+}
+
+/* One exception of the chain as Python prints it: the traceback, then "Type: message". */
+static void exc_block(FILE *o, const cJSON *e)
+{
+    struct block b = {.n = 0};
+    const cJSON *fr = cp_jpath(e, "frames"), *f;
+    int n = cJSON_GetArraySize(fr), i = 0;
+    if (n > 0)
+        block_add(&b, "Traceback (most recent call last):");
+    cJSON_ArrayForEach(f, fr)
+    {
+        /* the innermost frames, with room for the message's lines */
+        if (n > BLOCK_MAX - 8 && i++ < n - (BLOCK_MAX - 8)) {
+            if (i == 1) {
+                char more[64];
+                snprintf(more, sizeof(more), "  ... %d outer frames", n - (BLOCK_MAX - 8));
+                block_add(&b, more);
+            }
+            continue;
+        }
+        char line[1200];
+        double ln = 0;
+        int have_ln = cp_jnum_at(f, "line", &ln);
+        const char *fn = cp_jstr_ne_at(f, "qualname") ? cp_jstr_ne_at(f, "qualname") : cp_jstr_ne_at(f, "function");
+        snprintf(line, sizeof(line), "  File \"%.512s\", line %.0f, in %.512s",
+                 cp_jstr_ne_at(f, "file") ? cp_jstr_ne_at(f, "file") : "?", have_ln ? ln : 0,
+                 fn ? fn : "?");
+        block_add(&b, line);
+    }
+    const char *type = cp_jstr_ne_at(e, "type"), *msg = cp_jstr_ne_at(e, "message");
+    char head[1200];
+    const char *nl = msg ? strchr(msg, '\n') : NULL;
+    snprintf(head, sizeof(head), "%.512s%s%.*s", type ? type : "?", msg ? ": " : "",
+             msg ? (int)(nl ? nl - msg : (long)strlen(msg)) : 0, msg ? msg : "");
+    block_add(&b, head);
+    for (int k = 0; nl && k < 6 && b.n < BLOCK_MAX; k++) { /* a few more lines of the message */
+        const char *s = nl + 1;
+        nl = strchr(s, '\n');
+        char line[1200];
+        snprintf(line, sizeof(line), "%.*s", (int)(nl ? nl - s : (long)strlen(s)), s);
+        block_add(&b, line);
+    }
+    block_write(o, &b);
+}
+
+/* The Python exception of exception.json (issue 13): type, message, the chain in Python's order
+ * (the first cause first), the worker's original traceback, the non-fatal events. */
+static void section_exception(FILE *o, const cJSON *r)
+{
+    const cJSON *x = cp_jpath(r, "exception");
+    if (cp_jstr_ne_at(r, "exception_error")) {
+        fputs("\n## Python exception\n\nThe bundle's exception record is unusable: ", o);
+        md(o, cp_jstr_ne_at(r, "exception_error"));
+        fputs(".\n", o);
+    }
+    if (!cJSON_IsObject(x))
+        return;
+    if (!cp_jstr_ne_at(r, "exception_error"))
+        fputs("\n## Python exception\n\n", o);
+    fputs("Uncaught ", o);
+    code(o, cp_jstr_ne_at(x, "type"));
+    double v;
+    if (cp_jnum_at(x, "thread.native_id", &v))
+        fprintf(o, " in thread %.0f", v);
+    if (cp_jstr_ne_at(x, "thread.name")) {
+        fputs(" ", o);
+        code(o, cp_jstr_ne_at(x, "thread.name"));
+    }
+    if (cp_jstr_ne_at(x, "hook")) {
+        fputs(", seen by ", o);
+        code(o, cp_jstr_ne_at(x, "hook"));
+    }
+    fputs(".", o);
+    if (cJSON_GetArraySize(cp_jpath(x, "mro")) > 1) {
+        fputs(" Classes: ", o);
+        const cJSON *m;
+        int first = 1;
+        cJSON_ArrayForEach(m, cp_jpath(x, "mro"))
+        {
+            if (!first)
+                fputs(", ", o);
+            first = 0;
+            code(o, cJSON_GetStringValue(m));
+        }
+        fputs(".", o);
+    }
+    if (cJSON_IsTrue(cp_jpath(x, "abandoned")))
+        fputs(" The live snapshot of the process was abandoned (past its time limit).", o);
+    fputs("\n\n", o);
+    /* Python's order: the innermost cause first, then "The above exception was ..." */
+    const cJSON *chain = cp_jpath(x, "chain");
+    int n = cJSON_GetArraySize(chain);
+    for (int i = n - 1; i >= 0; i--) {
+        const cJSON *e = cJSON_GetArrayItem(chain, i);
+        exc_block(o, e);
+        const char *rel = cp_jstr_ne_at(e, "relation");
+        if (i > 0)
+            fputs(rel && !strcmp(rel, "cause")
+                      ? "\nThe above exception was the direct cause of the following exception:\n\n"
+                      : "\nDuring handling of the above exception, another exception occurred:\n\n",
+                  o);
+    }
+    if (cJSON_IsTrue(cp_jpath(x, "chain_truncated")))
+        fputs("\n*(The chain was cut: only its first exceptions are kept.)*\n", o);
+    const cJSON *e;
+    cJSON_ArrayForEach(e, chain)
+    {
+        const cJSON *w = cp_jpath(e, "worker");
+        if (!cJSON_IsObject(w))
+            continue;
+        fputs("\nRaised in a ", o);
+        md(o, cp_jstr_ne_at(w, "kind"));
+        fputs(" worker", o);
+        if (cp_jnum_at(w, "id", &v))
+            fprintf(o, " %.0f", v);
+        if (cp_jnum_at(w, "pid", &v))
+            fprintf(o, " (pid %.0f)", v);
+        if (cp_jstr_ne_at(w, "original_type")) {
+            fputs(" as ", o);
+            code(o, cp_jstr_ne_at(w, "original_type"));
+        }
+        fputs(". Its original traceback:\n\n", o);
+        struct block b = {.n = 0};
+        const char *tb = cp_jstr_ne_at(w, "original_traceback");
+        while (tb && *tb && b.n < BLOCK_MAX) {
+            const char *nl = strchr(tb, '\n');
+            char line[1200];
+            snprintf(line, sizeof(line), "%.*s", (int)(nl ? nl - tb : (long)strlen(tb)), tb);
+            block_add(&b, line);
+            tb = nl ? nl + 1 : NULL;
+        }
+        if (b.n == 0)
+            block_add(&b, "(not recorded)");
+        block_write(o, &b);
+        break;
+    }
+    int i = 0;
+    cJSON_ArrayForEach(e, cp_jpath(x, "events"))
+    {
+        if (i++ == 0)
+            fputs("\nNon-fatal events before the death:\n\n", o);
+        if (i > 10) {
+            fprintf(o, "- (%d more)\n", cJSON_GetArraySize(cp_jpath(x, "events")) - 10);
+            break;
+        }
+        fputs("- ", o);
+        code(o, cp_jstr_ne_at(e, "hook"));
+        if (cp_jnum_at(e, "thread.native_id", &v))
+            fprintf(o, " in thread %.0f", v);
+        fputs(": ", o);
+        code(o, cp_jstr_ne_at(e, "type"));
+        if (cp_jstr_ne_at(e, "message")) {
+            fputs(" ", o);
+            md(o, cp_jstr_ne_at(e, "message"));
+        }
+        fputc('\n', o);
     }
 }
 
@@ -611,6 +796,7 @@ int cmd_report(int argc, char **argv)
     }
     section_summary(o, r);
     section_diagnoses(o, r);
+    section_exception(o, r);
     section_thread(o, r);
     section_gpu(o, r);
     section_checkpoint(o, r);

@@ -31,6 +31,7 @@ static const struct verb verbs[] = {
     {"agent", cmd_agent, "the node service (root): captures exceptions, exits and OOM kills without a core"},
     {"run", cmd_run, "supervise a job: a bundle for every abnormal end of its processes"},
     {"watch", cmd_watch, "run with stall detection: snap the job when its output and heartbeat stall"},
+    {"python-hook", cmd_python_hook, "the Python exception hook in an interpreter: install, uninstall, status"},
     {"enrich", cmd_enrich, "on the crashed host: the native analysis as stacks.json"},
     {"version", cmd_version, "the version, git commit and libraries (also --version)"},
 };
@@ -39,7 +40,7 @@ static void usage(FILE *out)
 {
     fprintf(out, "usage: crashpack <command> [options]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
-        fprintf(out, "  %-10s %s\n", verbs[i].name, verbs[i].summary);
+        fprintf(out, "  %-11s %s\n", verbs[i].name, verbs[i].summary);
     fprintf(out, "\n`crashpack <command> --help` describes each command; `crashpack --version` the build.\n"
                  "Exit status: 0 ok, 1 a problem found or a partial result, 2 usage, 3 no such thing\n"
                  "(docs/cli.md).\n");

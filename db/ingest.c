@@ -2,11 +2,15 @@
 #include "jpath.h"
 #include "kb.h"
 #include "errmsg.h"
+#include "xxh64.h"
 
+#include <errno.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static int env_int(const cJSON *env, const char *a, const char *b)
 {
@@ -128,93 +132,418 @@ static double now(void)
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-int kb_add_report(sqlite3 *db, const cJSON *r, const char *bundle_path, int64_t *id, int *added,
-                  char *err, size_t errlen)
-{
-    char key[512], job[256];
-    const cJSON *pid = cp_jpath(r, "process.pid"), *tid = cp_jpath(r, "process.crashed_tid"),
-                *t = cp_jpath(r, "host.time");
-    if (!cJSON_IsNumber(pid) && !cJSON_IsNumber(t)) {
-        /* no identity in the report: the bundle file itself is the identity */
-        snprintf(key, sizeof(key), "path:%s", bundle_path ? bundle_path : "?");
-    } else {
-        snprintf(key, sizeof(key), "%s|%s|%.0f|%.0f|%.6f",
-                 cp_jstr_ne_at(r, "host.hostname") ? cp_jstr_ne_at(r, "host.hostname") : "",
-                 cp_jstr_ne_at(r, "host.boot_id") ? cp_jstr_ne_at(r, "host.boot_id") : "",
-                 cJSON_IsNumber(pid) ? pid->valuedouble : -1,
-                 cJSON_IsNumber(tid) ? tid->valuedouble : -1,
-                 cJSON_IsNumber(t) ? t->valuedouble : -1);
-    }
-    int rank, lrank;
-    kb_job_of(r, job, sizeof(job), &rank, &lrank);
-    const cJSON *ds = cp_jpath(r, "diagnoses");
-    const cJSON *top = cJSON_IsArray(ds) ? cJSON_GetArrayItem(ds, 0) : NULL;
-    char *djson = cJSON_IsArray(ds) ? cJSON_PrintUnformatted(ds) : NULL;
-    char *facts = kb_facts(r);
+/* ---- completeness ---- */
 
-    if (kb_exec_retry(db, "BEGIN IMMEDIATE", NULL) != SQLITE_OK) {
-        cp_errmsg(err, errlen, "knowledge base: %s", sqlite3_errmsg(db));
-        free(djson);
+#define KB_CAP(v, m) ((v) < 0 ? 0 : (v) > (m) ? (m) : (v))
+
+static long long score_of(const struct kb_completeness *c)
+{
+    return (long long)(c->analysis != 0) * 100000000000000LL + (long long)(c->core != 0) * 10000000000000LL +
+           (long long)(c->bundle != 0) * 1000000000000LL + (long long)KB_CAP(c->members, 999999) * 1000000LL +
+           KB_CAP(c->threads, 999999);
+}
+
+long long kb_completeness(const cJSON *r, struct kb_completeness *c)
+{
+    memset(c, 0, sizeof(*c));
+    const cJSON *a = cp_jpath(r, "analysis");
+    const cJSON *aerr = cp_jpath(a, "error");
+    c->analysis = cJSON_IsTrue(cp_jpath(a, "complete")) && (!aerr || cJSON_IsNull(aerr));
+    c->bundle = cJSON_IsTrue(cp_jpath(r, "bundle.complete"));
+    const cJSON *m;
+    cJSON_ArrayForEach(m, cp_jpath(r, "members"))
+    {
+        if (cJSON_IsTrue(cp_jpath(m, "truncated")))
+            continue;
+        c->members++;
+        const char *name = cp_jstr_at(m, "name");
+        if (name && !strcmp(name, "core"))
+            c->core = 1;
+    }
+    const cJSON *t;
+    cJSON_ArrayForEach(t, cp_jpath(r, "threads")) c->threads += cJSON_GetArraySize(cp_jpath(t, "frames")) > 0;
+    return score_of(c);
+}
+
+cJSON *kb_completeness_json(const struct kb_completeness *c)
+{
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddNumberToObject(j, "score", (double)score_of(c));
+    cJSON_AddBoolToObject(j, "analysis_complete", c->analysis);
+    cJSON_AddBoolToObject(j, "core", c->core);
+    cJSON_AddBoolToObject(j, "bundle_complete", c->bundle);
+    cJSON_AddNumberToObject(j, "members", c->members);
+    cJSON_AddNumberToObject(j, "threads_unwound", c->threads);
+    return j;
+}
+
+int kb_completeness_from_json(const cJSON *j, struct kb_completeness *c)
+{
+    memset(c, 0, sizeof(*c));
+    const cJSON *a = cp_jpath(j, "analysis_complete"), *k = cp_jpath(j, "core"),
+                *b = cp_jpath(j, "bundle_complete"), *m = cp_jpath(j, "members"),
+                *t = cp_jpath(j, "threads_unwound");
+    if (!cJSON_IsBool(a) || !cJSON_IsBool(k) || !cJSON_IsBool(b) || !cJSON_IsNumber(m) || !cJSON_IsNumber(t))
+        return -1;
+    c->analysis = cJSON_IsTrue(a);
+    c->core = cJSON_IsTrue(k);
+    c->bundle = cJSON_IsTrue(b);
+    c->members = (int)m->valuedouble;
+    c->threads = (int)t->valuedouble;
+    return 0;
+}
+
+void kb_completeness_diff(const struct kb_completeness *x, const struct kb_completeness *y, char *buf,
+                          size_t len)
+{
+    buf[0] = 0;
+    if (!x->analysis != !y->analysis)
+        snprintf(buf, len, "core analysis %s vs %s", x->analysis ? "complete" : "incomplete",
+                 y->analysis ? "complete" : "incomplete");
+    else if (!x->core != !y->core)
+        snprintf(buf, len, "core %s vs %s", x->core ? "intact" : "missing or cut short",
+                 y->core ? "intact" : "missing or cut short");
+    else if (!x->bundle != !y->bundle)
+        snprintf(buf, len, "bundle %s vs %s", x->bundle ? "complete" : "cut short",
+                 y->bundle ? "complete" : "cut short");
+    else if (KB_CAP(x->members, 999999) != KB_CAP(y->members, 999999))
+        snprintf(buf, len, "%d vs %d intact members", x->members, y->members);
+    else if (KB_CAP(x->threads, 999999) != KB_CAP(y->threads, 999999))
+        snprintf(buf, len, "%d vs %d threads unwound", x->threads, y->threads);
+}
+
+const char *kb_outcome_name(enum kb_outcome o)
+{
+    switch (o) {
+    case KB_ADDED: return "added";
+    case KB_REPLACED: return "replaced";
+    case KB_UPDATED: return "updated";
+    case KB_KEPT: return "kept";
+    default: return "failed";
+    }
+}
+
+/* ---- hashes ---- */
+
+static void hex64(uint64_t h, char out[17])
+{
+    snprintf(out, 17, "%016llx", (unsigned long long)h);
+}
+
+int kb_file_xxh64(const char *path, char out[17], long long *size, char *err, size_t errlen)
+{
+    out[0] = 0;
+    *size = -1;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        cp_errmsg(err, errlen, "%s: %s", path, strerror(errno));
         return -1;
     }
+    struct xxh64 s;
+    xxh64_init(&s);
+    static const size_t CHUNK = 1 << 20;
+    char *buf = malloc(CHUNK);
+    long long total = 0;
+    size_t n;
+    while (buf && (n = fread(buf, 1, CHUNK, f)) > 0) {
+        xxh64_update(&s, buf, n);
+        total += (long long)n;
+    }
+    const char *bad = !buf ? "out of memory" : ferror(f) ? "read error" : NULL;
+    free(buf);
+    fclose(f);
+    if (bad) {
+        cp_errmsg(err, errlen, "%s: %s", path, bad);
+        return -1;
+    }
+    hex64(xxh64_digest(&s), out);
+    *size = total;
+    return 0;
+}
+
+void kb_text_xxh64(const char *str, char out[17])
+{
+    struct xxh64 s;
+    xxh64_init(&s);
+    if (str)
+        xxh64_update(&s, str, strlen(str));
+    hex64(xxh64_digest(&s), out);
+}
+
+/* ---- storing ---- */
+
+/* The crash_sources row of one add. crash_id 0: none. */
+static int insert_source(sqlite3 *db, int64_t crash_id, const struct kb_source *src, const char *detail,
+                         long long score, const char *outcome, const char *reason, const char *error)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db,
+                                "INSERT INTO crash_sources(crash_id, kind, path, xxh64, size, added,"
+                                " added_uid, added_user, completeness, completeness_detail, outcome,"
+                                " reason, error) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,"
+                                " ?12, ?13)",
+                                -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return rc;
+    if (crash_id > 0)
+        sqlite3_bind_int64(st, 1, crash_id);
+    bind_str(st, 2, src && src->kind ? src->kind : "bundle");
+    bind_str(st, 3, src ? src->path : NULL);
+    bind_str(st, 4, src && src->xxh64 && src->xxh64[0] ? src->xxh64 : NULL);
+    if (src && src->size >= 0)
+        sqlite3_bind_int64(st, 5, src->size);
+    sqlite3_bind_double(st, 6, now());
+    uid_t uid = getuid();
+    sqlite3_bind_int64(st, 7, (sqlite3_int64)uid);
+    struct passwd pw, *pp = NULL;
+    char pwbuf[4096];
+    if (getpwuid_r(uid, &pw, pwbuf, sizeof(pwbuf), &pp) == 0 && pp && pp->pw_name)
+        bind_str(st, 8, pp->pw_name);
+    if (score >= 0)
+        sqlite3_bind_int64(st, 9, score);
+    bind_str(st, 10, detail);
+    bind_str(st, 11, outcome);
+    bind_str(st, 12, reason && reason[0] ? reason : NULL);
+    bind_str(st, 13, error && error[0] ? error : NULL);
+    rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* The crash an earlier add of path belongs to, 0 when none. */
+static int64_t crash_of_path(sqlite3 *db, const char *path)
+{
+    int64_t id = 0;
     sqlite3_stmt *q = NULL;
-    *added = 1;
-    if (sqlite3_prepare_v2(db, "SELECT id FROM crashes WHERE crash_key = ?1", -1, &q, NULL) == SQLITE_OK) {
-        sqlite3_bind_text(q, 1, key, -1, SQLITE_TRANSIENT);
+    if (path && sqlite3_prepare_v2(db,
+                                   "SELECT crash_id FROM crash_sources WHERE path = ?1 AND crash_id IS NOT NULL"
+                                   " ORDER BY id DESC LIMIT 1",
+                                   -1, &q, NULL) == SQLITE_OK) {
+        sqlite3_bind_text(q, 1, path, -1, SQLITE_TRANSIENT);
         if (sqlite3_step(q) == SQLITE_ROW)
-            *added = 0;
+            id = sqlite3_column_int64(q, 0);
     }
     sqlite3_finalize(q);
-    const char *sql =
-        "INSERT INTO crashes(crash_key, time, host, exe, signal, signature, fingerprint, top_rule,"
-        " top_title, diagnoses, bundle_path, added, job, rank, local_rank, crash_kind, top_category,"
-        " top_consequence_of, facts)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)"
-        " ON CONFLICT(crash_key) DO UPDATE SET time=excluded.time, host=excluded.host,"
-        " exe=excluded.exe, signal=excluded.signal, signature=excluded.signature,"
-        " fingerprint=excluded.fingerprint, top_rule=excluded.top_rule, top_title=excluded.top_title,"
-        " diagnoses=excluded.diagnoses, bundle_path=excluded.bundle_path, job=excluded.job,"
-        " rank=excluded.rank, local_rank=excluded.local_rank, crash_kind=excluded.crash_kind,"
-        " top_category=excluded.top_category, top_consequence_of=excluded.top_consequence_of, facts=excluded.facts"
-        " RETURNING id";
-    sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
-    if (rc == SQLITE_OK) {
-        bind_str(st, 1, key);
-        bind_num(st, 2, t);
-        bind_str(st, 3, cp_jstr_ne_at(r, "host.hostname"));
-        bind_str(st, 4, cp_jstr_ne_at(r, "process.exe"));
-        bind_str(st, 5, cp_jstr_ne_at(r, "process.signal.name"));
-        bind_str(st, 6, cp_jstr_ne_at(r, "signature"));
-        bind_str(st, 7, cp_jstr_ne_at(r, "fingerprint"));
-        bind_str(st, 8, cp_jstr_ne_at(top, "rule"));
-        bind_str(st, 9, cp_jstr_ne_at(top, "title"));
-        bind_str(st, 10, djson ? djson : "[]");
-        bind_str(st, 11, bundle_path);
-        sqlite3_bind_double(st, 12, now());
-        bind_str(st, 13, job[0] ? job : NULL);
-        if (rank >= 0)
-            sqlite3_bind_int(st, 14, rank);
-        if (lrank >= 0)
-            sqlite3_bind_int(st, 15, lrank);
-        bind_str(st, 16, cp_jstr_ne_at(r, "crash_kind"));
-        bind_str(st, 17, cp_jstr_ne_at(top, "category"));
-        bind_str(st, 18, cp_jstr_ne_at(top, "consequence_of"));
-        bind_str(st, 19, facts);
-        rc = sqlite3_step(st);
-        if (rc == SQLITE_ROW)
-            *id = sqlite3_column_int64(st, 0);
-        rc = rc == SQLITE_ROW ? SQLITE_OK : rc;
-    }
-    sqlite3_finalize(st);
-    free(djson);
-    free(facts);
+    return id;
+}
+
+static int commit_or_rollback(sqlite3 *db, int rc, char *err, size_t errlen)
+{
     if (rc != SQLITE_OK || sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
         cp_errmsg(err, errlen, "knowledge base: %s", sqlite3_errmsg(db));
         sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
         return -1;
     }
     return 0;
+}
+
+static int record_failure(sqlite3 *db, const struct kb_source *src, const char *error, struct kb_result *res)
+{
+    res->outcome = KB_FAILED;
+    res->id = crash_of_path(db, src ? src->path : NULL);
+    snprintf(res->reason, sizeof(res->reason), "%s", error ? error : "?");
+    return insert_source(db, res->id, src, NULL, -1, "failed", NULL, res->reason);
+}
+
+int kb_add_failure(sqlite3 *db, const struct kb_source *src, const char *error, struct kb_result *res,
+                   char *err, size_t errlen)
+{
+    memset(res, 0, sizeof(*res));
+    if (kb_exec_retry(db, "BEGIN IMMEDIATE", NULL) != SQLITE_OK) {
+        cp_errmsg(err, errlen, "knowledge base: %s", sqlite3_errmsg(db));
+        return -1;
+    }
+    return commit_or_rollback(db, record_failure(db, src, error, res), err, errlen);
+}
+
+/* The columns a report fills, ?1..?19 of both statements below (?12 is the time added). */
+#define CRASH_COLS                                                                                 \
+    "crash_key, time, host, exe, signal, signature, fingerprint, top_rule, top_title, diagnoses,"   \
+    " bundle_path, added, job, rank, local_rank, crash_kind, top_category, top_consequence_of,"     \
+    " facts, completeness, completeness_detail, bundle_xxh64"
+
+int kb_add_report(sqlite3 *db, const cJSON *r, const struct kb_source *src, struct kb_result *res,
+                  char *err, size_t errlen)
+{
+    memset(res, 0, sizeof(*res));
+    char key[512], job[256];
+    const cJSON *pid = cp_jpath(r, "process.pid"), *tid = cp_jpath(r, "process.crashed_tid"),
+                *t = cp_jpath(r, "host.time");
+    int has_identity = cJSON_IsNumber(pid) || cJSON_IsNumber(t);
+    if (has_identity)
+        snprintf(key, sizeof(key), "%s|%s|%.0f|%.0f|%.6f",
+                 cp_jstr_ne_at(r, "host.hostname") ? cp_jstr_ne_at(r, "host.hostname") : "",
+                 cp_jstr_ne_at(r, "host.boot_id") ? cp_jstr_ne_at(r, "host.boot_id") : "",
+                 cJSON_IsNumber(pid) ? pid->valuedouble : -1,
+                 cJSON_IsNumber(tid) ? tid->valuedouble : -1,
+                 cJSON_IsNumber(t) ? t->valuedouble : -1);
+    struct kb_completeness comp, old;
+    long long score = kb_completeness(r, &comp);
+    cJSON *cj = kb_completeness_json(&comp);
+    char *detail = cJSON_PrintUnformatted(cj);
+    cJSON_Delete(cj);
+    const char *aerr = cp_jstr_ne_at(r, "analysis.error");
+    const char *hash = src && src->xxh64 && src->xxh64[0] ? src->xxh64 : NULL;
+
+    if (kb_exec_retry(db, "BEGIN IMMEDIATE", NULL) != SQLITE_OK) {
+        cp_errmsg(err, errlen, "knowledge base: %s", sqlite3_errmsg(db));
+        free(detail);
+        return -1;
+    }
+    int rc;
+    if (!has_identity) {
+        rc = record_failure(db, src, "no crash identity in the report (no pid and no time: the manifest"
+                            " is unreadable)", res);
+        free(detail);
+        return commit_or_rollback(db, rc, err, errlen);
+    }
+
+    /* the stored record of this crash, if any, under the write lock */
+    sqlite3_stmt *q = NULL;
+    int64_t id = 0;
+    int old_known = 0, same_bundle = 0;
+    long long old_score = -1;
+    rc = sqlite3_prepare_v2(db,
+                            "SELECT id, completeness, completeness_detail, bundle_xxh64 FROM crashes"
+                            " WHERE crash_key = ?1",
+                            -1, &q, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_text(q, 1, key, -1, SQLITE_TRANSIENT);
+        rc = sqlite3_step(q);
+        if (rc == SQLITE_ROW) {
+            id = sqlite3_column_int64(q, 0);
+            const char *dj = (const char *)sqlite3_column_text(q, 2);
+            cJSON *d = dj ? cJSON_Parse(dj) : NULL;
+            if (sqlite3_column_type(q, 1) != SQLITE_NULL && !kb_completeness_from_json(d, &old)) {
+                old_known = 1;
+                old_score = score_of(&old);
+            }
+            cJSON_Delete(d);
+            const char *oh = (const char *)sqlite3_column_text(q, 3);
+            same_bundle = hash && oh && !strcmp(oh, hash);
+        }
+        rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : rc;
+    }
+    sqlite3_finalize(q);
+
+    int store = 1; /* write the report's fields into the record */
+    if (rc != SQLITE_OK) {
+        store = 0;
+    } else if (!id) {
+        res->outcome = KB_ADDED;
+    } else if (!old_known) {
+        res->legacy = 1;
+        /* a record from before completeness scores: only a complete analysis of a complete
+         * bundle replaces it */
+        if (comp.analysis && comp.bundle) {
+            res->outcome = KB_REPLACED;
+        } else {
+            res->outcome = KB_KEPT;
+            store = 0;
+        }
+    } else if (same_bundle && score >= old_score) {
+        res->outcome = KB_UPDATED;
+        snprintf(res->reason, sizeof(res->reason), "the same bundle again");
+    } else if (score > old_score) {
+        res->outcome = KB_REPLACED;
+        kb_completeness_diff(&comp, &old, res->reason, sizeof(res->reason));
+    } else {
+        res->outcome = KB_KEPT;
+        store = 0;
+        kb_completeness_diff(&old, &comp, res->reason, sizeof(res->reason));
+    }
+
+    if (rc == SQLITE_OK && store) {
+        int rank, lrank;
+        kb_job_of(r, job, sizeof(job), &rank, &lrank);
+        const cJSON *ds = cp_jpath(r, "diagnoses");
+        const cJSON *top = cJSON_IsArray(ds) ? cJSON_GetArrayItem(ds, 0) : NULL;
+        char *djson = cJSON_IsArray(ds) ? cJSON_PrintUnformatted(ds) : NULL;
+        char *facts = kb_facts(r);
+        const char *sql =
+            id ? "UPDATE crashes SET crash_key=?1, time=?2, host=?3, exe=?4, signal=?5, signature=?6,"
+                 " fingerprint=?7, top_rule=?8, top_title=?9, diagnoses=?10, bundle_path=?11, job=?13,"
+                 " rank=?14, local_rank=?15, crash_kind=?16, top_category=?17, top_consequence_of=?18,"
+                 " facts=?19, completeness=?20, completeness_detail=?21, bundle_xxh64=?22"
+                 " WHERE id=?23 RETURNING id"
+               : "INSERT INTO crashes(" CRASH_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,"
+                 " ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22) RETURNING id";
+        sqlite3_stmt *st = NULL;
+        rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+        if (rc == SQLITE_OK) {
+            int is_bundle = !src || !src->kind || !strcmp(src->kind, "bundle");
+            bind_str(st, 1, key);
+            bind_num(st, 2, t);
+            bind_str(st, 3, cp_jstr_ne_at(r, "host.hostname"));
+            bind_str(st, 4, cp_jstr_ne_at(r, "process.exe"));
+            bind_str(st, 5, cp_jstr_ne_at(r, "process.signal.name"));
+            bind_str(st, 6, cp_jstr_ne_at(r, "signature"));
+            bind_str(st, 7, cp_jstr_ne_at(r, "fingerprint"));
+            bind_str(st, 8, cp_jstr_ne_at(top, "rule"));
+            bind_str(st, 9, cp_jstr_ne_at(top, "title"));
+            bind_str(st, 10, djson ? djson : "[]");
+            bind_str(st, 11, is_bundle && src ? src->path : NULL);
+            if (!id)
+                sqlite3_bind_double(st, 12, now());
+            bind_str(st, 13, job[0] ? job : NULL);
+            if (rank >= 0)
+                sqlite3_bind_int(st, 14, rank);
+            if (lrank >= 0)
+                sqlite3_bind_int(st, 15, lrank);
+            bind_str(st, 16, cp_jstr_ne_at(r, "crash_kind"));
+            bind_str(st, 17, cp_jstr_ne_at(top, "category"));
+            bind_str(st, 18, cp_jstr_ne_at(top, "consequence_of"));
+            bind_str(st, 19, facts);
+            sqlite3_bind_int64(st, 20, score);
+            bind_str(st, 21, detail);
+            bind_str(st, 22, hash);
+            if (id)
+                sqlite3_bind_int64(st, 23, id);
+            rc = sqlite3_step(st);
+            if (rc == SQLITE_ROW)
+                id = sqlite3_column_int64(st, 0);
+            rc = rc == SQLITE_ROW ? SQLITE_OK : rc;
+        }
+        sqlite3_finalize(st);
+        free(djson);
+        free(facts);
+        /* the analysis that was stored until now is no longer */
+        if (rc == SQLITE_OK && res->outcome != KB_ADDED) {
+            rc = sqlite3_prepare_v2(db,
+                                    "UPDATE crash_sources SET outcome = 'superseded' WHERE crash_id = ?1"
+                                    " AND outcome IN ('added', 'replaced', 'updated')",
+                                    -1, &st, NULL);
+            if (rc == SQLITE_OK) {
+                sqlite3_bind_int64(st, 1, id);
+                rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+            }
+            sqlite3_finalize(st);
+        }
+    }
+    res->id = id;
+    if (rc == SQLITE_OK) {
+        /* the source row's reason, whole: it outlives the outcome (a replacing add is superseded
+         * later) */
+        char why[400];
+        if (res->legacy)
+            snprintf(why, sizeof(why), "%s", res->outcome == KB_REPLACED
+                                                 ? "the stored record predated completeness scores;"
+                                                   " this was a complete bundle with a complete analysis"
+                                                 : "the stored record predates completeness scores");
+        else if (res->outcome == KB_REPLACED)
+            snprintf(why, sizeof(why), "more complete than the stored record: %s", res->reason);
+        else if (res->outcome == KB_UPDATED)
+            snprintf(why, sizeof(why), "the same bundle again");
+        else if (res->outcome == KB_KEPT)
+            snprintf(why, sizeof(why), res->reason[0] ? "the stored record is more complete: %s"
+                                                      : "equally complete: the stored record stays%s",
+                     res->reason);
+        else
+            why[0] = 0;
+        rc = insert_source(db, id, src, detail, score, kb_outcome_name(res->outcome), why, aerr);
+    }
+    free(detail);
+    return commit_or_rollback(db, rc, err, errlen);
 }
 
 int kb_put_rule(sqlite3 *db, const cJSON *rule, char *err, size_t errlen)

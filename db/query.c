@@ -109,7 +109,7 @@ cJSON *kb_show_crash(sqlite3 *db, long long id, int *found, char *err, size_t er
     *found = 1;
     cJSON *all = rows(db,
                       "SELECT id, time, host, exe, signal, crash_kind, signature, fingerprint, job,"
-                      " rank, local_rank, bundle_path,"
+                      " rank, local_rank, bundle_path, bundle_xxh64, completeness_detail,"
                       " (SELECT COUNT(*) FROM crashes c2 WHERE c2.fingerprint = crashes.fingerprint)"
                       " AS seen, diagnoses"
                       " FROM crashes WHERE id = ?1",
@@ -125,6 +125,26 @@ cJSON *kb_show_crash(sqlite3 *db, long long id, int *found, char *err, size_t er
     const char *ds = cp_jstr(c, "diagnoses");
     cJSON *d = ds ? cJSON_Parse(ds) : NULL;
     cp_json_set(c, "diagnoses", d ? d : cJSON_CreateArray());
+    const char *cd = cp_jstr(c, "completeness_detail");
+    cJSON *cdj = cd ? cJSON_Parse(cd) : NULL;
+    cp_json_set(c, "completeness_detail", cdj ? cdj : cJSON_CreateNull());
+    cJSON *src = rows(db,
+                      "SELECT id, kind, path, xxh64, size, added, added_uid, added_user, completeness,"
+                      " completeness_detail, outcome, reason, error FROM crash_sources"
+                      " WHERE crash_id = ?1 ORDER BY id",
+                      b, 1, err, errlen);
+    if (!src) {
+        cJSON_Delete(c);
+        return NULL;
+    }
+    cJSON *e;
+    cJSON_ArrayForEach(e, src)
+    {
+        const char *sd = cp_jstr(e, "completeness_detail");
+        cJSON *sdj = sd ? cJSON_Parse(sd) : NULL;
+        cp_json_set(e, "completeness_detail", sdj ? sdj : cJSON_CreateNull());
+    }
+    cJSON_AddItemToObject(c, "sources", src);
     return c;
 }
 

@@ -29,9 +29,12 @@ cJSON *kb_list_crashes(sqlite3 *db, int limit, char *err, size_t errlen);
 cJSON *kb_search_crashes(sqlite3 *db, const struct kb_filter *f, char *err, size_t errlen);
 
 /* One crash: {id, time, host, exe, signal, crash_kind, signature, fingerprint, job, rank,
- * local_rank, bundle_path, seen (crashes with its fingerprint), diagnoses (the stored array; []
- * when unreadable)}. NULL with *found 0 when there is no such id, or NULL with *found 1 and err
- * on an SQL error. */
+ * local_rank, bundle_path, bundle_xxh64, completeness_detail (kb_completeness_json's object, null
+ * for a record from before schema 3), seen (crashes with its fingerprint), diagnoses (the stored
+ * array; [] when unreadable), sources (every add of it, oldest first: [{id, kind, path, xxh64,
+ * size, added, added_uid, added_user, completeness, completeness_detail (object or null),
+ * outcome, reason, error}])}. NULL with *found 0 when there is no such id, or NULL with *found 1
+ * and err on an SQL error. */
 cJSON *kb_show_crash(sqlite3 *db, long long id, int *found, char *err, size_t errlen);
 
 /* Crashes grouped by fingerprint, the largest groups first: [{fingerprint, count, first, last,

@@ -35,6 +35,29 @@ static const char *const migrations[] = {
     "CREATE INDEX crashes_fingerprint ON crashes(fingerprint, time);"
     "CREATE INDEX crashes_job ON crashes(job, time);"
     "CREATE INDEX crashes_time ON crashes(time);",
+    /* 2 -> 3: how complete each stored record is, and where every add of a crash came from
+     * (crash_sources: path, file hash, who, when, outcome). A row of an older version has no
+     * completeness (NULL: only a complete bundle with a complete analysis replaces it); its bundle
+     * path becomes its one source, added by an unknown user. */
+    "ALTER TABLE crashes ADD COLUMN completeness INTEGER;"
+    "ALTER TABLE crashes ADD COLUMN completeness_detail TEXT;"
+    "ALTER TABLE crashes ADD COLUMN bundle_xxh64 TEXT;"
+    "CREATE TABLE crash_sources("
+    "  id INTEGER PRIMARY KEY,"
+    "  crash_id INTEGER REFERENCES crashes(id) ON DELETE CASCADE,"
+    "  kind TEXT NOT NULL CHECK(kind IN ('bundle', 'report-json')),"
+    "  path TEXT, xxh64 TEXT, size INTEGER,"
+    "  added REAL NOT NULL, added_uid INTEGER, added_user TEXT,"
+    "  completeness INTEGER, completeness_detail TEXT,"
+    "  outcome TEXT NOT NULL"
+    "   CHECK(outcome IN ('added', 'replaced', 'updated', 'kept', 'superseded', 'failed')),"
+    "  reason TEXT, error TEXT);"
+    "CREATE INDEX crash_sources_crash ON crash_sources(crash_id, added);"
+    "CREATE INDEX crash_sources_path ON crash_sources(path);"
+    "INSERT INTO crash_sources(crash_id, kind, path, added, outcome, reason)"
+    "  SELECT id, CASE WHEN bundle_path IS NULL THEN 'report-json' ELSE 'bundle' END, bundle_path,"
+    "  added, 'added', 'stored before schema version 3 (no file hash, no user, no completeness)'"
+    "  FROM crashes;",
 };
 
 /* sqlite3_exec, retried while the database is busy or locked: the busy handler does not cover every

@@ -202,8 +202,55 @@ static int leaf_abort_message(struct ctx *c, const cJSON *v, cJSON *ev)
     return m;
 }
 
+/* exception: {type: name or list, message_regex} over the Python exception's chain (report
+ * `exception.chain[]`): an exception whose type, or a class of its MRO, is one of the names, and
+ * whose message matches. */
+static int leaf_py_exception(struct ctx *c, const cJSON *v, cJSON *ev)
+{
+    const cJSON *types = cp_jpath(v, "type");
+    const char *re = cp_jstr_at(v, "message_regex");
+    int hits = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, cp_jpath(c->r, "exception.chain"))
+    {
+        const char *type = cp_jstr_at(e, "type"), *msg = cp_jstr_at(e, "message");
+        const char *via = NULL;
+        if (types) {
+            if (in_list(types, type)) {
+                via = type;
+            } else {
+                const cJSON *m;
+                cJSON_ArrayForEach(m, cp_jpath(e, "mro")) if (cJSON_IsString(m) && in_list(types, m->valuestring))
+                {
+                    via = m->valuestring;
+                    break;
+                }
+            }
+            if (!via)
+                continue;
+        }
+        if (re && !rx_match(re, msg ? msg : ""))
+            continue;
+        if (hits++ < EVIDENCE_PER_LEAF) {
+            const char *rel = cp_jstr_at(e, "relation");
+            char first[256];
+            snprintf(first, sizeof(first), "%s", msg ? msg : "");
+            char *nl = strchr(first, '\n');
+            if (nl)
+                *nl = 0;
+            ev_add(ev, "Python exception%s%s%s %s%s%s%s: %s", rel && strcmp(rel, "raised") ? " (" : "",
+                   rel && strcmp(rel, "raised") ? rel : "", rel && strcmp(rel, "raised") ? ")" : "",
+                   nz(type), via && strcmp(via, type) ? " (a " : "", via && strcmp(via, type) ? via : "",
+                   via && strcmp(via, type) ? ")" : "", first);
+        }
+    }
+    return hits > 0;
+}
+
 static int leaf_exception(struct ctx *c, const cJSON *v, cJSON *ev)
 {
+    if (cJSON_IsObject(v))
+        return leaf_py_exception(c, v, ev);
     const char *type = cp_jstr_at(c->r, "cause.exception.type");
     const char *what = cp_jstr_at(c->r, "cause.exception.what");
     if (!type && !what)
@@ -452,6 +499,96 @@ static int leaf_env(struct ctx *c, const cJSON *v, cJSON *ev)
     return hits > 0;
 }
 
+/* death: kind or list, process.death.kind (pyexc.h) */
+static int leaf_death(struct ctx *c, const cJSON *v, cJSON *ev)
+{
+    const char *k = cp_jstr_at(c->r, "process.death.kind");
+    if (!in_list(v, k))
+        return 0;
+    double st = 0;
+    const char *sig = cp_jstr_at(c->r, "process.death.signal.name");
+    const char *tr = cp_jstr_at(c->r, "process.death.trigger");
+    if (cp_jnum_at(c->r, "process.death.status", &st))
+        ev_add(ev, "death: %s, exit status %.0f%s%s", k, st, tr ? ", trigger " : "", tr ? tr : "");
+    else
+        ev_add(ev, "death: %s%s%s%s%s", k, sig ? ", " : "", sig ? sig : "", tr ? ", trigger " : "",
+               tr ? tr : "");
+    return 1;
+}
+
+/* The DataLoader worker pids the report names: log errors' worker_pid / worker_pids fields and
+ * the Python exception chain's worker.pid. */
+static int is_worker_pid(const cJSON *r, double pid)
+{
+    const cJSON *e;
+    cJSON_ArrayForEach(e, cp_jpath(r, "log.errors"))
+    {
+        double p;
+        if (cp_jnum_at(e, "fields.worker_pid", &p) && p == pid)
+            return 1;
+        const char *list = cp_jstr_at(e, "fields.worker_pids");
+        for (const char *q = list; q && *q;) {
+            char *end;
+            double v = strtod(q, &end);
+            if (end == q)
+                q++;
+            else {
+                if (v == pid)
+                    return 1;
+                q = end;
+            }
+        }
+    }
+    cJSON_ArrayForEach(e, cp_jpath(r, "exception.chain"))
+    {
+        double p;
+        if (cp_jnum_at(e, "worker.pid", &p) && p == pid)
+            return 1;
+    }
+    return 0;
+}
+
+/* oom_kill: {scope: "cgroup"|"global"|... or a list, victim: "process"|"worker"|"any"} over
+ * kernel_log.oom_kills[] (evidence.h): the kernel's OOM killer killed this process, a DataLoader
+ * worker the report names, or any process. The evidence names the limit. */
+static int leaf_oom_kill(struct ctx *c, const cJSON *v, cJSON *ev)
+{
+    const cJSON *scope = cp_jpath(v, "scope");
+    const char *victim = cp_jstr_at(v, "victim");
+    int hits = 0;
+    const cJSON *k;
+    cJSON_ArrayForEach(k, cp_jpath(c->r, "kernel_log.oom_kills"))
+    {
+        const char *sc = cp_jstr_at(k, "scope");
+        if (scope && !in_list(scope, sc))
+            continue;
+        double pid = -1;
+        cp_jnum_at(k, "pid", &pid);
+        int own = cJSON_IsTrue(cp_jpath(k, "own_pid"));
+        if (victim && !strcmp(victim, "process") && !own)
+            continue;
+        int worker = !own && is_worker_pid(c->r, pid);
+        if (victim && !strcmp(victim, "worker") && !worker)
+            continue;
+        if (hits++ >= EVIDENCE_PER_LEAF)
+            continue;
+        const char *memcg = cp_jstr_at(k, "oom_memcg"), *con = cp_jstr_at(k, "constraint");
+        char limit[400];
+        if (sc && !strcmp(sc, "cgroup"))
+            snprintf(limit, sizeof(limit), "the memory cgroup limit of %s", memcg ? memcg : "an unnamed cgroup");
+        else if (sc && !strcmp(sc, "global"))
+            snprintf(limit, sizeof(limit), "the host's memory (global_oom)");
+        else
+            snprintf(limit, sizeof(limit), "%s", sc ? sc : "an unstated limit");
+        ev_add(ev, "kernel OOM killer killed %spid %.0f (%s): %s%s%s%s", own ? "this process, " : worker ? "DataLoader worker " : "", pid,
+               nz(cp_jstr_at(k, "comm")), limit, con ? " [" : "", con ? con : "", con ? "]" : "");
+        const char *text = cp_jstr_at(k, "text");
+        if (text)
+            ev_add(ev, "kernel: %s", text);
+    }
+    return hits > 0;
+}
+
 struct leaf {
     const char *key;
     int (*fn)(struct ctx *, const cJSON *, cJSON *);
@@ -473,7 +610,8 @@ static const struct leaf leaves[] = {
     {"python_frame", leaf_pyframe},  {"xid", leaf_xid},
     {"kernel_log", leaf_kernel_log}, {"log_error", leaf_log_error},
     {"smi", leaf_smi},               {"checkpoint", leaf_checkpoint},
-    {"env", leaf_env},
+    {"env", leaf_env},               {"death", leaf_death},
+    {"oom_kill", leaf_oom_kill},
 };
 
 int rule_leaf_known(const char *key);

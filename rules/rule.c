@@ -82,6 +82,23 @@ static int validate_cond(const cJSON *c, int depth, char *err, size_t errlen)
         cp_errmsg(err, errlen, "unknown condition `%s`", key);
         return -1;
     }
+    /* exception: a regex over a C++ exception's "TYPE: WHAT", or {type, message_regex} over the
+     * Python exception chain */
+    if (!strcmp(key, "exception") && cJSON_IsObject(k)) {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(k, "type");
+        const cJSON *mr = cJSON_GetObjectItemCaseSensitive(k, "message_regex");
+        if ((!t && !mr) || (t && !cJSON_IsString(t) && !cJSON_IsArray(t)) || (mr && !cJSON_IsString(mr))) {
+            cp_errmsg(err, errlen, "`exception` takes {\"type\": name or list, \"message_regex\": regex}");
+            return -1;
+        }
+        return mr ? (rule_regex_ok(mr->valuestring, err, errlen) ? 0 : -1) : 0;
+    }
+    if (!strcmp(key, "death") && !cJSON_IsString(k) && !cJSON_IsArray(k)) {
+        cp_errmsg(err, errlen, "`death` takes a kind or a list");
+        return -1;
+    }
+    if (!strcmp(key, "death"))
+        return 0;
     /* regexes that must compile */
     static const char *re_leaves[] = {"abort_message", "exception", "kernel_log"};
     for (size_t i = 0; i < 3; i++)

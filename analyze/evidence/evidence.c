@@ -19,6 +19,7 @@
 
 #define JSON_MEMBER_MAX (16u << 20)
 #define LOG_TAIL_MAX (16u << 20)
+#define OUTPUT_MEMBER "output.txt" /* the output tail a supervisor forwarded (issue 13) */
 #define MAX_OWN_GPUS 64
 #define MAX_LOG_ERRORS 200
 #define MAX_XIDS 1000
@@ -270,6 +271,217 @@ static int explicit_buslost(const cJSON *list, const char *pci, double t, int ha
     return 0;
 }
 
+
+/* ---- OOM kills: kernel_log.oom_kills[] ---- */
+
+#define MAX_OOM_KILLS 64
+
+/* The value of `key=` in a comma-separated oom-kill: line, copied into buf; 0 when absent. */
+static int kv_get(const char *list, const char *key, char *buf, size_t len)
+{
+    size_t kl = strlen(key);
+    for (const char *p = list; p && *p;) {
+        if (!strncmp(p, key, kl) && p[kl] == '=') {
+            const char *v = p + kl + 1, *e = strchr(v, ',');
+            size_t l = e ? (size_t)(e - v) : strlen(v);
+            while (l && (v[l - 1] == ' ' || v[l - 1] == '\n'))
+                l--;
+            if (l >= len)
+                l = len - 1;
+            memcpy(buf, v, l);
+            buf[l] = 0;
+            return 1;
+        }
+        p = strchr(p, ',');
+        if (p)
+            p++;
+    }
+    return 0;
+}
+
+static int kv_has(const char *list, const char *token)
+{
+    size_t tl = strlen(token);
+    for (const char *p = list; p && *p;) {
+        if (!strncmp(p, token, tl) && (p[tl] == ',' || p[tl] == 0 || p[tl] == ' ' || p[tl] == '\n'))
+            return 1;
+        p = strchr(p, ',');
+        if (p)
+            p++;
+    }
+    return 0;
+}
+
+/* the entry for pid (the last one), or a new one */
+static cJSON *oom_entry(cJSON *kills, double pid, const char *text, double t, int have_t)
+{
+    cJSON *k, *found = NULL;
+    cJSON_ArrayForEach(k, kills)
+    {
+        double p;
+        if (cp_jnum(k, "pid", &p) && p == pid)
+            found = k;
+    }
+    if (found || cJSON_GetArraySize(kills) >= MAX_OOM_KILLS)
+        return found;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "pid", pid);
+    cJSON_AddNullToObject(o, "comm");
+    cJSON_AddNullToObject(o, "scope");
+    cJSON_AddNullToObject(o, "constraint");
+    cJSON_AddNullToObject(o, "oom_memcg");
+    cJSON_AddNullToObject(o, "task_memcg");
+    if (have_t) {
+        char u[40];
+        utc(t, u, sizeof(u));
+        cJSON_AddNumberToObject(o, "time", t);
+        cJSON_AddStringToObject(o, "time_utc", u);
+    } else {
+        cJSON_AddNullToObject(o, "time");
+        cJSON_AddNullToObject(o, "time_utc");
+    }
+    add_s(o, "text", text);
+    cJSON_AddItemToArray(kills, o);
+    return o;
+}
+
+static void set_s(cJSON *o, const char *key, const char *v)
+{
+    if (v && *v)
+        cp_json_set(o, key, cstr(v));
+}
+
+/* "... NAME:NkB" -> N */
+static void set_kib(cJSON *o, const char *key, const char *text, const char *name)
+{
+    const char *p = strstr(text, name);
+    if (!p)
+        return;
+    char *end;
+    double v = strtod(p + strlen(name), &end);
+    if (end != p + strlen(name) && !strncmp(end, "kB", 2))
+        cp_json_set(o, key, cJSON_CreateNumber(v));
+}
+
+struct oom_state {
+    char pending_task[512], pending_limit[512]; /* "Task in X killed as a result of limit of Y" */
+    int hint;                                   /* the last "...out of memory:" prefix: 1 cgroup, 2 host */
+};
+
+/* One kernel line: the kill lines of the OOM killer (every kernel since 4.19 prints
+ *   oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,
+ *            oom_memcg=/slurm/job_1,task_memcg=/slurm/job_1/step_0,task=python,pid=1234,uid=1000
+ *   Memory cgroup out of memory: Killed process 1234 (python) total-vm:...kB, anon-rss:...kB, ...
+ * and, for the host's memory, `global_oom` and "Out of memory: Killed process ..."; older ones
+ * "Task in X killed as a result of limit of Y" and "Kill process N (comm) score S or sacrifice
+ * child"). */
+static void oom_line(cJSON *kills, struct oom_state *st, const char *text, double t, int have_t)
+{
+    const char *p;
+    if ((p = strstr(text, "Task in ")) && strstr(p, " killed as a result of limit of ")) {
+        const char *a = p + 8, *e = strstr(a, " killed as a result of limit of ");
+        size_t l = (size_t)(e - a);
+        snprintf(st->pending_task, sizeof(st->pending_task), "%.*s", (int)(l < 511 ? l : 511), a);
+        snprintf(st->pending_limit, sizeof(st->pending_limit), "%s", e + 32);
+        size_t ll = strlen(st->pending_limit);
+        while (ll && (st->pending_limit[ll - 1] == '\n' || st->pending_limit[ll - 1] == ' '))
+            st->pending_limit[--ll] = 0;
+        return;
+    }
+    if ((p = strstr(text, "oom-kill:"))) {
+        const char *list = p + 9;
+        char v[512];
+        if (!kv_get(list, "pid", v, sizeof(v)))
+            return;
+        char *end;
+        double pid = strtod(v, &end);
+        if (end == v)
+            return;
+        cJSON *o = oom_entry(kills, pid, text, t, have_t);
+        if (!o)
+            return;
+        if (kv_get(list, "constraint", v, sizeof(v)))
+            set_s(o, "constraint", v);
+        if (kv_get(list, "oom_memcg", v, sizeof(v)))
+            set_s(o, "oom_memcg", v);
+        if (kv_get(list, "task_memcg", v, sizeof(v)))
+            set_s(o, "task_memcg", v);
+        if (kv_get(list, "task", v, sizeof(v)))
+            set_s(o, "comm", v);
+        if (kv_get(list, "uid", v, sizeof(v)))
+            cp_json_set(o, "uid", cJSON_CreateNumber(strtod(v, NULL)));
+        if (kv_has(list, "global_oom"))
+            cp_json_set(o, "global_oom", cJSON_CreateTrue());
+        return;
+    }
+    int hint = strstr(text, "Memory cgroup out of memory") ? 1
+               : strstr(text, "Out of memory") ? 2 : 0;
+    if (hint)
+        st->hint = hint;
+    const char *k = strstr(text, "Killed process ");
+    size_t kl = 15;
+    if (!k && (k = strstr(text, "Kill process ")))
+        kl = 13;
+    if (!k)
+        return;
+    char *end;
+    double pid = strtod(k + kl, &end);
+    if (end == k + kl)
+        return;
+    cJSON *o = oom_entry(kills, pid, text, t, have_t);
+    if (!o)
+        return;
+    if (!strncmp(end, " (", 2)) {
+        const char *c = end + 2, *ce = strchr(c, ')');
+        if (ce && ce - c < 64) {
+            char comm[64];
+            snprintf(comm, sizeof(comm), "%.*s", (int)(ce - c), c);
+            if (!cp_jstr(o, "comm"))
+                set_s(o, "comm", comm);
+        }
+    }
+    if (kl == 15) /* the kill itself: its line is the one to show */
+        cp_json_set(o, "text", cstr(text));
+    set_kib(o, "total_vm_kib", text, "total-vm:");
+    set_kib(o, "anon_rss_kib", text, "anon-rss:");
+    if (hint)
+        cp_json_set(o, "_hint", cJSON_CreateNumber(hint));
+    if (st->pending_limit[0] && !cp_jstr(o, "oom_memcg")) {
+        set_s(o, "oom_memcg", st->pending_limit);
+        set_s(o, "task_memcg", st->pending_task);
+    }
+    st->pending_limit[0] = st->pending_task[0] = 0;
+}
+
+/* scope: which limit the kill enforced */
+static void oom_finish(cJSON *kills, double pid, int have_pid)
+{
+    cJSON *k;
+    cJSON_ArrayForEach(k, kills)
+    {
+        const char *c = cp_jstr(k, "constraint");
+        double hint = 0, p = -1;
+        cp_jnum(k, "_hint", &hint);
+        const char *scope = NULL;
+        if ((c && !strcmp(c, "CONSTRAINT_MEMCG")) || (!c && cp_jstr(k, "oom_memcg")) || (!c && hint == 1))
+            scope = "cgroup";
+        else if (cJSON_IsTrue(cp_jkey(k, "global_oom")) || (c && !strcmp(c, "CONSTRAINT_NONE")) ||
+                 (!c && hint == 2))
+            scope = "global";
+        else if (c && !strcmp(c, "CONSTRAINT_CPUSET"))
+            scope = "cpuset";
+        else if (c && !strcmp(c, "CONSTRAINT_MEMORY_POLICY"))
+            scope = "mempolicy";
+        cp_json_set(k, "scope", scope ? cJSON_CreateString(scope) : NULL);
+        if (!strcmp(scope ? scope : "", "global"))
+            cJSON_DeleteItemFromObjectCaseSensitive(k, "oom_memcg");
+        cJSON_DeleteItemFromObjectCaseSensitive(k, "_hint");
+        cJSON_DeleteItemFromObjectCaseSensitive(k, "global_oom");
+        cp_jnum(k, "pid", &p);
+        cp_json_set(k, "own_pid", cJSON_CreateBool(have_pid && p == pid));
+    }
+}
+
 static void add_kmsg(cJSON *r, struct bundle *b, const cJSON *cat, double pid, int have_pid,
                      const struct own *own)
 {
@@ -278,6 +490,10 @@ static void add_kmsg(cJSON *r, struct bundle *b, const cJSON *cat, double pid, i
     cp_json_set(kl, "lines", lines);
     cJSON *gpu = obj(r, "gpu");
     cJSON *xids = cJSON_CreateArray();
+    cJSON *kills = cJSON_CreateArray();
+    cp_json_set(kl, "oom_kills", kills);
+    struct oom_state ost;
+    memset(&ost, 0, sizeof(ost));
     cJSON *k = read_json_member(b, "kmsg.json");
     if (!k) {
         cp_json_set(kl, "error", cJSON_CreateString(bundle_find(b, "kmsg.json")
@@ -328,6 +544,7 @@ static void add_kmsg(cJSON *r, struct bundle *b, const cJSON *cat, double pid, i
         else
             cJSON_AddNullToObject(o, "xid");
         cJSON_AddItemToArray(lines, o);
+        oom_line(kills, &ost, text, t, have_t);
         if (is_xid && n < MAX_XIDS) {
             if (ev.implied && explicit_buslost(xids, ev.pci, t, have_t))
                 continue;
@@ -338,6 +555,7 @@ static void add_kmsg(cJSON *r, struct bundle *b, const cJSON *cat, double pid, i
         }
     }
     cJSON_Delete(k);
+    oom_finish(kills, pid, have_pid);
     /* time order (kern.log lines may come after the ring's) */
     int cnt = cJSON_GetArraySize(xids);
     if (cnt > 1) {
@@ -367,14 +585,47 @@ static int is_log_tail(const char *name)
 
 /* Is there log text to scan: a non-empty log tail, or torchelastic's error file? (The pattern
  * catalogue is only loaded, and its regular expressions compiled, when there is.) */
-static int have_log_text(struct bundle *b)
+static int have_log_text(const cJSON *r, struct bundle *b)
 {
     for (size_t i = 0; i < bundle_member_count(b); i++) {
         const struct bundle_member *m = bundle_member(b, i);
-        if (is_log_tail(m->name) && m->size > 0)
+        if ((is_log_tail(m->name) || !strcmp(m->name, OUTPUT_MEMBER)) && m->size > 0)
             return 1;
     }
-    return bundle_find(b, "ml/torchelastic_error.json") != NULL;
+    return bundle_find(b, "ml/torchelastic_error.json") != NULL ||
+           cJSON_IsObject(cp_jkey(r, "exception"));
+}
+
+/* The text of the report's Python exception (pyexc.h) as a log: each exception of the chain as
+ * "Type: message", then each DataLoader / multiprocessing worker's original traceback. NULL when
+ * there is none. */
+static char *exception_text(const cJSON *r, size_t *len)
+{
+    const cJSON *x = cp_jkey(r, "exception"), *e;
+    if (!cJSON_IsObject(x))
+        return NULL;
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    if (!f)
+        return NULL;
+    cJSON_ArrayForEach(e, cp_jkey(x, "chain"))
+    {
+        const char *type = cp_jstr(e, "type"), *msg = cp_jstr(e, "message");
+        fprintf(f, "%s%s%s\n", type ? type : "?", msg && *msg ? ": " : "", msg ? msg : "");
+    }
+    cJSON_ArrayForEach(e, cp_jkey(x, "chain"))
+    {
+        const char *tb = cp_jstr_at(e, "worker.original_traceback");
+        if (tb)
+            fprintf(f, "%s\n", tb);
+    }
+    if (fclose(f)) {
+        free(buf);
+        return NULL;
+    }
+    *len = n;
+    return buf;
 }
 
 static void add_logs(cJSON *r, struct bundle *b, const struct logerr_set *pats)
@@ -400,6 +651,31 @@ static void add_logs(cJSON *r, struct bundle *b, const struct logerr_set *pats)
                               ? MAX_LOG_ERRORS - (size_t)cJSON_GetArraySize(errs)
                               : 0;
             total += logerr_scan(pats, buf, len, m->name, errs, left);
+        }
+        free(buf);
+    }
+    /* the supervisor's output tail, and the Python exception's text (source "exception") */
+    for (int pass = 0; pass < 2; pass++) {
+        char *buf = NULL;
+        size_t len = 0;
+        const char *src = pass ? "exception" : OUTPUT_MEMBER;
+        if (pass) {
+            buf = exception_text(r, &len);
+        } else if (bundle_find(b, OUTPUT_MEMBER)) {
+            int rc = bundle_read_all(b, OUTPUT_MEMBER, LOG_TAIL_MAX, &buf, &len);
+            if (rc != BUNDLE_OK && rc != BUNDLE_ETRUNC) {
+                free(buf);
+                buf = NULL;
+            }
+        }
+        if (!buf)
+            continue;
+        cJSON_AddItemToArray(srcs, cJSON_CreateString(src));
+        if (pats) {
+            size_t left = MAX_LOG_ERRORS > (size_t)cJSON_GetArraySize(errs)
+                              ? MAX_LOG_ERRORS - (size_t)cJSON_GetArraySize(errs)
+                              : 0;
+            total += logerr_scan(pats, buf, len, src, errs, left);
         }
         free(buf);
     }
@@ -592,7 +868,7 @@ int evidence_add(cJSON *r, struct bundle *b, char *err, size_t errlen)
     add_kmsg(r, b, cat, pid, have_pid, &own);
     cJSON_Delete(cat);
 
-    struct logerr_set *pats = have_log_text(b) ? logerr_load(e2, sizeof(e2)) : NULL;
+    struct logerr_set *pats = have_log_text(r, b) ? logerr_load(e2, sizeof(e2)) : NULL;
     add_logs(r, b, pats);
     logerr_free(pats);
 

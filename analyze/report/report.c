@@ -11,6 +11,7 @@
 #include "evidence.h"
 #include "hang.h"
 #include "jpath.h"
+#include "pyexc.h"
 #include "report_native.h"
 #include "rule.h"
 #include "signature.h"
@@ -303,6 +304,8 @@ static cJSON *bundle_part(struct bundle *b, const char *path)
         add_str(bj, "manifest_error", manwhy);
 
     cJSON_AddItemToObject(r, "process", process_part(man));
+    pyexc_add(r, b);          /* exception.json: report `exception` */
+    pyexc_death(r, man, b);   /* process.death; signal and crashed_tid for deaths without a core */
     cJSON_AddItemToObject(r, "host", host_part(man));
     cJSON_AddItemToObject(r, "capture", capture_part(b, man, cap, capwhy, salv));
     cJSON_AddItemToObject(r, "members", members_part(b));
@@ -454,6 +457,7 @@ static int analysis_stages(struct bundle *b, cJSON *r, const struct report_opts 
     struct rulebase *rb = diagnose_open(o->db, derr, sizeof(derr));
     struct siglists *L = siglists_load(NULL, lerr, sizeof(lerr));
     st->native_failed = native_part(b, r, o->no_stacks, nj);
+    pyexc_death_finish(r); /* a live snapshot's core: the raising thread, no signal */
     if (stage_ok(clk, r, "hang", st))
         hang_analyze(b, r); /* after the frames: threads[].hang_state, hang.deadlocks */
     /* after hang: a snap's kind is "hang"; failures in signature_info.error */

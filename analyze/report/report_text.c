@@ -5,6 +5,7 @@
 #include "evidence.h"
 #include "hang.h"
 #include "jpath.h"
+#include "pyexc.h"
 #include "report_native.h"
 #include "rule.h"
 #include "signature_text.h"
@@ -109,6 +110,7 @@ static void print_process(FILE *out, const cJSON *r)
         fputc(')', out);
     }
     fputc('\n', out);
+    pyexc_print_death(out, r);
     if ((s = cp_jstr_at(r, "process.exe"))) {
         label(out, "exe");
         cp_text_put(out, s);
@@ -280,6 +282,7 @@ void report_print_text(FILE *out, const cJSON *r, int members_only)
     print_bundle(out, r);
     print_process(out, r);
     signature_print(out, r);
+    pyexc_print_text(out, r);
     report_native_print(out, r);
     evidence_print(out, r);
     fputc('\n', out);
@@ -299,6 +302,12 @@ void report_print_notes(FILE *err, const char *prog, const cJSON *r, const struc
     if (json && w) { /* the text report prints it anyway */
         fprintf(err, "%s: warning: ", prog);
         cp_text_put(err, w);
+        fputc('\n', err);
+    }
+    const char *xe = cp_jstr_at(r, "exception_error");
+    if (json && xe) { /* the text report prints it anyway */
+        fprintf(err, "%s: warning: ", prog);
+        cp_text_put(err, xe);
         fputc('\n', err);
     }
     if (st->diagnose_error[0]) {

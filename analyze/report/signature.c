@@ -459,6 +459,15 @@ static const char *crash_kind(const cJSON *r, const cJSON *crashed)
 {
     const char *const *assert_fns = kinds.asserts, *const *heap_fns = kinds.heaps;
     const char *const *throw_fns = kinds.throws; /* NULL when not loaded: never on the stack */
+    /* the deaths without a core (process.death, pyexc.h); a "signal" death goes on below */
+    const char *dk = cp_jstr_at(r, "process.death.kind");
+    static const char *const death_kinds[][2] = {{"exception", "python_exception"},
+                                                 {"exit", "exit"},
+                                                 {"terminated", "terminated"},
+                                                 {"oom_kill", "oom_kill"}};
+    for (size_t i = 0; dk && i < sizeof(death_kinds) / sizeof(death_kinds[0]); i++)
+        if (!strcmp(dk, death_kinds[i][0]))
+            return death_kinds[i][1];
     if (cJSON_IsTrue(cp_jpath(r, "hang.snap"))) /* a live process captured by snap/watch (hang.h) */
         return "hang";
     const cJSON *num = cp_jpath(r, "process.signal.number");
@@ -518,7 +527,9 @@ static void kind_label(const cJSON *r, const char *kind, char *buf, size_t len)
                   {"sigill", "SIGILL"},           {"abort", "abort"},
                   {"assertion", "assertion"},     {"heap_corruption", "heap corruption"},
                   {"uncaught_exception", "uncaught exception"},
-                  {"stack_overflow", "stack overflow"}, {"hang", "hang"}};
+                  {"stack_overflow", "stack overflow"}, {"hang", "hang"},
+                  {"python_exception", "python exception"}, {"exit", "exit"},
+                  {"terminated", "terminated"}, {"oom_kill", "OOM kill"}};
     for (size_t i = 0; i < sizeof(labels) / sizeof(labels[0]); i++)
         if (!strcmp(kind, labels[i].kind)) {
             snprintf(buf, len, "%s", labels[i].label);
@@ -610,6 +621,84 @@ static cJSON *str_or_null(const char *s)
     return s ? cJSON_CreateString(s) : cJSON_CreateNull();
 }
 
+/* ---- a Python exception's signature (crash kind python_exception) ---- */
+
+/* A frame of a library (the standard library, site-packages) rather than the job's own code. */
+static int py_library_file(const char *file)
+{
+    return !file || strstr(file, "/site-packages/") || strstr(file, "/dist-packages/") ||
+           strstr(file, "/lib/python") || file[0] == '<';
+}
+
+/* "python exception TYPE | file:qualname | ..." from the raised exception's frames, innermost
+ * first: the job's own frames (all frames when it has none there), SIGNATURE_FRAMES of them. The
+ * fingerprint hashes the kind, the type and each frame as "file-basename!qualname". */
+static int python_signature(cJSON *report, cJSON *info, cJSON *frames, cJSON *normalized,
+                            char *err, size_t errlen)
+{
+    const cJSON *x = cp_jpath(report, "exception");
+    const char *type = cp_jstr_at(x, "type");
+    const cJSON *fr = cp_jpath(x, "frames");
+    int n = cJSON_GetArraySize(fr);
+    if (!type || n == 0) {
+        const char *why = !type ? "the report has no Python exception (exception.json)"
+                                : "the Python exception has no frames";
+        cJSON_AddStringToObject(info, "error", why);
+        cp_json_set(report, "signature", NULL);
+        cp_json_set(report, "fingerprint", NULL);
+        cp_json_set(report, "signature_info", info);
+        cp_errmsg(err, errlen, "%s", why);
+        return -1;
+    }
+    int own = 0;
+    for (int i = 0; i < n; i++)
+        own += !py_library_file(cp_jstr_at(cJSON_GetArrayItem(fr, i), "file"));
+    char sig[4096];
+    snprintf(sig, sizeof(sig), "python exception %.400s", type);
+    struct xxh64 h;
+    xxh64_init(&h);
+    xxh64_update(&h, FP_SCHEME "\n", strlen(FP_SCHEME) + 1);
+    xxh64_update(&h, "python_exception\n", 17);
+    xxh64_update(&h, type, strlen(type));
+    xxh64_update(&h, "\n", 1);
+    char prev[2 * NAME_MAX_LEN + 2] = "";
+    int kept = 0;
+    for (int i = n - 1; i >= 0 && kept < SIGNATURE_FRAMES; i--) {
+        const cJSON *f = cJSON_GetArrayItem(fr, i);
+        const char *file = cp_jstr_at(f, "file");
+        if (own && py_library_file(file))
+            continue;
+        const char *fn = cp_jstr_at(f, "qualname");
+        if (!fn || !*fn)
+            fn = cp_jstr_at(f, "function");
+        const char *base = file && strrchr(file, '/') ? strrchr(file, '/') + 1 : file;
+        char full[sizeof(prev)], disp[sizeof(prev)];
+        snprintf(full, sizeof(full), "%.*s!%.*s", NAME_MAX_LEN - 1, base ? base : "?",
+                 NAME_MAX_LEN - 1, fn ? fn : "?");
+        if (!strcmp(full, prev)) /* recursion: once */
+            continue;
+        snprintf(prev, sizeof(prev), "%s", full);
+        snprintf(disp, sizeof(disp), "%.*s:%.*s", NAME_MAX_LEN - 1, base ? base : "?",
+                 NAME_MAX_LEN - 1, fn ? fn : "?");
+        size_t cur = strlen(sig);
+        if (cur + strlen(disp) + 4 < sizeof(sig))
+            snprintf(sig + cur, sizeof(sig) - cur, " | %s", disp);
+        cJSON_AddItemToArray(frames, cJSON_CreateString(disp));
+        cJSON_AddItemToArray(normalized, cJSON_CreateString(full));
+        xxh64_update(&h, full, strlen(full));
+        xxh64_update(&h, "\n", 1);
+        kept++;
+    }
+    char fp[17];
+    snprintf(fp, sizeof(fp), "%016" PRIx64, xxh64_digest(&h));
+    cp_json_set(report, "signature", cJSON_CreateString(sig));
+    cp_json_set(report, "fingerprint", cJSON_CreateString(fp));
+    cJSON_AddStringToObject(info, "source", "exception");
+    cJSON_AddNullToObject(info, "error");
+    cp_json_set(report, "signature_info", info);
+    return 0;
+}
+
 int signature_compute(cJSON *report, const struct siglists *L, const char *lists_error,
                       int explain, char *err, size_t errlen)
 {
@@ -628,6 +717,8 @@ int signature_compute(cJSON *report, const struct siglists *L, const char *lists
     cJSON *frames = cJSON_AddArrayToObject(info, "frames");
     cJSON *normalized = cJSON_AddArrayToObject(info, "normalized");
     cp_json_set(report, "crash_kind", str_or_null(kind));
+    if (kind && !strcmp(kind, "python_exception"))
+        return python_signature(report, info, frames, normalized, err, errlen);
 
     const char *why = NULL;
     char whybuf[512];

@@ -14,7 +14,8 @@ python3 -c 'import jsonschema' 2>/dev/null || { echo "SKIP: python3-jsonschema i
 
 VERBS=(install uninstall status analyze checkpoint report snap run watch enrich version
        "rules list" "rules show" "rules test" "rules add" "rules import" "rules export" "rules match"
-       "db add" "db list" "db show" "db groups" "db jobs" "db search" "db stats")
+       "db add" "db list" "db show" "db groups" "db jobs" "db search" "db stats"
+       "python-hook install" "python-hook uninstall" "python-hook status")
 
 # run NAME CMD...: runs CMD with stdout in $T/NAME.out, stderr in $T/NAME.err; its exit code in $RC
 run() { local n=$1; shift; "$@" > "$T/$n.out" 2> "$T/$n.err"; RC=$?; }
@@ -130,6 +131,13 @@ jsonv rlist crashpack-rules-list/1 "$CP" rules list --json
 jsonv version crashpack-version/1 "$CP" version --json
 jsonv version2 crashpack-version/1 "$CP" --version --json
 OKRC="0 1 3" jsonv status crashpack-status/1 "$CP" status --json
+OKRC="0 1 3" jsonv pyhook crashpack-python-hook-status/1 "$CP" python-hook status --python python3 --json
+run pyhooknone "$CP" python-hook status --python "$T/no-such-python"
+check "python-hook status with no such interpreter: exit 3" [ "$RC" = 3 ]
+run pyhooknosub "$CP" python-hook
+check "python-hook without a command: exit 2, one line" usage_error pyhooknosub
+run pyhookfrob "$CP" python-hook frob
+check "python-hook frob: exit 2, one line" usage_error pyhookfrob
 printf 'not a checkpoint' > "$T/model.pt"
 OKRC="0 1" jsonv ckpt crashpack-checkpoint/1 "$CP" checkpoint --json --no-scan "$T/model.pt"
 run rshow "$CP" rules show segfault --json

@@ -1,6 +1,7 @@
 /* bundle_edit.c - test helper: rewrite a bundle with members dropped, replaced or added.
  *
  *   bundle_edit IN OUT [--drop NAME]... [--put NAME FILE]...
+ *   bundle_edit - OUT --put NAME FILE...   a new bundle of just the members put, in their order
  *
  * Reads IN with crashpack's reader (bundle/bundle.c) and writes OUT with the capture handler's
  * writer (bundle/bundlew.c), so OUT is a complete, indexed bundle in the real format: members
@@ -113,9 +114,9 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    struct bundle *b;
+    struct bundle *b = NULL;
     char err[512];
-    if (bundle_open(argv[1], &b, err, sizeof(err))) {
+    if (strcmp(argv[1], "-") && bundle_open(argv[1], &b, err, sizeof(err))) {
         fprintf(stderr, "bundle_edit: %s\n", err);
         return 1;
     }
@@ -126,7 +127,7 @@ int main(int argc, char **argv)
         return 1;
     }
     int rc = 0;
-    for (size_t i = 0; i < bundle_member_count(b) && !rc; i++) {
+    for (size_t i = 0; b && i < bundle_member_count(b) && !rc; i++) {
         const struct bundle_member *m = bundle_member(b, i);
         struct edit *e = NULL;
         for (int k = 0; k < ne; k++)
@@ -153,7 +154,8 @@ int main(int argc, char **argv)
     if (!rc)
         rc = bw_finish(&w);
     bw_free(&w);
-    bundle_close(b);
+    if (b)
+        bundle_close(b);
     if (rc || fsync(fd) || close(fd)) {
         fprintf(stderr, "bundle_edit: writing %s failed\n", argv[2]);
         return 1;
