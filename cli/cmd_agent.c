@@ -74,6 +74,16 @@ struct agent {
     char oom_constraint[64], oom_memcg[512], task_memcg[512];
     pid_t oom_pid;
     unsigned long served, captured, refused;
+    /* jobs registered by `crashpack run` (op register): a process of its tree that the OOM
+     * killer kills gets its job id */
+#define MAX_JOBS 1024
+    struct job {
+        pid_t pid;
+        unsigned long long start;
+        uid_t uid;
+        char id[128];
+    } jobs[MAX_JOBS];
+    size_t njobs;
 };
 
 static void logf_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -412,6 +422,57 @@ static cJSON *do_reported(struct agent *a, const struct ucred *cr, const cJSON *
     return capture_answer(rc, line, "meta");
 }
 
+/* {"op":"register","job":ID}: the caller (a `crashpack run`) names the job of its process tree.
+ * A dead registration (its pid now another process, or gone) makes room for a new one. */
+static cJSON *do_register(struct agent *a, const struct ucred *cr, const cJSON *req)
+{
+    const char *id = cp_jstr_ne(req, "job");
+    unsigned long long st = start_ticks(cr->pid);
+    if (!id || strlen(id) >= sizeof(a->jobs[0].id) || !st)
+        return fail("register: a job id of at most %zu bytes, from a live caller",
+                    sizeof(a->jobs[0].id) - 1);
+    size_t slot = a->njobs;
+    for (size_t i = 0; i < a->njobs && slot == a->njobs; i++)
+        if (a->jobs[i].pid == cr->pid || start_ticks(a->jobs[i].pid) != a->jobs[i].start)
+            slot = i;
+    if (slot == MAX_JOBS)
+        return fail("register: %d live jobs already", MAX_JOBS);
+    if (slot == a->njobs)
+        a->njobs++;
+    a->jobs[slot].pid = cr->pid;
+    a->jobs[slot].start = st;
+    a->jobs[slot].uid = cr->uid;
+    snprintf(a->jobs[slot].id, sizeof(a->jobs[slot].id), "%s", id);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddTrueToObject(o, "ok");
+    return o;
+}
+
+/* The job of pid: the registration of the nearest ancestor (pid itself included; a zombie's
+ * /proc/PID/stat still has its ppid) whose start time still matches, and whose uid is the
+ * process's or root. NULL when none. */
+static const char *job_of(const struct agent *a, pid_t pid, uid_t uid)
+{
+    for (int depth = 0; pid > 1 && depth < 64; depth++) {
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+        size_t len;
+        int tr;
+        char *s = read_file_at(AT_FDCWD, path, 1 << 16, &len, &tr);
+        char *p = s ? strrchr(s, ')') : NULL;
+        int ppid = 0;
+        if (p && sscanf(p + 1, " %*c %d", &ppid) != 1)
+            ppid = 0;
+        free(s);
+        for (size_t i = 0; i < a->njobs; i++)
+            if (a->jobs[i].pid == pid && (a->jobs[i].uid == uid || a->jobs[i].uid == 0) &&
+                start_ticks(pid) == a->jobs[i].start)
+                return a->jobs[i].id;
+        pid = ppid;
+    }
+    return NULL;
+}
+
 static void serve(struct agent *a, int fd)
 {
     struct ucred cr;
@@ -435,6 +496,8 @@ static void serve(struct agent *a, int fd)
         cJSON_AddTrueToObject(ans, "ok");
         cJSON_AddStringToObject(ans, "version", CRASHPACK_VERSION);
         cJSON_AddNumberToObject(ans, "pid", (double)getpid());
+    } else if (!strcmp(op, "register")) {
+        ans = do_register(a, &cr, req);
     } else if (strcmp(op, "capture")) {
         ans = fail("unknown op `%s`", op);
     } else if (!kind || (strcmp(kind, "exception") && strcmp(kind, "exit") &&
@@ -570,7 +633,7 @@ static void oom_killed(struct agent *a, const char *text)
              same && !strcmp(a->oom_constraint, "CONSTRAINT_MEMCG") ? "memory cgroup limit"
              : same && a->oom_constraint[0] ? a->oom_constraint : "host memory",
              same && a->oom_memcg[0] ? ", oom_memcg=" : "", same ? a->oom_memcg : "");
-    const char *args[24];
+    const char *args[28];
     size_t n = 0;
     args[n++] = "--kind";
     args[n++] = "oom_kill";
@@ -588,6 +651,11 @@ static void oom_killed(struct agent *a, const char *text)
     args[n++] = "agent";
     args[n++] = "--reason";
     args[n++] = reason;
+    const char *job = job_of(a, pid, (uid_t)uid);
+    if (job) {
+        args[n++] = "--job";
+        args[n++] = job;
+    }
     unsigned long long st = start_ticks(pid); /* a zombie still has it */
     if (st) {
         snprintf(a_st, sizeof(a_st), "%llu", st);

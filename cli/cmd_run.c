@@ -479,6 +479,22 @@ static int run_start(struct run *r)
     return 0;
 }
 
+/* Tells the agent (if one listens) the job of this process tree, so that a process of it that
+ * the kernel's OOM killer kills gets the job id in its bundle too. Best effort, 2 s at most. */
+static void register_job(const struct run *r)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "op", "register");
+    cJSON_AddStringToObject(o, "job", r->job_id);
+    char *req = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    char ans[512], err[256];
+    if (req)
+        (void)capreq_agent(capreq_socket(&r->cfg), req, strlen(req), 2000, ans, sizeof(ans), err,
+                           sizeof(err));
+    free(req);
+}
+
 /* The job id: --job, $CRASHPACK_JOB_ID, the scheduler's ids, or made up; and the record of
  * them all for process.json. */
 static cJSON *job_ids(struct run *r)
@@ -999,6 +1015,7 @@ static int run_main(int argc, char **argv, int watch)
         r.tail.tag = NULL;
     }
     cJSON *ids = job_ids(&r);
+    register_job(&r);
     pt_init(&r.t, &r.cfg, ids);
     if ((rc = run_start(&r))) {
         pt_free(&r.t);
