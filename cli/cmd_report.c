@@ -679,7 +679,7 @@ static void section_gpu(FILE *o, const cJSON *r)
         {
             if (i++ >= 20)
                 break;
-            block_add(&b, cp_jstr_ne_at(e, "text"));
+            block_add(&b, cp_jstr_ne_at(e, "line") ? cp_jstr_ne_at(e, "line") : cp_jstr_ne_at(e, "text"));
         }
         block_write(o, &b);
         fputc('\n', o);

@@ -181,6 +181,7 @@ int rules_diagnose(struct rulebase *rb, cJSON *report, char *err, size_t errlen)
             cJSON_Delete(d[i]);
         free(d);
         free(src);
+        free(capped);
         cp_errmsg(err, errlen, "out of memory");
         return -1;
     }

@@ -596,9 +596,21 @@ static int is_worker_pid(const cJSON *r, double pid)
     return 0;
 }
 
-/* oom_kill: {scope: "cgroup"|"global"|... or a list, victim: "process"|"worker"|"any"} over
- * kernel_log.oom_kills[] (evidence.h): the kernel's OOM killer killed this process, a DataLoader
- * worker the report names, or any process. The evidence names the limit. */
+/* Is the memory cgroup `memcg` the process's own cgroup (`cg`) or one above it (its limit
+ * covers the process)? The root cgroup "/" is nobody's own: it is the host. */
+static int cgroup_covers(const char *memcg, const char *cg)
+{
+    if (!memcg || !cg || !strcmp(memcg, "/") || !memcg[0])
+        return 0;
+    size_t l = strlen(memcg);
+    return !strncmp(cg, memcg, l) && (cg[l] == 0 || cg[l] == '/');
+}
+
+/* oom_kill: {scope: "cgroup"|"global"|... or a list, victim: "process"|"worker"|"related"|"any"}
+ * over kernel_log.oom_kills[] (evidence.h): the kernel's OOM killer killed this process, a
+ * DataLoader worker the report names, one of those or a process in the same memory cgroup
+ * (related: a host event counts only for its process, its cgroup or its job), or any process.
+ * The evidence names the limit. */
 static int leaf_oom_kill(struct ctx *c, const cJSON *v, cJSON *ev)
 {
     const cJSON *scope = cp_jpath(v, "scope");
@@ -617,6 +629,11 @@ static int leaf_oom_kill(struct ctx *c, const cJSON *v, cJSON *ev)
             continue;
         int worker = !own && is_worker_pid(c->r, pid);
         if (victim && !strcmp(victim, "worker") && !worker)
+            continue;
+        const char *pcg = cp_jstr_at(cp_jpath(c->r, "process"), "cgroup");
+        if (victim && !strcmp(victim, "related") && !own && !worker &&
+            !cgroup_covers(cp_jstr_at(k, "task_memcg"), pcg) &&
+            !cgroup_covers(cp_jstr_at(k, "oom_memcg"), pcg))
             continue;
         if (hits++ >= EVIDENCE_PER_LEAF)
             continue;

@@ -347,6 +347,10 @@ static void add_smi(cJSON *r, struct bundle *b, double pid, int have_pid, struct
         if (mine && pci) {
             own_add(own, pci);
             own->known = 1;
+            if (own->none) { /* nvidia-smi lists it on this GPU: it does use one */
+                own->none = 0;
+                snprintf(own->why, sizeof(own->why), "%s", "nvidia-smi's process list");
+            }
         }
         if (pci && own_has(own, pci))
             mine = 1;
@@ -764,6 +768,7 @@ static void add_kmsg(cJSON *r, struct bundle *b, const cJSON *cat, double pid, i
             if (ev.implied && explicit_buslost(xids, ev.pci, t, have_t))
                 continue;
             cJSON *x = xid_object(&ev, t, have_t, src, cat, pid, have_pid, own);
+            add_s(x, "line", text); /* the kernel's line, verbatim */
             cJSON_AddStringToObject(o, "scope", cp_jstr(x, "scope"));
             cJSON_AddNumberToObject(x, "_seq", (double)seq++);
             cJSON_AddItemToArray(xids, x);
@@ -825,7 +830,9 @@ static void xid_windows(cJSON *r, const struct own *own)
         char why[160] = "";
         if (code == XID_BUSLOST) {
             cJSON_AddNullToObject(x, "window_s");
-            if (pci && smi_answered(r, pci)) {
+            /* broken until a reset: only a GPU that answers nvidia-smi again, past the hardware
+             * window, has been seen healthy (a same-minute answer is not a repair) */
+            if (pci && smi_answered(r, pci) && have_ct && have_t && t < ct - XID_HW_WINDOW_S) {
                 active = 0;
                 snprintf(why, sizeof(why), "the GPU answered nvidia-smi since: seen healthy again");
             }
@@ -1289,17 +1296,16 @@ void evidence_print(FILE *out, const cJSON *r)
     const cJSON *hc = cp_jkey(gpu, "host_context");
     if (cJSON_GetArraySize(hc) > 0) {
         label(out, "context");
-        fputs("other GPUs of this host (not this process's cause): ", out);
-        i = 0;
-        cJSON_ArrayForEach(x, hc)
-        {
-            if (i++ == 5) {
-                fprintf(out, "; ... %d more", cJSON_GetArraySize(hc) - 5);
+        fputs("other GPUs of this host (not this process's cause; newest first): ", out);
+        int nh = cJSON_GetArraySize(hc);
+        for (i = 0; i < nh; i++) {
+            if (i == 5) {
+                fprintf(out, "; ... %d more", nh - 5);
                 break;
             }
-            if (i > 1)
+            if (i)
                 fputs("; ", out);
-            put_s(out, cp_jstr(x, "summary"));
+            put_s(out, cp_jstr(cJSON_GetArrayItem(hc, nh - 1 - i), "summary"));
         }
         fputc('\n', out);
     }

@@ -86,7 +86,7 @@ check "snap: report's waits-for cycle: $tba waits for lock_a held by $tab, holds
 
 # ---- 2. Xid 79 on GPU A, an Xid 48 crash on GPU B ----
 if [ ! -e /proc/driver/nvidia ] && mount -t tmpfs -o size=1m,mode=755 crashpack-scope /proc/driver 2>/dev/null; then
-    trap 'umount /proc/driver 2>/dev/null; cp_restore' EXIT
+    trap 'rc=$?; umount /proc/driver 2>/dev/null || umount -l /proc/driver 2>/dev/null; (exit $rc); cp_restore' EXIT
     UA=GPU-aaaaaaaa-1111-2222-3333-444444444444 UB=GPU-bbbbbbbb-5555-6666-7777-888888888888
     mkdir -p /proc/driver/nvidia/gpus/0000:3b:00.0 /proc/driver/nvidia/gpus/0000:86:00.0
     printf 'NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.54.03  Tue Jun  6 22:20:39 UTC 2023\n' \
