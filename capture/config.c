@@ -43,6 +43,8 @@ void cp_config_defaults(struct cp_config *c)
     snprintf(c->agent_socket, sizeof(c->agent_socket), "%s", "/run/crashpack/agent.sock");
     c->agent_rate = 30;
     c->agent_oom = 1;
+    c->run_exits = CP_RUN_EXITS_PYTHON;
+    c->run_output_tail = 256ULL << 10;
     c->enrich_max = 16ULL << 20;
     c->enrich_memory = 32ULL << 30;
 }
@@ -187,6 +189,24 @@ static int set_key(struct cp_config *c, const char *k, const char *v)
         return parse_uint(v, &c->agent_rate);
     if (!strcmp(k, "agent_oom"))
         return parse_bool(v, &c->agent_oom);
+    if (!strcmp(k, "run_exits")) {
+        if (!strcmp(v, "main"))
+            c->run_exits = CP_RUN_EXITS_MAIN;
+        else if (!strcmp(v, "python"))
+            c->run_exits = CP_RUN_EXITS_PYTHON;
+        else if (!strcmp(v, "all"))
+            c->run_exits = CP_RUN_EXITS_ALL;
+        else
+            return -1;
+        return 0;
+    }
+    if (!strcmp(k, "run_output_tail")) {
+        uint64_t t;
+        if (cp_parse_size(v, &t) || t < 1024 || t > (64ULL << 20))
+            return -1;
+        c->run_output_tail = t;
+        return 0;
+    }
     if (!strcmp(k, "post_command"))
         return (v[0] == '/' || !v[0]) ? copy_str(c->post_command, sizeof(c->post_command), v) : -1;
     if (!strcmp(k, "nvidia_smi"))
@@ -306,3 +326,4 @@ uint64_t cp_size_resolve(const struct cp_size *s, uint64_t fs_bytes)
         return fs_bytes / 100 * (uint64_t)s->percent;
     return s->bytes;
 }
+

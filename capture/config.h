@@ -63,6 +63,11 @@ struct cp_config {
     char agent_socket[CP_PATH_MAX]; /* its Unix socket */
     unsigned agent_rate;        /* captures it starts per minute, all callers (0: none) */
     int agent_oom;              /* a bundle for every process the kernel's OOM killer kills */
+    /* the supervisor (crashpack run, cli/cmd_run.c) */
+    enum cp_run_exits { CP_RUN_EXITS_MAIN, CP_RUN_EXITS_PYTHON, CP_RUN_EXITS_ALL } run_exits;
+                                /* whose non-zero exit is a crash: the main process only, also
+                                 * every Python process (default), or every process */
+    uint64_t run_output_tail;   /* bytes of the job's output kept for output.txt */
 };
 
 void cp_config_defaults(struct cp_config *c);
@@ -75,6 +80,19 @@ int cp_config_load(struct cp_config *c, const char *path, int required, char *er
 int cp_parse_size(const char *s, uint64_t *out);
 
 const char *cp_mode_name(enum cp_mode m);
+
+/* Whether an environment variable of this name holds a secret: the built-in patterns (*PASS*,
+ * *PWD*, *SECRET*, *TOKEN*, *KEY*, *CREDENTIAL*, *AUTH*, *COOKIE*, *SESSION*, *PRIVATE*; not PWD,
+ * OLDPWD, *KEYBOARD*, *KEYMAP*) and the configured redact_env globs, case-insensitive. */
+int cp_secret_env_name(const struct cp_config *c, const char *name);
+
+/* Masks the password of scheme://user:pass@host in s, in place (same length). */
+void cp_mask_url_credentials(char *s);
+
+/* Command-line secrets: --token=x, --api-key x, --password=..., --passphrase x, -p x, and
+ * KEY=value arguments whose KEY looks secret: the value masked in place (same length), URL
+ * passwords too. */
+void cp_mask_cmdline(const struct cp_config *cfg, char **argv, int argc);
 
 /* Resolves a cp_size against a filesystem of `fs_bytes`. */
 uint64_t cp_size_resolve(const struct cp_size *s, uint64_t fs_bytes);

@@ -356,7 +356,13 @@ int event_duplicate(struct cap *c, char *path, size_t n)
         if (!strcmp(kind, "core") || !strcmp(kind, "exception") || !strcmp(kind, "oom_kill") ||
             !strcmp(kind, "signal") || !strcmp(kind, "exit") || !strcmp(kind, "terminated") ||
             (tmp && !kind[0])) {
-            snprintf(path, n, "%s/%s", c->cfg.bundle_dir, nm);
+            if (tmp) { /* the name it is being published under: .tmp-NAME.XXXXXXXX -> NAME.zst */
+                const char *dot = strrchr(nm, '.');
+                snprintf(path, n, "%s/%.*s.zst", c->cfg.bundle_dir,
+                         (int)((dot && dot > nm + 5 ? dot : nm + strlen(nm)) - (nm + 5)), nm + 5);
+            } else {
+                snprintf(path, n, "%s/%s", c->cfg.bundle_dir, nm);
+            }
             snprintf(c->dup_kind, sizeof(c->dup_kind), "%s", kind[0] ? kind : "in progress");
             found = 1;
         }

@@ -31,14 +31,12 @@ static const char *const env_allow[] = {
     "LD_LIBRARY_PATH", "LD_PRELOAD", "PATH", "HOME", "USER", "LOGNAME", "PWD", "HOSTNAME",
     "LANG", "TZ", "VIRTUAL_ENV", "CONDA_PREFIX", "HF_HOME", "XLA_*", "JAX_*", NULL};
 
-/* Names whose values are secrets (case-insensitive globs). *PASS* covers PASSWORD, PASSWD,
- * PASSPHRASE, DB_PASS; *PWD* covers MYSQL_PWD. */
-static const char *const secret_names[] = {"*PASS*", "*PWD*", "*SECRET*", "*TOKEN*", "*KEY*",
-                                           "*CREDENTIAL*", "*AUTH*", "*COOKIE*", "*SESSION*",
-                                           "*PRIVATE*", NULL};
-/* ... except these, which the patterns would catch and that are not secrets: the shell's
- * working directories (kept: useful) and keyboard settings. */
-static const char *const not_secret_names[] = {"PWD", "OLDPWD", "*KEYBOARD*", "*KEYMAP*", NULL};
+/* Secret-looking names: the built-in patterns plus the configured ones (redact_env); the one
+ * list lives in config.c (cp_secret_env_name), shared with crashpack run. */
+static int is_secret_name(const struct cp_config *cfg, const char *name)
+{
+    return cp_secret_env_name(cfg, name);
+}
 
 static int match_list(const char *const *pats, const char *name)
 {
@@ -48,84 +46,15 @@ static int match_list(const char *const *pats, const char *name)
     return 0;
 }
 
-/* Secret-looking names: the built-in patterns plus the configured ones (redact_env). */
-static int is_secret_name(const struct cp_config *cfg, const char *name)
-{
-    if (match_list(secret_names, name) && !match_list(not_secret_names, name))
-        return 1;
-    char pats[CP_PATH_MAX];
-    snprintf(pats, sizeof(pats), "%s", cfg->redact_patterns);
-    for (char *save, *p = strtok_r(pats, ", ", &save); p; p = strtok_r(NULL, ", ", &save))
-        if (!fnmatch(p, name, FNM_CASEFOLD))
-            return 1;
-    return 0;
-}
-
-/* Mask the password of scheme://user:pass@host in place (same length). */
-static void mask_url_credentials(char *s)
-{
-    for (char *p = strstr(s, "://"); p; p = strstr(p + 3, "://")) {
-        char *at = p + 3, *end = at + strcspn(at, "/ \t\"'");
-        char *a = memchr(at, '@', (size_t)(end - at));
-        if (!a)
-            continue;
-        char *colon = memchr(at, ':', (size_t)(a - at));
-        for (char *q = colon ? colon + 1 : at; q < a; q++)
-            *q = '*';
-    }
-}
-
 /* The value that may be stored for NAME=VALUE, or NULL (name only). */
 static const char *env_value_policy(const struct cp_config *cfg, const char *name, char *value)
 {
     if (is_secret_name(cfg, name) || !match_list(env_allow, name))
         return NULL;
-    mask_url_credentials(value);
+    cp_mask_url_credentials(value);
     return value;
 }
 
-/* The flag's name as an environment-style name: "--api-key=x" -> "api_key". */
-static void flag_key(const char *k, size_t kl, char *key, size_t keysz)
-{
-    if (kl >= keysz)
-        kl = keysz - 1;
-    memcpy(key, k, kl);
-    key[kl] = 0;
-    for (char *q = key; *q; q++)
-        if (*q == '-')
-            *q = '_';
-}
-
-/* Command-line secrets: --token=x, --api-key x, --password=..., --passphrase x, -p x, and
- * KEY=value arguments (db.password=x, HF_TOKEN=x) whose KEY looks secret: mask the value (same
- * length). The value after a bare flag is masked unless it is itself an option. */
-static void mask_cmdline(const struct cp_config *cfg, char **argv, int argc)
-{
-    for (int i = 0; i < argc; i++) {
-        char *a = argv[i];
-        mask_url_credentials(a);
-        char key[128];
-        if (a[0] != '-') {
-            char *eq = strchr(a, '=');
-            if (i == 0 || !eq || eq == a)
-                continue;
-            flag_key(a, (size_t)(eq - a), key, sizeof(key));
-            if (is_secret_name(cfg, key))
-                memset(eq + 1, '*', strlen(eq + 1));
-            continue;
-        }
-        const char *k = a + strspn(a, "-");
-        size_t kl = strcspn(k, "=");
-        flag_key(k, kl, key, sizeof(key));
-        /* -p: the password of mysql, sshpass, openssl and many more */
-        if (!is_secret_name(cfg, key) && strcmp(a, "-p"))
-            continue;
-        if (k[kl] == '=')
-            memset((char *)k + kl + 1, '*', strlen(k + kl + 1));
-        else if (i + 1 < argc && argv[i + 1][0] != '-')
-            memset(argv[i + 1], '*', strlen(argv[i + 1]));
-    }
-}
 
 static int read_status_ids(const char *status, const char *key, unsigned ids[4])
 {
@@ -212,7 +141,7 @@ static void plan_core_redaction(struct cap *c)
                     if (is_secret_name(&c->cfg, kv))
                         memset(eq + 1, '*', l - (size_t)(eq + 1 - kv));
                     else
-                        mask_url_credentials(eq + 1);
+                        cp_mask_url_credentials(eq + 1);
                     *eq = '=';
                 }
                 i += l + 1;
@@ -233,7 +162,7 @@ static void plan_core_redaction(struct cap *c)
                 av[ac++] = m + i;
                 i += strnlen(m + i, len - i) + 1;
             }
-            mask_cmdline(&c->cfg, av, ac);
+            cp_mask_cmdline(&c->cfg, av, ac);
             add_diff_ranges(c, c->arg_start, cl, m, len);
             free(m);
         }
@@ -602,7 +531,7 @@ static cJSON *manifest(struct cap *c)
                 av[ac++] = cl + i;
                 i += strnlen(cl + i, len - i) + 1;
             }
-            mask_cmdline(&c->cfg, av, ac);
+            cp_mask_cmdline(&c->cfg, av, ac);
             for (int i = 0; i < ac; i++)
                 cJSON_AddItemToArray(args, cJSON_CreateString(av[i]));
             free(cl);

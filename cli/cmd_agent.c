@@ -26,6 +26,7 @@
  * burst limits and disk guard. The agent never reads a caller's files: every capture is done by
  * crashpack-capture, which opens the process's files with its credentials.
  */
+#include "capreq.h"
 #include "cmdopt.h"
 #include "commands.h"
 #include "config.h"
@@ -55,7 +56,6 @@
 
 #define REQ_MAX (16u << 20)
 #define REQ_WAIT_MS 5000
-#define CAPTURE_WAIT_S 120
 #define KMSG_REC_MAX 8192
 #define STATE_DIR "/var/lib/crashpack"
 
@@ -74,6 +74,16 @@ struct agent {
     char oom_constraint[64], oom_memcg[512], task_memcg[512];
     pid_t oom_pid;
     unsigned long served, captured, refused;
+    /* jobs registered by `crashpack run` (op register): a process of its tree that the OOM
+     * killer kills gets its job id */
+#define MAX_JOBS 1024
+    struct job {
+        pid_t pid;
+        unsigned long long start;
+        uid_t uid;
+        char id[128];
+    } jobs[MAX_JOBS];
+    size_t njobs;
 };
 
 static void logf_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -243,17 +253,6 @@ static int take_token(struct agent *a)
 
 /* ---- running a capture ---- */
 
-static int memfd_of(const char *name, const char *data, size_t len)
-{
-    int fd = memfd_create(name, MFD_CLOEXEC);
-    if (fd < 0 || write_all(fd, data, len) || lseek(fd, 0, SEEK_SET)) {
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    return fd;
-}
-
 /* The members of a request (names the capture allows; it refuses the rest) as memfds. */
 static size_t request_members(const cJSON *req, struct snap_member *m, size_t max)
 {
@@ -263,92 +262,13 @@ static size_t request_members(const cJSON *req, struct snap_member *m, size_t ma
     {
         if (n >= max || !cJSON_IsString(it) || !it->string)
             continue;
-        int fd = memfd_of(it->string, it->valuestring, strlen(it->valuestring));
+        int fd = capreq_memfd(it->string, it->valuestring, strlen(it->valuestring));
         if (fd >= 0) {
             m[n].name = it->string;
             m[n++].fd = fd;
         }
     }
     return n;
-}
-
-/* crashpack-capture --event with `args` (NULL-terminated, after --event) and the members on
- * 5...; the finisher's line ("ok PATH", "duplicate PATH", "failed ...") in out. 0 when it
- * published or found the death already captured. */
-static int run_event(struct agent *a, const char *const *args, const struct snap_member *m,
-                     size_t nm, char *out, size_t outlen)
-{
-    char exe[PATH_MAX];
-    const char *bindir = cp_bindir();
-    snprintf(exe, sizeof(exe), "%s/crashpack-capture", bindir ? bindir : ".");
-    const char *argv[64];
-    char mspec[8][64];
-    size_t n = 0;
-    argv[n++] = exe;
-    argv[n++] = "--event";
-    if (a->config) {
-        argv[n++] = "-c";
-        argv[n++] = a->config;
-    }
-    for (size_t i = 0; args[i] && n < 40; i++)
-        argv[n++] = args[i];
-    for (size_t i = 0; i < nm && i < 8; i++) {
-        snprintf(mspec[i], sizeof(mspec[i]), "%s=%zu", m[i].name, 5 + i);
-        argv[n++] = "--member";
-        argv[n++] = mspec[i];
-    }
-    argv[n] = NULL;
-    int st[2];
-    if (pipe2(st, O_CLOEXEC)) {
-        snprintf(out, outlen, "pipe: %s", strerror(errno));
-        return -1;
-    }
-    pid_t p = fork();
-    if (p == 0) {
-        int hi[8], hs = fcntl(st[1], F_DUPFD_CLOEXEC, 20);
-        for (size_t i = 0; i < nm && i < 8; i++)
-            hi[i] = fcntl(m[i].fd, F_DUPFD_CLOEXEC, 20);
-        int nul = open("/dev/null", O_RDWR);
-        if (hs < 0 || nul < 0 || dup2(nul, 0) < 0 || dup2(hs, 4) < 0)
-            _exit(126);
-        for (size_t i = 0; i < nm && i < 8; i++)
-            if (hi[i] < 0 || dup2(hi[i], (int)(5 + i)) < 0)
-                _exit(126);
-        closefrom((unsigned)(5 + (nm < 8 ? nm : 8)));
-        execv(exe, (char *const *)argv);
-        _exit(127);
-    }
-    close(st[1]);
-    if (p < 0) {
-        close(st[0]);
-        snprintf(out, outlen, "fork: %s", strerror(errno));
-        return -1;
-    }
-    size_t len = 0;
-    out[0] = 0;
-    for (;;) {
-        struct pollfd pf = {st[0], POLLIN, 0};
-        if (poll(&pf, 1, CAPTURE_WAIT_S * 1000) <= 0)
-            break;
-        ssize_t r = read(st[0], out + len, outlen - 1 - len);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0 || (len += (size_t)r) >= outlen - 1)
-            break;
-    }
-    out[len] = 0;
-    out[strcspn(out, "\n")] = 0;
-    close(st[0]);
-    int ws = 0;
-    while (waitpid(p, &ws, 0) < 0 && errno == EINTR)
-        ;
-    if (!strncmp(out, "ok ", 3) || !strncmp(out, "duplicate ", 10))
-        return 0;
-    if (!out[0])
-        snprintf(out, outlen, "crashpack-capture --event %s (status %d): see the kernel log",
-                 WIFEXITED(ws) && WEXITSTATUS(ws) == 2 ? "refused its arguments" : "failed",
-                 WIFEXITED(ws) ? WEXITSTATUS(ws) : -1);
-    return -1;
 }
 
 static cJSON *capture_answer(int rc, const char *line, const char *mode)
@@ -496,10 +416,61 @@ static cJSON *do_reported(struct agent *a, const struct ucred *cr, const cJSON *
     struct snap_member m[4];
     size_t nm = request_members(req, m, 4);
     char line[1400];
-    int rc = run_event(a, args, m, nm, line, sizeof(line));
+    int rc = capreq_event(a->config, args, m, nm, line, sizeof(line));
     for (size_t i = 0; i < nm; i++)
         close(m[i].fd);
     return capture_answer(rc, line, "meta");
+}
+
+/* {"op":"register","job":ID}: the caller (a `crashpack run`) names the job of its process tree.
+ * A dead registration (its pid now another process, or gone) makes room for a new one. */
+static cJSON *do_register(struct agent *a, const struct ucred *cr, const cJSON *req)
+{
+    const char *id = cp_jstr_ne(req, "job");
+    unsigned long long st = start_ticks(cr->pid);
+    if (!id || strlen(id) >= sizeof(a->jobs[0].id) || !st)
+        return fail("register: a job id of at most %zu bytes, from a live caller",
+                    sizeof(a->jobs[0].id) - 1);
+    size_t slot = a->njobs;
+    for (size_t i = 0; i < a->njobs && slot == a->njobs; i++)
+        if (a->jobs[i].pid == cr->pid || start_ticks(a->jobs[i].pid) != a->jobs[i].start)
+            slot = i;
+    if (slot == MAX_JOBS)
+        return fail("register: %d live jobs already", MAX_JOBS);
+    if (slot == a->njobs)
+        a->njobs++;
+    a->jobs[slot].pid = cr->pid;
+    a->jobs[slot].start = st;
+    a->jobs[slot].uid = cr->uid;
+    snprintf(a->jobs[slot].id, sizeof(a->jobs[slot].id), "%s", id);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddTrueToObject(o, "ok");
+    return o;
+}
+
+/* The job of pid: the registration of the nearest ancestor (pid itself included; a zombie's
+ * /proc/PID/stat still has its ppid) whose start time still matches, and whose uid is the
+ * process's or root. NULL when none. */
+static const char *job_of(const struct agent *a, pid_t pid, uid_t uid)
+{
+    for (int depth = 0; pid > 1 && depth < 64; depth++) {
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+        size_t len;
+        int tr;
+        char *s = read_file_at(AT_FDCWD, path, 1 << 16, &len, &tr);
+        char *p = s ? strrchr(s, ')') : NULL;
+        int ppid = 0;
+        if (p && sscanf(p + 1, " %*c %d", &ppid) != 1)
+            ppid = 0;
+        free(s);
+        for (size_t i = 0; i < a->njobs; i++)
+            if (a->jobs[i].pid == pid && (a->jobs[i].uid == uid || a->jobs[i].uid == 0) &&
+                start_ticks(pid) == a->jobs[i].start)
+                return a->jobs[i].id;
+        pid = ppid;
+    }
+    return NULL;
 }
 
 static void serve(struct agent *a, int fd)
@@ -525,6 +496,8 @@ static void serve(struct agent *a, int fd)
         cJSON_AddTrueToObject(ans, "ok");
         cJSON_AddStringToObject(ans, "version", CRASHPACK_VERSION);
         cJSON_AddNumberToObject(ans, "pid", (double)getpid());
+    } else if (!strcmp(op, "register")) {
+        ans = do_register(a, &cr, req);
     } else if (strcmp(op, "capture")) {
         ans = fail("unknown op `%s`", op);
     } else if (!kind || (strcmp(kind, "exception") && strcmp(kind, "exit") &&
@@ -649,7 +622,7 @@ static void oom_killed(struct agent *a, const char *text)
         return;
     }
     char *oj = oom_json(a, text, pid, comm, (uid_t)uid);
-    struct snap_member m = {"oom.json", oj ? memfd_of("oom.json", oj, strlen(oj)) : -1};
+    struct snap_member m = {"oom.json", oj ? capreq_memfd("oom.json", oj, strlen(oj)) : -1};
     free(oj);
     char a_pid[24], a_uid[24], a_gid[24], a_st[32], reason[700];
     snprintf(a_pid, sizeof(a_pid), "%d", pid);
@@ -660,7 +633,7 @@ static void oom_killed(struct agent *a, const char *text)
              same && !strcmp(a->oom_constraint, "CONSTRAINT_MEMCG") ? "memory cgroup limit"
              : same && a->oom_constraint[0] ? a->oom_constraint : "host memory",
              same && a->oom_memcg[0] ? ", oom_memcg=" : "", same ? a->oom_memcg : "");
-    const char *args[24];
+    const char *args[28];
     size_t n = 0;
     args[n++] = "--kind";
     args[n++] = "oom_kill";
@@ -678,6 +651,11 @@ static void oom_killed(struct agent *a, const char *text)
     args[n++] = "agent";
     args[n++] = "--reason";
     args[n++] = reason;
+    const char *job = job_of(a, pid, (uid_t)uid);
+    if (job) {
+        args[n++] = "--job";
+        args[n++] = job;
+    }
     unsigned long long st = start_ticks(pid); /* a zombie still has it */
     if (st) {
         snprintf(a_st, sizeof(a_st), "%llu", st);
@@ -686,7 +664,7 @@ static void oom_killed(struct agent *a, const char *text)
     }
     args[n] = NULL;
     char line[1400];
-    int rc = run_event(a, args, m.fd >= 0 ? &m : NULL, m.fd >= 0 ? 1 : 0, line, sizeof(line));
+    int rc = capreq_event(a->config, args, m.fd >= 0 ? &m : NULL, m.fd >= 0 ? 1 : 0, line, sizeof(line));
     if (m.fd >= 0)
         close(m.fd);
     a->captured += rc == 0;

@@ -15,7 +15,8 @@ int cmd_db(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_snap(int argc, char **argv);
 int cmd_agent(int argc, char **argv);
-int cmd_watch(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_watch(int argc, char **argv); /* crashpack run with its stall detection on (cmd_run.c) */
 int cmd_enrich(int argc, char **argv);
 int cmd_python_hook(int argc, char **argv);
 int cmd_version(int argc, char **argv);

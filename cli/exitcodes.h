@@ -8,7 +8,8 @@
  *   3  CP_EXIT_NOTFOUND  no such thing: a missing knowledge base, an unknown crash id or rule
  *                        id, a missing bundle or checkpoint file, crashpack not installed
  *
- * `crashpack watch` is the exception: it exits with its job's status (128 + N for a signal). */
+ * `crashpack run` and `crashpack watch` are the exception: they exit with their job's status (128 + N
+ * for a signal; 127 when CMD cannot be executed). */
 #ifndef CRASHPACK_EXITCODES_H
 #define CRASHPACK_EXITCODES_H
 

@@ -11,6 +11,7 @@ pkgs=(
     zstd xxhash tar gdb elfutils binutils acl util-linux procps psmisc time  # tests: open bundles, check cores; fuser
     libc6-dbg strace                                       # tests: libc's compressed DWARF, the debuginfo cache
     python3 python3-torch                                  # real python/libtorch crashes (/usr/bin/python3)
+    python3-venv                                           # tests: crashpack python-hook install into a venv (test_pyhook, test_exception_capture)
     python3-jsonschema                                     # tests: docs/report-schema.json and docs/schema/ (test_report_schema, test_cli)
     python3-markdown cmark-gfm                             # tests: render report Markdown to HTML (test_md_escape)
     python3.11-dev                                         # scripts/pylayout-gen.sh: CPython 3.11 internal headers

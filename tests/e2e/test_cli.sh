@@ -12,7 +12,7 @@ CP="$CP_BIN/crashpack"
 export CRASHPACK_DB="$T/kb.sqlite" CRASHPACK_DATA_DIR="$CP_SRC"
 python3 -c 'import jsonschema' 2>/dev/null || { echo "SKIP: python3-jsonschema is missing"; exit 77; }
 
-VERBS=(install uninstall status analyze checkpoint report snap watch enrich version
+VERBS=(install uninstall status analyze checkpoint report snap run watch enrich version
        "rules list" "rules show" "rules test" "rules add" "rules import" "rules export" "rules match"
        "db add" "db list" "db show" "db groups" "db jobs" "db search" "db stats"
        "python-hook install" "python-hook uninstall" "python-hook status")
@@ -69,7 +69,7 @@ BAD=("2abc|db list --limit 2abc" "2abc|db groups --limit=2abc" "-1|db jobs --lim
      "gdb|analyze --unwinder=gdb x" "2abc|enrich --timeout 2abc x" "1|enrich --bundle-fd 1"
      "2abc|snap --timeout 2abc 1" "2abc|snap 2abc" "2abc|checkpoint --scan-budget-ms 2abc x"
      "2abc|install --dry-run --pipe-limit 2abc" "2abc|rules add --from-crash 2abc"
-     "abc|watch --stall abc -- true" "2abc|db search --since 2abc" "tomorrowish|db search --until tomorrowish")
+     "abc|watch --stall abc -- true" "abc|run --stall abc -- true" "sometimes|run --exits sometimes -- true" "0|run --scan-ms 0 -- true" "1x|run --tail 1x -- true" "2abc|db search --since 2abc" "tomorrowish|db search --until tomorrowish")
 i=0
 for b in "${BAD[@]}"; do
     i=$((i + 1)); val=${b%%|*}; b=${b#*|}

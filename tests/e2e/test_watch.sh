@@ -2,7 +2,9 @@
 # Acceptance (issue 6, #4): `crashpack watch [--stall S] [--heartbeat FILE] [--kill] -- CMD`.
 #  - a job that prints progress then hangs: bundles (the job and each Python process under it,
 #    torchrun-style), the stall reason recorded, the job left running; with --kill it is ended
-#  - a job that finishes normally: no bundle, its exit code passed through, its output forwarded
+#  - a job that finishes: its exit code passed through, its output forwarded; no bundle when it
+#    exits 0, one (death kind exit, trigger run) when it exits 3: watch is `crashpack run` with
+#    its stall detection on
 #  - a Python job whose output would be block-buffered on a pipe, but flows: no false alarm (pty)
 #  - a silent job that touches its heartbeat file: no false alarm
 source "$(dirname "$0")/../lib.sh"
@@ -15,12 +17,19 @@ wait_bundles() { # N: waits until N bundles are published
     return 1
 }
 
-# ---- 1. normal job: nothing captured, exit code and output passed through ----
-W --stall 3 -- sh -c 'echo hello from the job; exit 3' > "$T/normal.out"
+# ---- 1. a job that finishes: exit code and output passed through ----
+W --stall 3 -- sh -c 'echo hello from the job; exit 0' > "$T/normal.out"
 rc=$?
-check "exit code of the job is passed through" [ "$rc" = 3 ]
+check "exit code 0 of the job is passed through" [ "$rc" = 0 ]
 check "its output is forwarded unchanged" [ "$(cat "$T/normal.out")" = "hello from the job" ]
-check "no bundle for a job that finishes" [ "$(nbundles)" = 0 ]
+check "no bundle for a job that exits 0" [ "$(nbundles)" = 0 ]
+W -q --stall 3 -- sh -c 'echo hello from the job; exit 3' > "$T/normal.out"
+rc=$?
+check "exit code 3 of the job is passed through" [ "$rc" = 3 ]
+check "one bundle for its exit 3 (as crashpack run)" [ "$(nbundles)" = 1 ]
+b=$(ls "$T"/bundles/crash-*.zst 2>/dev/null | head -1)
+check "  death kind exit, status 3" [ "$(cp_member "$b" manifest.json | python3 -c 'import json,sys; d=json.load(sys.stdin)["death"]; print(d["kind"], d["status"])')" = "exit 3" ]
+rm -f "$T"/bundles/crash-*.zst
 
 # ---- 2. block-buffered output that flows: the pty makes Python line-buffer it ----
 W --stall 2 -- python3 -c '

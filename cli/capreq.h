@@ -1,0 +1,30 @@
+/* capreq.h - asking for the bundle of a death without a core, shared by `crashpack agent` and
+ * `crashpack run`: crashpack-capture --event run directly (root only), and the client side of the
+ * agent's socket (one JSON line out, one back; docs/agent.md). */
+#ifndef CRASHPACK_CAPREQ_H
+#define CRASHPACK_CAPREQ_H
+#include "config.h"
+#include "snap.h" /* struct snap_member */
+
+#include <stddef.h>
+
+/* A memfd holding data, positioned at its start (close-on-exec), or -1. */
+int capreq_memfd(const char *name, const void *data, size_t len);
+
+/* Runs <bindir>/crashpack-capture --event [-c config] ARGS... with the members handed over on
+ * descriptors 5... (--member NAME=FD) and the finisher's result line read from fd 4 ("ok PATH",
+ * "duplicate PATH", "failed ..."), which is left in out. 0 when it published the bundle or found
+ * the death already captured; -1 with out saying why. Waits at most 120 s for the line. */
+int capreq_event(const char *config, const char *const *args, const struct snap_member *m,
+                 size_t nm, char *out, size_t outlen);
+
+/* The agent's socket: $CRASHPACK_AGENT_SOCKET when set, else the config's agent_socket. */
+const char *capreq_socket(const struct cp_config *cfg);
+
+/* Sends one request line (req, len bytes, without its "\n") to the agent at sock and reads its
+ * one-line answer into reply (NUL-terminated, without the "\n"), waiting at most timeout_ms.
+ * 0: an answer came; -1: no agent there (nothing listens, or no socket), err says so; -2: the
+ * agent did not answer in time or the connection broke, err says so. */
+int capreq_agent(const char *sock, const char *req, size_t len, unsigned timeout_ms, char *reply,
+                 size_t rlen, char *err, size_t errlen);
+#endif
