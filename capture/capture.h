@@ -132,6 +132,7 @@ int proc_collect(struct cap *c);
  * drain, the checkpoint verdict runs in the finisher. */
 void kmsg_collect(struct cap *c);   /* kmsg.c: kernel log lines that matter -> kmsg.json */
 void gpu_collect(struct cap *c);    /* gpu.c: this process's GPUs, PCI ids, AER -> gpu.json */
+void gpu_node_events(struct cap *c); /* gpu.c: the agent's GPU events -> node-gpu-events.json */
 void ckpt_collect(struct cap *c);   /* checkpoint.c: the last saved checkpoint -> checkpoint.json */
 void ckpt_verdict(struct cap *c);   /* checkpoint.c, finisher: checkpoint-verdict.json */
 void logs_collect(struct cap *c);   /* logs.c: stdout/stderr tails, ML debug files -> logs/, ml/ */

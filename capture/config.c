@@ -43,6 +43,7 @@ void cp_config_defaults(struct cp_config *c)
     snprintf(c->agent_socket, sizeof(c->agent_socket), "%s", "/run/crashpack/agent.sock");
     c->agent_rate = 30;
     c->agent_oom = 1;
+    snprintf(c->state_dir, sizeof(c->state_dir), "%s", "/var/lib/crashpack");
     c->run_exits = CP_RUN_EXITS_PYTHON;
     c->run_output_tail = 256ULL << 10;
     c->enrich_max = 16ULL << 20;
@@ -185,6 +186,8 @@ static int set_key(struct cp_config *c, const char *k, const char *v)
         return parse_uint(v, &c->repeat_window_s);
     if (!strcmp(k, "agent_socket"))
         return v[0] == '/' ? copy_str(c->agent_socket, sizeof(c->agent_socket), v) : -1;
+    if (!strcmp(k, "state_dir"))
+        return v[0] == '/' ? copy_str(c->state_dir, sizeof(c->state_dir), v) : -1;
     if (!strcmp(k, "agent_rate"))
         return parse_uint(v, &c->agent_rate);
     if (!strcmp(k, "agent_oom"))

@@ -385,3 +385,83 @@ void gpu_collect(struct cap *c)
     else
         cap_step(c, "gpu.json", "ok", t, "%d GPU(s), %d open by the process", ngpus, nopen);
 }
+
+/* node-gpu-events.json: the node service's GPU events of the last day (STATE/gpu-events.jsonl,
+ * written by `crashpack agent` when an Xid or fallen-off-the-bus line appears, with nvidia-smi
+ * taken at that moment): GPU-driver lines of this host, context for the analysis. The last
+ * NODE_EVENTS_MAX, read from the file's last NODE_EVENTS_READ bytes. */
+#define NODE_EVENTS_MAX 64
+#define NODE_EVENTS_READ (256u << 10)
+void gpu_node_events(struct cap *c)
+{
+    double t = now_mono();
+    int dfd = open(c->cfg.state_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = dfd >= 0 ? openat(dfd, "gpu-events.jsonl", O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
+                      : -1;
+    if (dfd >= 0)
+        close(dfd);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+        if (fd >= 0)
+            close(fd);
+        cap_step(c, "node-gpu-events.json", "absent", t, "no %s/gpu-events.jsonl (no crashpack agent)",
+                 c->cfg.state_dir);
+        return;
+    }
+    off_t from = st.st_size > (off_t)NODE_EVENTS_READ ? st.st_size - (off_t)NODE_EVENTS_READ : 0;
+    size_t cap = (size_t)(st.st_size - from);
+    char *buf = malloc(cap + 1);
+    ssize_t got = buf ? pread(fd, buf, cap, from) : -1;
+    close(fd);
+    if (got < 0) {
+        free(buf);
+        cap_step(c, "node-gpu-events.json", "failed", t, "read: %s", strerror(errno));
+        return;
+    }
+    buf[got] = 0;
+    cJSON *keep[NODE_EVENTS_MAX];
+    size_t n = 0, seen = 0;
+    char *line = buf, *nl;
+    if (from) /* the first line may be cut */
+        line = (nl = strchr(buf, '\n')) ? nl + 1 : buf + got;
+    for (; *line; line = nl ? nl + 1 : line + strlen(line)) {
+        nl = strchr(line, '\n');
+        if (nl)
+            *nl = 0;
+        cJSON *e = cJSON_Parse(line);
+        const cJSON *tm = cJSON_GetObjectItemCaseSensitive(e, "time");
+        const cJSON *ln = cJSON_GetObjectItemCaseSensitive(e, "line");
+        if (!cJSON_IsNumber(tm) || !cJSON_IsString(ln) || tm->valuedouble < (double)c->crash_time - 86400 ||
+            tm->valuedouble > (double)c->crash_time + 60) {
+            cJSON_Delete(e);
+            if (!nl)
+                break;
+            continue;
+        }
+        seen++;
+        if (n == NODE_EVENTS_MAX) {
+            cJSON_Delete(keep[0]);
+            memmove(keep, keep + 1, (NODE_EVENTS_MAX - 1) * sizeof(keep[0]));
+            n--;
+        }
+        keep[n++] = e;
+        if (!nl)
+            break;
+    }
+    free(buf);
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "format", "crashpack-node-gpu-events/1");
+    cJSON_AddStringToObject(j, "source", c->cfg.state_dir);
+    cJSON_AddNumberToObject(j, "window_s", 86400);
+    cJSON_AddNumberToObject(j, "seen", (double)seen);
+    cJSON *arr = cJSON_AddArrayToObject(j, "events");
+    for (size_t i = 0; i < n; i++)
+        cJSON_AddItemToArray(arr, keep[i]);
+    char *s = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    if (!s || bw_add(&c->bw, "node-gpu-events.json", s, strlen(s)))
+        cap_step(c, "node-gpu-events.json", "failed", t, "write: %s", strerror(c->bw.err ? c->bw.err : ENOMEM));
+    else
+        cap_step(c, "node-gpu-events.json", "ok", t, "%zu events of the last day (%zu kept)", seen, n);
+    free(s);
+}

@@ -336,6 +336,7 @@ int main(int argc, char **argv)
     proc_collect(c);
     kmsg_collect(c);
     gpu_collect(c);
+    gpu_node_events(c);
     ckpt_collect(c);
     logs_collect(c);
     enrich_open_root(c);

@@ -73,7 +73,7 @@ struct agent {
     /* the last oom-kill: line (its constraint and memory cgroups), for the Killed line after it */
     char oom_constraint[64], oom_memcg[512], task_memcg[512];
     pid_t oom_pid;
-    unsigned long served, captured, refused;
+    unsigned long served, captured, refused, gpu_events;
     /* jobs registered by `crashpack run` (op register): a process of its tree that the OOM
      * killer kills gets its job id */
 #define MAX_JOBS 1024
@@ -111,7 +111,7 @@ static void usage(FILE *out)
             "  -c, --config F   configuration file (default %s): bundle_dir, agent_socket,\n"
             "                   agent_rate (captures a minute), agent_oom (yes|no)\n"
             "  --socket PATH    listen here instead of agent_socket\n"
-            "  --state-dir DIR  where the node's GPU events go (default " STATE_DIR ")\n"
+            "  --state-dir DIR  where the node's GPU events go (default: state_dir, " STATE_DIR ")\n"
             "  -h, --help       this help\n"
             "\n"
             "Runs until SIGTERM or SIGINT. Exit status: 0 stopped by a signal, 1 cannot start,\n"
@@ -671,20 +671,117 @@ static void oom_killed(struct agent *a, const char *text)
     logf_("OOM kill of pid %d (%s, uid %ld): %s", pid, comm, uid, line);
 }
 
-static void gpu_event(const struct agent *a, const char *text)
+/* nvidia-smi -q -x now, into DIR/NAME (at most SMI_MAX bytes, nvidia_smi_timeout seconds: a
+ * GPU that fell off the bus can hang it). Returns 0, or -1 with why. */
+#define SMI_MAX (4u << 20)
+static int smi_now(const struct agent *a, int dfd, const char *name, char *why, size_t whylen)
+{
+    if (!a->cfg.nvidia_smi[0] || access(a->cfg.nvidia_smi, X_OK)) {
+        snprintf(why, whylen, "no nvidia-smi at %s", a->cfg.nvidia_smi);
+        return -1;
+    }
+    int pfd[2];
+    if (pipe2(pfd, O_CLOEXEC)) {
+        snprintf(why, whylen, "pipe: %s", strerror(errno));
+        return -1;
+    }
+    pid_t p = fork();
+    if (p == 0) {
+        int nul = open("/dev/null", O_RDWR);
+        if (nul < 0 || dup2(nul, 0) < 0 || dup2(pfd[1], 1) < 0 || dup2(nul, 2) < 0)
+            _exit(126);
+        closefrom(3);
+        char prog[CP_PATH_MAX];
+        snprintf(prog, sizeof(prog), "%s", a->cfg.nvidia_smi);
+        char *argv[] = {prog, "-q", "-x", NULL}, *envp[] = {NULL};
+        execve(prog, argv, envp);
+        _exit(127);
+    }
+    close(pfd[1]);
+    if (p < 0) {
+        close(pfd[0]);
+        snprintf(why, whylen, "fork: %s", strerror(errno));
+        return -1;
+    }
+    char *buf = malloc(SMI_MAX);
+    size_t len = 0;
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int timed_out = 0;
+    while (buf && len < SMI_MAX) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long left = (long)a->cfg.nvidia_smi_timeout_s * 1000 -
+                    ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000);
+        struct pollfd pf = {pfd[0], POLLIN, 0};
+        if (left <= 0 || poll(&pf, 1, (int)left) <= 0) {
+            timed_out = 1;
+            break;
+        }
+        ssize_t r = read(pfd[0], buf + len, SMI_MAX - len);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        len += (size_t)r;
+    }
+    close(pfd[0]);
+    if (timed_out)
+        kill(p, SIGKILL);
+    int ws = 0;
+    while (waitpid(p, &ws, 0) < 0 && errno == EINTR)
+        ;
+    int rc = -1;
+    if (timed_out)
+        snprintf(why, whylen, "nvidia-smi did not answer within %u s: killed",
+                 a->cfg.nvidia_smi_timeout_s);
+    else if (!WIFEXITED(ws) || WEXITSTATUS(ws) || !len)
+        snprintf(why, whylen, "nvidia-smi failed (status %d)", WIFEXITED(ws) ? WEXITSTATUS(ws) : -1);
+    else {
+        int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd >= 0 && !write_all(fd, buf, len) && !close(fd))
+            rc = 0;
+        else
+            snprintf(why, whylen, "cannot store %s: %s", name, strerror(errno));
+    }
+    free(buf);
+    return rc;
+}
+
+/* One line of STATE/gpu-events.jsonl: when, the kernel's line, and nvidia-smi at that moment
+ * (gpu-events/TIME-N.xml) or why not. The capture handler puts the recent ones into every bundle
+ * of this host (node-gpu-events.json): later analyses cite them as host context. */
+static void gpu_event(struct agent *a, const char *text)
 {
     if (mkdir(a->state, 0755) && errno != EEXIST)
         return;
     int dfd = open(a->state, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    int fd = dfd < 0 ? -1 : openat(dfd, "gpu-events.jsonl",
-                                   O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (dfd >= 0)
+    if (dfd < 0)
+        return;
+    if (mkdirat(dfd, "gpu-events", 0755) && errno != EEXIST) {
         close(dfd);
+        return;
+    }
+    int edfd = openat(dfd, "gpu-events", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    time_t now = time(NULL);
+    char name[64], why[200] = "";
+    snprintf(name, sizeof(name), "%lld-%lu.xml", (long long)now, ++a->gpu_events);
+    int smi = edfd >= 0 ? smi_now(a, edfd, name, why, sizeof(why)) : -1;
+    if (edfd >= 0)
+        close(edfd);
+    int fd = openat(dfd, "gpu-events.jsonl", O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
+                    0644);
+    close(dfd);
     if (fd < 0)
         return;
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "time", (double)time(NULL));
+    cJSON_AddNumberToObject(o, "time", (double)now);
     cJSON_AddStringToObject(o, "line", text);
+    char rel[96];
+    snprintf(rel, sizeof(rel), "gpu-events/%s", name);
+    if (smi == 0)
+        cJSON_AddStringToObject(o, "nvidia_smi", rel);
+    else
+        cJSON_AddStringToObject(o, "nvidia_smi_error", why[0] ? why : "not run");
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     if (s) {
@@ -742,7 +839,7 @@ int cmd_agent(int argc, char **argv)
     memset(&A, 0, sizeof(A));
     A.lfd = A.kfd = -1;
     const char *sock = NULL;
-    A.state = STATE_DIR;
+    A.state = NULL;
     enum { O_SOCKET = 256, O_STATE };
     static const struct option longs[] = {{"config", required_argument, 0, 'c'},
                                           {"socket", required_argument, 0, O_SOCKET},
@@ -776,6 +873,8 @@ int cmd_agent(int argc, char **argv)
         return CP_EXIT_PROBLEM;
     }
     snprintf(A.sock, sizeof(A.sock), "%s", sock ? sock : A.cfg.agent_socket);
+    if (!A.state)
+        A.state = A.cfg.state_dir;
     if (listen_on(&A, err, sizeof(err))) {
         fprintf(stderr, "crashpack agent: %s\n", err);
         return CP_EXIT_PROBLEM;

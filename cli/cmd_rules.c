@@ -229,7 +229,8 @@ static int do_test(struct ropts *o)
                 continue;
         }
         seen++;
-        if (rule_validate(r, err, sizeof(err)) || rule_selftest(r, err, sizeof(err))) {
+        if (rule_validate(r, err, sizeof(err)) || rule_check_refs(r, all, err, sizeof(err)) ||
+            rule_selftest(r, err, sizeof(err))) {
             fputs("FAIL ", stdout);
             cp_text_put(stdout, err);
             fputc('\n', stdout);

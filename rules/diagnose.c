@@ -1,9 +1,15 @@
 /* diagnose.c - ranked diagnoses from the rule base, and their text section (see rule.h).
  *
  * Ranking reasons about causes: a rule lists in "consequence_of" the categories of failures that
- * would explain it (an NCCL timeout: gpu_hardware, nvlink, host_hardware, ...). When a rule of such a
- * category also matched, the diagnosis names it in consequence_of and ranks after every cause.
+ * would explain it (an NCCL timeout: gpu_hardware, nvlink, host_hardware, ...), and a cause lists in
+ * "explains" the rule ids or categories of what it explains (the NCCL timeout explains the
+ * watchdog's abort). When a rule that explains this one matched (either way), the diagnosis names
+ * the best-ranked such rule in consequence_of and ranks after every cause, whatever its confidence.
  * Then higher confidence first, then rule id (deterministic).
+ *
+ * evidence_fields: the fields of the log lines (log.errors[].fields) that are in a diagnosis's
+ * evidence, merged (the first line's value of a field wins): an NCCL timeout's op, seq,
+ * timeout_ms and rank as data.
  */
 #include "rule.h"
 #include "errmsg.h"
@@ -11,6 +17,7 @@
 #include "utf8.h"
 
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,6 +40,54 @@ static cJSON *dup_strings(const cJSON *a)
     cJSON_ArrayForEach(e, a) if (cJSON_IsString(e))
         cJSON_AddItemToArray(o, cJSON_CreateString(e->valuestring));
     return o;
+}
+
+/* Is name in the string array a? */
+static int listed(const cJSON *a, const char *name)
+{
+    const cJSON *c;
+    cJSON_ArrayForEach(c, a) if (cJSON_IsString(c) && name && !strcmp(c->valuestring, name))
+        return 1;
+    return 0;
+}
+
+/* Does matched rule `cause` explain matched rule `r`: r names cause's category in consequence_of,
+ * or cause names r's id or category in explains? */
+static int explains(const cJSON *cause, const cJSON *r)
+{
+    const cJSON *ex = cJSON_GetObjectItem(cause, "explains");
+    return listed(cJSON_GetObjectItem(r, "consequence_of"), cp_jstr(cause, "category")) ||
+           listed(ex, cp_jstr(r, "id")) || listed(ex, cp_jstr(r, "category"));
+}
+
+/* The fields of the log errors whose line is in the evidence (the evidence line starts
+ * "log SOURCE:LINE: "), merged; NULL when there are none. */
+static cJSON *evidence_fields(const cJSON *report, const cJSON *ev)
+{
+    cJSON *out = NULL;
+    const cJSON *le, *e, *f;
+    cJSON_ArrayForEach(le, cp_jpath(report, "log.errors"))
+    {
+        const cJSON *fields = cp_jpath(le, "fields");
+        if (!cJSON_IsObject(fields) || !fields->child)
+            continue;
+        double line = 0;
+        cp_jnum_at(le, "line", &line);
+        const char *src = cp_jstr_at(le, "source");
+        char pfx[512];
+        snprintf(pfx, sizeof(pfx), "log %s:%.0f: ", src ? src : "?", line);
+        int hit = 0;
+        cJSON_ArrayForEach(e, ev) if (cJSON_IsString(e) &&
+                                      !strncmp(e->valuestring, pfx, strlen(pfx)))
+            hit = 1;
+        if (!hit)
+            continue;
+        if (!out)
+            out = cJSON_CreateObject();
+        cJSON_ArrayForEach(f, fields) if (f->string && !cJSON_GetObjectItemCaseSensitive(out, f->string))
+            cJSON_AddItemToObject(out, f->string, cJSON_Duplicate(f, 1));
+    }
+    return out;
 }
 
 int rules_diagnose(struct rulebase *rb, cJSON *report, char *err, size_t errlen)
@@ -66,6 +121,9 @@ int rules_diagnose(struct rulebase *rb, cJSON *report, char *err, size_t errlen)
         cJSON_AddNumberToObject(o, "confidence", cp_jnum_or(rule, "confidence", 0));
         cJSON_AddStringToObject(o, "diagnosis", cp_jstr(rule, "diagnosis"));
         cJSON_AddItemToObject(o, "evidence", ev);
+        cJSON *ef = evidence_fields(report, ev);
+        if (ef)
+            cJSON_AddItemToObject(o, "evidence_fields", ef);
         cJSON_AddItemToObject(o, "actions", dup_strings(cJSON_GetObjectItem(rule, "actions")));
         cJSON_AddItemToObject(o, "references", dup_strings(cJSON_GetObjectItem(rule, "references")));
         cJSON_AddNullToObject(o, "consequence_of");
@@ -75,18 +133,32 @@ int rules_diagnose(struct rulebase *rb, cJSON *report, char *err, size_t errlen)
         src[n] = rule;
         n++;
     }
-    /* causes: the best-ranked matched rule of a category this one names in consequence_of */
+    /* causes: the best-ranked matched rule that explains this one (explains() above), a root
+     * cause (one that nothing matched explains) before one that is itself explained, so that the
+     * watchdog's abort and its c10 exception both name the timeout, and an own-GPU Xid before it */
+    char *expl = calloc((size_t)n + 1, 1);
+    if (!expl) {
+        for (int i = 0; i < n; i++)
+            cJSON_Delete(d[i]);
+        free(d);
+        free(src);
+        cp_errmsg(err, errlen, "out of memory");
+        return -1;
+    }
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++)
+            if (j != i && explains(src[j], src[i]))
+                expl[i] = 1;
     for (int i = 0; i < n; i++) {
-        const cJSON *co = cJSON_GetObjectItem(src[i], "consequence_of");
         int best = -1;
         for (int j = 0; j < n; j++) {
-            const cJSON *c;
-            int hit = 0;
-            cJSON_ArrayForEach(c, co) if (cJSON_IsString(c) &&
-                                          !strcmp(c->valuestring, cp_jstr(src[j], "category")))
-                hit = 1;
-            if (!hit || j == i)
+            if (j == i || !explains(src[j], src[i]))
                 continue;
+            if (best >= 0 && expl[j] != expl[best]) {
+                if (!expl[j])
+                    best = j;
+                continue;
+            }
             if (best < 0 ||
                 cp_jnum_or(src[j], "confidence", 0) > cp_jnum_or(src[best], "confidence", 0) ||
                 (cp_jnum_or(src[j], "confidence", 0) == cp_jnum_or(src[best], "confidence", 0) &&
@@ -97,6 +169,7 @@ int rules_diagnose(struct rulebase *rb, cJSON *report, char *err, size_t errlen)
             cJSON_ReplaceItemInObject(d[i], "consequence_of",
                                       cJSON_CreateString(cp_jstr(src[best], "id")));
     }
+    free(expl);
     qsort(d, (size_t)n, sizeof(*d), by_rank);
     for (int i = 0; i < n; i++)
         cJSON_AddItemToArray(out, d[i]);
@@ -194,6 +267,23 @@ void diagnose_print(FILE *out, const cJSON *report)
         {
             fputs("     evidence: ", out);
             cp_text_put(out, cJSON_GetStringValue(e) ? cJSON_GetStringValue(e) : "");
+            fputc('\n', out);
+        }
+        const cJSON *ef = cJSON_GetObjectItem(d, "evidence_fields");
+        if (cJSON_IsObject(ef) && ef->child) {
+            fputs("     fields:  ", out);
+            cJSON_ArrayForEach(e, ef)
+            {
+                fputc(' ', out);
+                cp_text_put(out, e->string ? e->string : "?");
+                fputc('=', out);
+                if (cJSON_IsString(e))
+                    cp_text_put(out, e->valuestring);
+                else if (cJSON_IsNumber(e))
+                    fprintf(out, "%.15g", e->valuedouble);
+                else
+                    fputs(cJSON_IsTrue(e) ? "true" : cJSON_IsFalse(e) ? "false" : "null", out);
+            }
             fputc('\n', out);
         }
         cJSON_ArrayForEach(e, cJSON_GetObjectItem(d, "actions"))

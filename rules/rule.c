@@ -187,6 +187,16 @@ int rule_validate(const cJSON *rule, char *err, size_t errlen)
         cp_errmsg(err, errlen, "%s: \"consequence_of\" must be an array of categories", id);
         return -1;
     }
+    const cJSON *ex = cJSON_GetObjectItemCaseSensitive(rule, "explains"), *x;
+    if (ex && !cJSON_IsArray(ex)) {
+        cp_errmsg(err, errlen, "%s: \"explains\" must be an array of rule ids or categories", id);
+        return -1;
+    }
+    cJSON_ArrayForEach(x, ex) if (!cJSON_IsString(x) || !x->valuestring[0])
+    {
+        cp_errmsg(err, errlen, "%s: \"explains\" must be an array of rule ids or categories", id);
+        return -1;
+    }
     const cJSON *when = cJSON_GetObjectItemCaseSensitive(rule, "when");
     if (!when) {
         cp_errmsg(err, errlen, "%s: missing \"when\" (the condition)", id);
@@ -465,4 +475,34 @@ cJSON *rulebase_get(struct rulebase *rb, const char *id)
     }
     cJSON_Delete(all);
     return found;
+}
+
+int rule_check_refs(const cJSON *rule, const cJSON *all, char *err, size_t errlen)
+{
+    const char *id = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rule, "id"));
+    const cJSON *x, *r;
+    cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(rule, "explains"))
+    {
+        const char *ref = cJSON_GetStringValue(x);
+        int known = 0;
+        cJSON_ArrayForEach(r, all)
+        {
+            const char *rid = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "id"));
+            const char *cat = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "category"));
+            if (ref && ((rid && !strcmp(rid, ref)) || (cat && !strcmp(cat, ref))))
+                known = 1;
+        }
+        if (!known) {
+            cp_errmsg(err, errlen,
+                      "%s: \"explains\" names `%.80s`, which is neither a rule id nor a category "
+                      "of the rule base",
+                      id ? id : "?", ref ? ref : "?");
+            return -1;
+        }
+        if (id && ref && !strcmp(id, ref)) {
+            cp_errmsg(err, errlen, "%s: \"explains\" names the rule itself", id);
+            return -1;
+        }
+    }
+    return 0;
 }

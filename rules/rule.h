@@ -3,7 +3,8 @@
  * A rule is one JSON object (rules/builtin/<id>.json, or a team's own rule kept in the knowledge
  * base), see docs/rules.md:
  *   {"id", "version", "title", "category", "confidence" (0..1), "diagnosis", "actions": [..],
- *    "references": [..], "consequence_of": [categories], "when": CONDITION,
+ *    "references": [..], "consequence_of": [categories], "explains": [rule ids or categories],
+ *    "when": CONDITION,
  *    "tests": {"positive": REPORT-FRAGMENT, "near_miss": REPORT-FRAGMENT}}
  * A CONDITION is {"all": [C...]}, {"any": [C...]}, {"not": C} or one leaf (signal, si_code,
  * crash_kind, abort_message, exception, frame, python_frame, xid, kernel_log, log_error, smi,
@@ -52,13 +53,19 @@ int rule_match(const cJSON *rule, const cJSON *report, cJSON *evidence);
  * near-miss case differs from the positive case in exactly one condition. */
 size_t rule_leaf_outcomes(const cJSON *rule, const cJSON *report, char *buf, size_t len);
 
+/* Checks the rule's references to other rules against the rule base `all` (an array of rules):
+ * every "explains" entry must be the id of a rule or the category of one, and not the rule's own
+ * id. Returns 0 or -1 with err naming the unknown reference. */
+int rule_check_refs(const cJSON *rule, const cJSON *all, char *err, size_t errlen);
+
 /* Runs a rule's own tests: the positive case must match, the near-miss must not, and the two must
  * differ in exactly one leaf condition. Returns 0 when they pass, -1 with err saying why. */
 int rule_selftest(const cJSON *rule, char *err, size_t errlen);
 
 /* Matches every rule of rb against the report and replaces report.diagnoses with the ranked list:
  * {rule, title, category, confidence, diagnosis, evidence[], actions[], references[],
- * consequence_of (rule id|null)}, causes before their consequences, then by confidence. Returns the
+ * consequence_of (rule id|null), evidence_fields (only when a matched log line had fields)}, causes
+ * before their consequences, then by confidence. Returns the
  * number of diagnoses, or -1 with err set (report.diagnoses is then left empty). */
 int rules_diagnose(struct rulebase *rb, cJSON *report, char *err, size_t errlen);
 

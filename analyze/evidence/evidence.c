@@ -482,10 +482,42 @@ static void oom_finish(cJSON *kills, double pid, int have_pid)
     }
 }
 
+/* kernel_log.node_gpu_events[]: the node service's record of this host's GPU events of the day
+ * before the capture (node-gpu-events.json: each Xid or bus-loss line when the agent saw it, with
+ * nvidia-smi at that moment). Host context, never a cause by itself: the causes are the kernel
+ * lines of kmsg.json, scoped to the process and its GPUs. */
+#define MAX_NODE_EVENTS 64
+static void add_node_events(cJSON *kl, struct bundle *b)
+{
+    cJSON *arr = cJSON_CreateArray();
+    cp_json_set(kl, "node_gpu_events", arr);
+    cJSON *k = read_json_member(b, "node-gpu-events.json");
+    const cJSON *e;
+    int n = 0;
+    cJSON_ArrayForEach(e, cp_jkey(k, "events"))
+    {
+        const char *line = cp_jstr(e, "line");
+        double t = 0;
+        if (!line || !cp_jnum(e, "time", &t) || n++ == MAX_NODE_EVENTS)
+            continue;
+        cJSON *o = cJSON_CreateObject();
+        char u[40];
+        cJSON_AddNumberToObject(o, "time", t);
+        utc(t, u, sizeof(u));
+        add_s(o, "time_utc", u);
+        add_s(o, "line", line);
+        add_s(o, "nvidia_smi", cp_jstr(e, "nvidia_smi"));
+        add_s(o, "nvidia_smi_error", cp_jstr(e, "nvidia_smi_error"));
+        cJSON_AddItemToArray(arr, o);
+    }
+    cJSON_Delete(k);
+}
+
 static void add_kmsg(cJSON *r, struct bundle *b, const cJSON *cat, double pid, int have_pid,
                      const struct own *own)
 {
     cJSON *kl = obj(r, "kernel_log");
+    add_node_events(kl, b);
     cJSON *lines = cJSON_CreateArray();
     cp_json_set(kl, "lines", lines);
     cJSON *gpu = obj(r, "gpu");
@@ -905,6 +937,26 @@ static void print_num(FILE *out, const cJSON *o, const char *k, const char *fmt)
 void evidence_print(FILE *out, const cJSON *r)
 {
     const cJSON *gpu = cp_jkey(r, "gpu"), *x;
+    const cJSON *nev = cp_jkey(cp_jkey(r, "kernel_log"), "node_gpu_events");
+    int nn = cJSON_GetArraySize(nev), j = 0;
+    cJSON_ArrayForEach(x, nev)
+    {
+        if (j++ == 5) {
+            label(out, "");
+            fprintf(out, "... %d more\n", nn - 5);
+            break;
+        }
+        label(out, j == 1 ? "node gpu" : "");
+        put_s(out, cp_jstr(x, "time_utc"));
+        fputs(" (host context, crashpack agent): ", out);
+        put_s(out, cp_jstr(x, "line"));
+        if (cp_jstr(x, "nvidia_smi")) {
+            fputs(" [nvidia-smi then: ", out);
+            put_s(out, cp_jstr(x, "nvidia_smi"));
+            fputs("]", out);
+        }
+        fputs("\n", out);
+    }
     int nx = cJSON_GetArraySize(cp_jkey(gpu, "xid")), i = 0;
     cJSON_ArrayForEach(x, cp_jkey(gpu, "xid"))
     {

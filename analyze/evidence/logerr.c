@@ -329,3 +329,125 @@ size_t logerr_scan(const struct logerr_set *s, const char *text, size_t len, con
     free(line);
     return found;
 }
+
+/* ---- what() and abort messages from a log (logerr_fill_cause) ---- */
+
+/* The next line of [*p, end): its start and length (without "\r\n"); *p moves past it. */
+static const char *next_line(const char **p, const char *end, size_t *l)
+{
+    const char *s = *p, *nl = memchr(s, '\n', (size_t)(end - s));
+    const char *e = nl ? nl : end;
+    *p = nl ? nl + 1 : end;
+    *l = (size_t)(e - s);
+    if (*l && s[*l - 1] == '\r')
+        (*l)--;
+    return s;
+}
+
+/* A clean copy of a line for the report (at most LOGERR_TEXT_MAX bytes, whole UTF-8 sequences). */
+static char *clean_copy(const char *s, size_t l)
+{
+    size_t cap = LOGERR_TEXT_MAX * 3 + 8;
+    char *o = malloc(cap);
+    if (!o)
+        return NULL;
+    logerr_clean_utf8(o, cap, s, l < LOGERR_TEXT_MAX ? l : LOGERR_TEXT_MAX, 0);
+    if (strlen(o) > LOGERR_TEXT_MAX) {
+        size_t c = LOGERR_TEXT_MAX;
+        while (c && ((unsigned char)o[c] & 0xc0) == 0x80)
+            c--;
+        o[c] = 0;
+    }
+    return o;
+}
+
+/* glibc's abort messages, as abort() leaves them on stderr: a failed assert(), a fortify or
+ * stack-protector check, and malloc's consistency checks (malloc_printerr). */
+static const char *const abort_rx =
+    "^.*: Assertion `.*' failed\\.$"
+    "|^\\*\\*\\* .* \\*\\*\\*: terminated$"
+    "|^(free|malloc|realloc|calloc|munmap_chunk|malloc_consolidate|_int_free|_int_malloc|"
+    "_int_realloc|tcache_thread_shutdown)\\(\\): [a-z].*$"
+    "|^double free or corruption( \\((out|top|fasttop|!prev)\\))?$"
+    "|^corrupted (size vs\\. prev_size|double-linked list).*$";
+
+void logerr_fill_cause(cJSON *report, const char *text, size_t len, const char *source)
+{
+    cJSON *cause = cJSON_GetObjectItemCaseSensitive(report, "cause");
+    if (!cJSON_IsObject(cause) || !text)
+        return;
+    const char *end = text + len;
+    /* what(): libstdc++'s verbose terminate handler prints
+     *   terminate called after throwing an instance of 'TYPE'
+     *     what():  TEXT
+     * (TEXT's first line; the last such pair of the log wins) */
+    cJSON *ex = cJSON_GetObjectItemCaseSensitive(cause, "exception");
+    const char *type = cp_jstr(ex, "type");
+    if (type && !cp_jstr(ex, "what")) {
+        char head[600];
+        snprintf(head, sizeof(head), "terminate called after throwing an instance of '%s'", type);
+        char *what = NULL;
+        size_t what_line = 0, lineno = 0, l;
+        const char *p = text;
+        int armed = 0;
+        while (p < end) {
+            const char *s = next_line(&p, end, &l);
+            lineno++;
+            if (armed) {
+                const char *w = memmem(s, l, "what():", 7);
+                if (w) {
+                    w += 7;
+                    while (w < s + l && (*w == ' ' || *w == '\t'))
+                        w++;
+                    if (w < s + l) {
+                        free(what);
+                        what = clean_copy(w, (size_t)(s + l - w));
+                        what_line = lineno;
+                    }
+                }
+                armed = 0;
+            }
+            if (memmem(s, l, head, strlen(head)))
+                armed = 1;
+        }
+        if (what) {
+            cJSON_DeleteItemFromObjectCaseSensitive(ex, "what");
+            cJSON_AddStringToObject(ex, "what", what);
+            cJSON_DeleteItemFromObjectCaseSensitive(ex, "what_source");
+            cJSON_AddStringToObject(ex, "what_source", "log");
+            cJSON_DeleteItemFromObjectCaseSensitive(ex, "what_log");
+            cJSON *wl = cJSON_AddObjectToObject(ex, "what_log");
+            cJSON_AddStringToObject(wl, "source", source ? source : "");
+            cJSON_AddNumberToObject(wl, "line", (double)what_line);
+            free(what);
+        }
+    }
+    /* an abort message glibc printed, when the core had none (a SIGABRT only) */
+    if (!cp_jstr(cause, "abort_message") &&
+        cp_jstr_at(report, "process.signal.name") &&
+        !strcmp(cp_jstr_at(report, "process.signal.name"), "SIGABRT")) {
+        regex_t rx;
+        if (regcomp(&rx, abort_rx, REG_EXTENDED | REG_NOSUB))
+            return;
+        char *msg = NULL, *line = malloc(LOGERR_LINE_MAX * 3 + 8);
+        size_t l;
+        const char *p = text;
+        while (line && p < end) {
+            const char *s = next_line(&p, end, &l);
+            logerr_clean_utf8(line, LOGERR_LINE_MAX * 3 + 8, s, l < LOGERR_LINE_MAX ? l : LOGERR_LINE_MAX, 0);
+            if (line[0] && !regexec(&rx, line, 0, NULL, 0)) {
+                free(msg);
+                msg = clean_copy(line, strlen(line));
+            }
+        }
+        free(line);
+        regfree(&rx);
+        if (msg) {
+            cJSON_DeleteItemFromObjectCaseSensitive(cause, "abort_message");
+            cJSON_AddStringToObject(cause, "abort_message", msg);
+            cJSON_DeleteItemFromObjectCaseSensitive(cause, "abort_message_source");
+            cJSON_AddStringToObject(cause, "abort_message_source", "log");
+            free(msg);
+        }
+    }
+}

@@ -32,6 +32,15 @@ size_t logerr_scan(const struct logerr_set *s, const char *text, size_t len, con
  * gets the pattern's kind or NULL). */
 const char *logerr_match_line(const struct logerr_set *s, const char *line, const char **kind);
 
+/* Fills in what the core analysis could not recover from a log tail (text, len bytes, the bundle
+ * member `source`): cause.exception.what, when the exception's type is known and its what() is not,
+ * from the "terminate called after throwing an instance of 'TYPE'" / "what():  TEXT" lines that
+ * libstdc++ prints (what_source "log", what_log {source, line}); and cause.abort_message of a
+ * SIGABRT, when the core had none, from the last glibc abort message of the log (an assertion, a
+ * fortify check, malloc's checks; abort_message_source "log"). Called per log tail; the first tail
+ * that has it fills it in. */
+void logerr_fill_cause(cJSON *report, const char *text, size_t len, const char *source);
+
 /* Copies s[0..len) into dst (dsz bytes, always terminated) as valid UTF-8: invalid bytes become
  * U+FFFD, NUL and C0 controls but tab (and newline when keep_nl) become spaces. Cut to fit, never
  * inside a sequence. */

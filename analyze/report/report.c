@@ -11,6 +11,7 @@
 #include "evidence.h"
 #include "hang.h"
 #include "jpath.h"
+#include "logerr.h"
 #include "pyexc.h"
 #include "report_native.h"
 #include "rule.h"
@@ -442,6 +443,32 @@ static int stage_ok(struct stage_clock *c, cJSON *r, const char *stage, struct r
     return 0;
 }
 
+/* What the core lacked and its log tails say (logerr_fill_cause): an exception's what(), an abort
+ * message. The tails are read again here: evidence_add ran before the core was analyzed. */
+static void cause_from_logs(struct bundle *b, cJSON *r)
+{
+    const cJSON *cause = cp_jkey(r, "cause");
+    const cJSON *ex = cp_jkey(cause, "exception");
+    int want_what = cp_jstr(ex, "type") && !cp_jstr(ex, "what");
+    int want_abort = cJSON_IsObject(cause) && !cp_jstr(cause, "abort_message") &&
+                     cp_jstr_at(r, "process.signal.name") &&
+                     !strcmp(cp_jstr_at(r, "process.signal.name"), "SIGABRT");
+    if (!want_what && !want_abort)
+        return;
+    for (size_t i = 0; i < bundle_member_count(b); i++) {
+        const struct bundle_member *m = bundle_member(b, i);
+        size_t nl = strlen(m->name);
+        if (strncmp(m->name, "logs/", 5) || nl < 10 || strcmp(m->name + nl - 5, ".tail") || !m->size)
+            continue;
+        char *buf = NULL;
+        size_t len = 0;
+        int rc = bundle_read_all(b, m->name, 16u << 20, &buf, &len);
+        if ((rc == BUNDLE_OK || rc == BUNDLE_ETRUNC) && buf)
+            logerr_fill_cause(r, buf, len, m->name);
+        free(buf);
+    }
+}
+
 /* The stages after the bundle's own parts, in order. Returns 1 when the core analysis did not
  * complete or a stage ran past the deadline. nj is consumed. */
 static int analysis_stages(struct bundle *b, cJSON *r, const struct report_opts *o,
@@ -458,6 +485,7 @@ static int analysis_stages(struct bundle *b, cJSON *r, const struct report_opts 
     struct siglists *L = siglists_load(NULL, lerr, sizeof(lerr));
     st->native_failed = native_part(b, r, o->no_stacks, nj);
     pyexc_death_finish(r); /* a live snapshot's core: the raising thread, no signal */
+    cause_from_logs(b, r); /* what() and abort messages the core lacked, from the log tails */
     if (stage_ok(clk, r, "hang", st))
         hang_analyze(b, r); /* after the frames: threads[].hang_state, hang.deadlocks */
     /* after hang: a snap's kind is "hang"; failures in signature_info.error */
