@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#define CP_SMI_GPUS 16 /* GPUs queried one by one with nvidia-smi -i */
+
 struct cap {
     struct cp_config cfg;
     const char *config_path;
@@ -63,6 +65,22 @@ struct cap {
     int bus_lost_recent;
     char bus_lost_line[256];
     double bus_lost_time; /* wall-clock time of that line (seconds since the epoch); 0: unknown */
+    /* the GPUs those lines name ("dddd:bb:dd.f"); bus_lost_unnamed: a line named none */
+    char bus_lost_pci[CP_SMI_GPUS][16];
+    int bus_lost_n, bus_lost_unnamed;
+    /* gpu.c: the driver's GPUs (/proc/driver/nvidia/gpus), for nvidia-smi -i */
+    char gpu_pci[CP_SMI_GPUS][16];
+    int gpu_n;
+    /* smi.c, when a GPU is known lost: one `nvidia-smi -q -x -i <pci>` per other GPU, in
+     * parallel under one deadline (smi_njobs > 0 instead of the single run above) */
+    struct smi_job {
+        char pci[16];
+        pid_t pid; /* its supervisor, or -1 */
+        int fd, err, ctl;
+        char status[12]; /* not started: skipped (lost) | failed */
+        char reason[200];
+    } smi_jobs[CP_SMI_GPUS];
+    int smi_njobs;
     /* smi.c: the nvidia-smi child, running while the core drains */
     pid_t smi_pid;
     int smi_fd;

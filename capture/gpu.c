@@ -350,8 +350,14 @@ void gpu_collect(struct cap *c)
                     names[n++] = strdup(e->d_name);
             qsort(names, (size_t)n, sizeof(names[0]), cmp_str);
             for (int i = 0; i < n; i++) {
-                if (names[i])
-                    cJSON_AddItemToArray(gpus, gpu_entry(gpusfd, names[i], gpu_open));
+                if (names[i]) {
+                    cJSON *ge = gpu_entry(gpusfd, names[i], gpu_open);
+                    const char *pci = cJSON_GetStringValue(cJSON_GetObjectItem(ge, "pci"));
+                    if (pci && c->gpu_n < CP_SMI_GPUS &&
+                        cp_pci_norm(pci, c->gpu_pci[c->gpu_n], sizeof(c->gpu_pci[0])) == 0)
+                        c->gpu_n++;
+                    cJSON_AddItemToArray(gpus, ge);
+                }
                 free(names[i]);
             }
             ngpus = n;

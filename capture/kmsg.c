@@ -124,6 +124,8 @@ struct kctx {
     size_t read, overwritten;
     double bus_t;
     char bus_line[256];
+    char bus_pci[CP_SMI_GPUS][16]; /* the GPUs the bus-loss lines name */
+    int nbus, bus_unnamed;
     /* scope (see the top): when set, only GPU lines and lines naming one of pids[] are kept */
     int scoped;
     pid_t *pids;
@@ -435,6 +437,38 @@ static int about_process(const struct kctx *k, const char *text)
     return 0;
 }
 
+/* The GPU a bus-loss line names: "Xid (PCI:0000:3b:00)", "GPU 0000:2b:00.0", "NVIDIA GPU
+ * 0000:b3:00.0"; remembered for nvidia-smi -i (every other GPU is still queried). */
+static void bus_lost_gpu(struct kctx *k, const char *text)
+{
+    const char *q = strstr(text, "Xid (");
+    if (q)
+        q += 5;
+    else if ((q = strstr(text, "NVIDIA GPU ")))
+        q += 11;
+    else if ((q = strstr(text, "GPU ")))
+        q += 4;
+    char tok[40], pci[16];
+    size_t n = q ? strspn(q + (strncmp(q, "PCI:", 4) ? 0 : 4), "0123456789abcdefABCDEF:.") : 0;
+    if (q && !strncmp(q, "PCI:", 4))
+        q += 4;
+    if (n && n < sizeof(tok)) {
+        memcpy(tok, q, n);
+        tok[n] = 0;
+        if (tok[n - 1] == ':')
+            tok[n - 1] = 0;
+    }
+    if (!n || n >= sizeof(tok) || cp_pci_norm(tok, pci, sizeof(pci))) {
+        k->bus_unnamed = 1;
+        return;
+    }
+    for (int i = 0; i < k->nbus; i++)
+        if (!strcmp(k->bus_pci[i], pci))
+            return;
+    if (k->nbus < CP_SMI_GPUS)
+        snprintf(k->bus_pci[k->nbus++], sizeof(k->bus_pci[0]), "%s", pci);
+}
+
 /* Keeps a matched line when it is in the window (and in scope), and notes bus-loss events even
  * older than the window: a GPU that fell off the bus before this job started still hangs
  * nvidia-smi. */
@@ -444,9 +478,12 @@ static void consider(struct kctx *k, struct lines *l, struct kline *kl, const st
         return;
     kl->cls = p->cls;
     kl->xid = xid_code(kl->text);
-    if (kl->time >= k->bus_from && is_buslost(p, kl->xid) && kl->time >= k->bus_t) {
-        k->bus_t = kl->time;
-        copy_utf8(k->bus_line, sizeof(k->bus_line), kl->text);
+    if (kl->time >= k->bus_from && is_buslost(p, kl->xid)) {
+        if (kl->time >= k->bus_t) {
+            k->bus_t = kl->time;
+            copy_utf8(k->bus_line, sizeof(k->bus_line), kl->text);
+        }
+        bus_lost_gpu(k, kl->text);
     }
     if (kl->time < k->from)
         return;
@@ -874,6 +911,9 @@ void kmsg_collect(struct cap *c)
         c->bus_lost_recent = 1;
         c->bus_lost_time = k.bus_t;
         copy_utf8(c->bus_lost_line, sizeof(c->bus_lost_line), k.bus_line);
+        memcpy(c->bus_lost_pci, k.bus_pci, sizeof(c->bus_lost_pci));
+        c->bus_lost_n = k.nbus;
+        c->bus_lost_unnamed = k.bus_unnamed;
     }
 
     cJSON *h = cJSON_CreateObject();
@@ -906,6 +946,9 @@ void kmsg_collect(struct cap *c)
     if (c->bus_lost_recent) {
         cJSON_AddStringToObject(h, "bus_lost_line", c->bus_lost_line);
         add_time(h, "bus_lost_time", "bus_lost_utc", k.bus_t);
+        cJSON *bl = cJSON_AddArrayToObject(h, "bus_lost_pci");
+        for (int i = 0; i < k.nbus; i++)
+            cJSON_AddItemToArray(bl, cJSON_CreateString(k.bus_pci[i]));
     }
     cJSON *fb = cJSON_AddObjectToObject(h, "kern_log");
     cJSON_AddBoolToObject(fb, "used", fallback);

@@ -53,8 +53,9 @@ static void ctl_send(int fd, int kind, int value)
 }
 
 /* Runs in the forked supervisor: only async-signal-safe calls (the handler may have threads). */
-static __attribute__((noreturn)) void supervise(const char *path, int out_w, int err_w, int ctl_w,
-                                                const char *exec_fail_msg, size_t exec_fail_len)
+static __attribute__((noreturn)) void supervise(const char *path, const char *gpu, int out_w,
+                                                int err_w, int ctl_w, const char *exec_fail_msg,
+                                                size_t exec_fail_len)
 {
     int null = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (null < 0 || dup2(null, 0) < 0) /* drops the core pipe: the kernel waits for its readers */
@@ -83,7 +84,7 @@ static __attribute__((noreturn)) void supervise(const char *path, int out_w, int
     if (s == 0) {
         close(ctl_w);
         setpgid(0, 0);
-        char *argv[] = {(char *)path, "-q", "-x", NULL};
+        char *argv[] = {(char *)path, "-q", "-x", gpu ? "-i" : NULL, (char *)gpu, NULL};
         char *envp[] = {NULL};
         execve(path, argv, envp);
         ssize_t r = write(2, exec_fail_msg, exec_fail_len);
@@ -109,6 +110,85 @@ static __attribute__((noreturn)) void supervise(const char *path, int out_w, int
     _exit(0);
 }
 
+/* Starts the supervisor of one `nvidia-smi -q -x [-i GPU]`: the read ends of its stdout, stderr
+ * and control pipes, non-blocking. Returns 0, or -1 with the reason in why. */
+static int spawn(struct cap *c, const char *path, const char *gpu, pid_t *pidp, int *fdp,
+                 int *errp, int *ctlp, char *why, size_t whylen)
+{
+    int out[2], err[2], ctl[2];
+    if (pipe2(out, O_CLOEXEC)) {
+        snprintf(why, whylen, "pipe: %s", strerror(errno));
+        return -1;
+    }
+    if (pipe2(err, O_CLOEXEC)) {
+        snprintf(why, whylen, "pipe: %s", strerror(errno));
+        close(out[0]), close(out[1]);
+        return -1;
+    }
+    if (pipe2(ctl, O_CLOEXEC)) {
+        snprintf(why, whylen, "pipe: %s", strerror(errno));
+        close(out[0]), close(out[1]), close(err[0]), close(err[1]);
+        return -1;
+    }
+    /* output waits in the pipe while the core drains; nvidia-smi should not block on it */
+    fcntl(out[0], F_SETPIPE_SZ, SMI_PIPE_SIZE);
+    char fail[CP_PATH_MAX + 64];
+    int fl = snprintf(fail, sizeof(fail), "crashpack: cannot execute %s\n", path);
+    size_t fail_len = fl < 0 ? 0 : (size_t)fl >= sizeof(fail) ? sizeof(fail) - 1 : (size_t)fl;
+
+    pid_t p = fork();
+    if (p == 0)
+        supervise(path, gpu, out[1], err[1], ctl[1], fail, fail_len);
+    int e = errno;
+    close(out[1]), close(err[1]), close(ctl[1]);
+    if (p < 0) {
+        close(out[0]), close(err[0]), close(ctl[0]);
+        snprintf(why, whylen, "fork: %s", strerror(e));
+        return -1;
+    }
+    int rd[3] = {out[0], err[0], ctl[0]};
+    for (int i = 0; i < 3; i++)
+        fcntl(rd[i], F_SETFL, fcntl(rd[i], F_GETFL) | O_NONBLOCK);
+    (void)c;
+    *pidp = p; /* the supervisor; nvidia-smi's own pid arrives on ctl */
+    *fdp = out[0];
+    *errp = err[0];
+    *ctlp = ctl[0];
+    return 0;
+}
+
+/* A GPU fell off the bus: nvidia-smi hangs on it, so each other GPU is queried on its own
+ * (`-i <pci>`), all at once; the lost ones are recorded as skipped. */
+static void start_per_gpu(struct cap *c, const char *path)
+{
+    c->smi_njobs = 0;
+    for (int i = 0; i < c->gpu_n && i < CP_SMI_GPUS; i++) {
+        struct smi_job *j = &c->smi_jobs[c->smi_njobs++];
+        memset(j, 0, sizeof(*j));
+        j->pid = -1;
+        j->fd = j->err = j->ctl = -1;
+        snprintf(j->pci, sizeof(j->pci), "%s", c->gpu_pci[i]);
+        int lost = 0;
+        for (int k = 0; k < c->bus_lost_n; k++)
+            if (!strcmp(c->bus_lost_pci[k], j->pci))
+                lost = 1;
+        if (lost) {
+            snprintf(j->status, sizeof(j->status), "skipped");
+            snprintf(j->reason, sizeof(j->reason),
+                     "lost: fell off the bus %.0f s before the crash (nvidia-smi hangs on it)",
+                     c->bus_lost_time > 0 && (double)c->crash_time > c->bus_lost_time
+                         ? (double)c->crash_time - c->bus_lost_time
+                         : 0);
+            continue;
+        }
+        char why[200];
+        if (spawn(c, path, j->pci, &j->pid, &j->fd, &j->err, &j->ctl, why, sizeof(why))) {
+            snprintf(j->status, sizeof(j->status), "failed");
+            snprintf(j->reason, sizeof(j->reason), "%s", why);
+        }
+    }
+}
+
 static void not_started(struct cap *c, const char *status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void not_started(struct cap *c, const char *status, const char *fmt, ...)
@@ -123,6 +203,7 @@ static void not_started(struct cap *c, const char *status, const char *fmt, ...)
 void smi_start(struct cap *c)
 {
     c->smi_pid = -1;
+    c->smi_njobs = 0;
     c->smi_fd = c->smi_err = c->smi_ctl = -1;
     c->smi_status[0] = c->smi_reason[0] = 0;
     c->smi_started = now_mono();
@@ -137,21 +218,6 @@ void smi_start(struct cap *c)
     }
     if (c->cfg.nvidia_smi_timeout_s == 0) {
         not_started(c, "skipped", "disabled (nvidia_smi_timeout is 0)");
-        return;
-    }
-    if (c->bus_lost_recent) {
-        const char *line = c->bus_lost_line[0] ? c->bus_lost_line : "Xid 79";
-        char when[64];
-        if (c->bus_lost_time > 0)
-            snprintf(when, sizeof(when), "%.0f s before the crash",
-                     (double)c->crash_time - c->bus_lost_time < 0
-                         ? 0
-                         : (double)c->crash_time - c->bus_lost_time);
-        else
-            snprintf(when, sizeof(when), "within the last %u s", c->cfg.smi_bus_lost_window_s);
-        not_started(c, "skipped",
-                    "%s: in the kernel log %s; nvidia-smi hangs when a GPU has fallen off the bus",
-                    line, when);
         return;
     }
     struct stat st;
@@ -172,44 +238,15 @@ void smi_start(struct cap *c)
         return;
     }
 
-    int out[2], err[2], ctl[2];
-    if (pipe2(out, O_CLOEXEC)) {
-        not_started(c, "failed", "pipe: %s", strerror(errno));
+    if (c->bus_lost_recent && c->gpu_n > 0) {
+        start_per_gpu(c, path);
         return;
     }
-    if (pipe2(err, O_CLOEXEC)) {
-        not_started(c, "failed", "pipe: %s", strerror(errno));
-        close(out[0]), close(out[1]);
-        return;
-    }
-    if (pipe2(ctl, O_CLOEXEC)) {
-        not_started(c, "failed", "pipe: %s", strerror(errno));
-        close(out[0]), close(out[1]), close(err[0]), close(err[1]);
-        return;
-    }
-    /* output waits in the pipe while the core drains; nvidia-smi should not block on it */
-    fcntl(out[0], F_SETPIPE_SZ, SMI_PIPE_SIZE);
-    char fail[CP_PATH_MAX + 64];
-    int fl = snprintf(fail, sizeof(fail), "crashpack: cannot execute %s\n", path);
-    size_t fail_len = fl < 0 ? 0 : (size_t)fl >= sizeof(fail) ? sizeof(fail) - 1 : (size_t)fl;
-
-    pid_t p = fork();
-    if (p == 0)
-        supervise(path, out[1], err[1], ctl[1], fail, fail_len);
-    int e = errno;
-    close(out[1]), close(err[1]), close(ctl[1]);
-    if (p < 0) {
-        close(out[0]), close(err[0]), close(ctl[0]);
-        not_started(c, "failed", "fork: %s", strerror(e));
-        return;
-    }
-    int rd[3] = {out[0], err[0], ctl[0]};
-    for (int i = 0; i < 3; i++)
-        fcntl(rd[i], F_SETFL, fcntl(rd[i], F_GETFL) | O_NONBLOCK);
-    c->smi_pid = p; /* the supervisor; nvidia-smi's own pid arrives on smi_ctl */
-    c->smi_fd = out[0];
-    c->smi_err = err[0];
-    c->smi_ctl = ctl[0];
+    /* a GPU fell off the bus but the driver's GPU list is unknown: all GPUs at once, under the
+     * same deadline (a hang is killed and recorded; nothing is skipped for the host) */
+    char why[400];
+    if (spawn(c, path, NULL, &c->smi_pid, &c->smi_fd, &c->smi_err, &c->smi_ctl, why, sizeof(why)))
+        not_started(c, "failed", "%s", why);
 }
 
 /* ---- the finisher's side ---- */
@@ -431,8 +468,154 @@ static void add_json(struct cap *c, const char *status, const char *reason, stru
         bw_add(&c->bw, "nvidia-smi.partial", r->out, r->out_len);
 }
 
+/* The per-GPU runs (start_per_gpu): read under one deadline, killed at it, each recorded. */
+static void finish_per_gpu(struct cap *c)
+{
+    double t0 = c->smi_started ? c->smi_started : now_mono();
+    int nj = c->smi_njobs;
+    struct smi_run *r = calloc((size_t)nj, sizeof(*r));
+    if (!r) {
+        cap_step(c, "nvidia-smi", "failed", t0, "out of memory");
+        return;
+    }
+    for (int i = 0; i < nj; i++)
+        r[i].spid = -1;
+    double deadline = c->smi_started + c->cfg.nvidia_smi_timeout_s;
+    double limit =
+        now_mono() + (c->cfg.finisher_deadline_s > 1 ? c->cfg.finisher_deadline_s / 2 : 1);
+    if (deadline > limit)
+        deadline = limit;
+    int capped[CP_SMI_GPUS] = {0};
+    for (;;) {
+        struct pollfd pf[3 * CP_SMI_GPUS];
+        int who[3 * CP_SMI_GPUS], what[3 * CP_SMI_GPUS], n = 0;
+        for (int i = 0; i < nj; i++) {
+            struct smi_job *j = &c->smi_jobs[i];
+            if (j->fd < 0 || capped[i])
+                continue;
+            if (!r[i].out_eof)
+                who[n] = i, what[n] = 0, pf[n++] = (struct pollfd){j->fd, POLLIN, 0};
+            if (!r[i].err_eof)
+                who[n] = i, what[n] = 1, pf[n++] = (struct pollfd){j->err, POLLIN, 0};
+            if (!r[i].ctl_eof && !r[i].have_status)
+                who[n] = i, what[n] = 2, pf[n++] = (struct pollfd){j->ctl, POLLIN, 0};
+        }
+        if (n == 0)
+            break;
+        int left = ms_left(deadline);
+        if (left == 0)
+            break;
+        int k = poll(pf, (nfds_t)n, left);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            break;
+        for (int x = 0; x < n; x++) {
+            if (!pf[x].revents)
+                continue;
+            struct smi_job *j = &c->smi_jobs[who[x]];
+            struct smi_run *ri = &r[who[x]];
+            if (what[x] == 0 && drain_out(ri, j->fd, c->cfg.smi_output_max) < 0)
+                capped[who[x]] = 1;
+            else if (what[x] == 1)
+                drain_err(ri, j->err);
+            else if (what[x] == 2)
+                drain_ctl(ri, j->ctl);
+        }
+    }
+    cJSON *js = cJSON_CreateObject();
+    cJSON_AddStringToObject(js, "status", "per_gpu");
+    cJSON_AddStringToObject(js, "path", c->cfg.nvidia_smi);
+    cJSON_AddNumberToObject(js, "timeout_s", c->cfg.nvidia_smi_timeout_s);
+    cJSON *arr = cJSON_CreateArray();
+    int nok = 0, nlost = 0, nbad = 0;
+    char okl[200] = "", badl[200] = "";
+    for (int i = 0; i < nj; i++) {
+        struct smi_job *j = &c->smi_jobs[i];
+        struct smi_run *ri = &r[i];
+        char why[300] = "";
+        const char *st = j->status[0] ? j->status : NULL;
+        if (st) {
+            snprintf(why, sizeof(why), "%s", j->reason);
+        } else {
+            int done = ri->out_eof && ri->err_eof && (ri->have_status || ri->ctl_eof);
+            if (!done || capped[i]) {
+                if (ri->spid <= 0)
+                    drain_ctl(ri, j->ctl);
+                if (ri->spid > 0)
+                    kill(-ri->spid, SIGKILL);
+                else if (!ri->have_status)
+                    kill(j->pid, SIGKILL);
+                st = capped[i] ? "failed" : "timeout";
+                snprintf(why, sizeof(why), capped[i] ? "output over nvidia_smi_output_max; killed"
+                                                     : "no answer within the %u s deadline; killed (hung)",
+                         c->cfg.nvidia_smi_timeout_s);
+            } else if (ri->have_status && WIFEXITED(ri->wstatus) && WEXITSTATUS(ri->wstatus) == 0) {
+                st = "ok";
+            } else if (ri->have_status && WIFEXITED(ri->wstatus)) {
+                st = "failed";
+                snprintf(why, sizeof(why), "exit status %d", WEXITSTATUS(ri->wstatus));
+            } else {
+                st = "failed";
+                snprintf(why, sizeof(why), ri->have_status ? "killed by signal %d"
+                                                           : "the supervisor exited without a report",
+                         ri->have_status ? WTERMSIG(ri->wstatus) : 0);
+            }
+            close(j->fd), close(j->err), close(j->ctl);
+            j->fd = j->err = j->ctl = -1;
+        }
+        char member[64];
+        snprintf(member, sizeof(member), "nvidia-smi/%s.xml", j->pci);
+        if (!strcmp(st, "ok") && bw_add(&c->bw, member, ri->out ? ri->out : "", ri->out_len)) {
+            st = "failed";
+            snprintf(why, sizeof(why), "writing %s: %s", member, strerror(c->bw.err));
+        }
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "pci", j->pci);
+        cJSON_AddStringToObject(o, "status", st);
+        if (why[0])
+            cJSON_AddStringToObject(o, "reason", why);
+        else
+            cJSON_AddNullToObject(o, "reason");
+        if (!strcmp(st, "ok"))
+            cJSON_AddStringToObject(o, "member", member);
+        if (ri->have_status && WIFEXITED(ri->wstatus))
+            cJSON_AddNumberToObject(o, "exit_status", WEXITSTATUS(ri->wstatus));
+        cJSON_AddItemToArray(arr, o);
+        char *lst = !strcmp(st, "ok") ? okl : !strcmp(st, "skipped") ? NULL : badl;
+        if (!strcmp(st, "ok"))
+            nok++;
+        else if (!strcmp(st, "skipped"))
+            nlost++;
+        else
+            nbad++;
+        if (lst && strlen(lst) + strlen(j->pci) + 3 < sizeof(okl))
+            snprintf(lst + strlen(lst), sizeof(okl) - strlen(lst), "%s%s", lst[0] ? ", " : "", j->pci);
+        free(ri->out);
+    }
+    free(r);
+    char sum[400];
+    snprintf(sum, sizeof(sum),
+             "per GPU (a GPU fell off the bus): %d answered%s%s%s, %d skipped as lost, %d failed or "
+             "hung%s%s%s",
+             nok, okl[0] ? " (" : "", okl, okl[0] ? ")" : "", nlost, nbad, badl[0] ? " (" : "", badl,
+             badl[0] ? ")" : "");
+    cJSON_AddStringToObject(js, "reason", sum);
+    cJSON_AddItemToObject(js, "gpus", arr);
+    char *str = cJSON_PrintUnformatted(js);
+    if (str)
+        bw_add(&c->bw, "nvidia-smi.json", str, strlen(str));
+    free(str);
+    cJSON_Delete(js);
+    cap_step(c, "nvidia-smi", nok ? "ok" : nbad ? "failed" : "skipped", t0, "%s", sum);
+}
+
 void smi_finish(struct cap *c)
 {
+    if (c->smi_njobs > 0) {
+        finish_per_gpu(c);
+        return;
+    }
     double t0 = c->smi_started ? c->smi_started : now_mono();
     if (c->smi_status[0] || c->smi_fd < 0) {
         const char *st = c->smi_status[0] ? c->smi_status : "failed";

@@ -101,12 +101,24 @@ static void fmt_time(double t, char *buf, size_t len)
         snprintf(buf, len, "unknown time");
 }
 
+/* A live snapshot (crashpack snap / watch): nothing crashed, no signal */
+static int is_snapshot(const cJSON *r)
+{
+    const char *k = cp_jstr_ne_at(r, "process.death.kind"), *t = cp_jstr_ne_at(r, "process.death.trigger");
+    return (k && !strcmp(k, "snapshot")) || (t && (!strcmp(t, "snap") || !strcmp(t, "watch"))) ||
+           cJSON_IsTrue(cp_jpath(r, "hang.snap"));
+}
+
 static const cJSON *crashed_thread(const cJSON *r)
 {
     double ctid = -1;
     cp_jnum_at(r, "process.crashed_tid", &ctid);
     const cJSON *t;
     cJSON_ArrayForEach(t, cp_jpath(r, "threads")) if (cJSON_IsTrue(cp_jpath(t, "crashed"))) return t;
+    /* a snapshot's only named thread is an exception's raising one (crashed_tid_source) */
+    const char *src = cp_jstr_ne_at(r, "process.crashed_tid_source");
+    if (is_snapshot(r) && !(src && !strcmp(src, "exception")))
+        return NULL;
     cJSON_ArrayForEach(t, cp_jpath(r, "threads"))
     {
         double tid;
@@ -134,6 +146,18 @@ static void section_summary(FILE *o, const cJSON *r)
     md(o, exe);
     if (cp_jnum_at(r, "process.pid", &v))
         fprintf(o, " (pid %.0f)", v);
+    if (is_snapshot(r)) {
+        fputs(" |\n| Snapshot | live capture, no signal", o);
+        if (cp_jstr_ne_at(r, "process.death.trigger")) {
+            fputs(", trigger ", o);
+            md(o, cp_jstr_ne_at(r, "process.death.trigger"));
+        }
+        if (cp_jstr_ne_at(r, "crash_kind")) {
+            fputs(", kind ", o);
+            md(o, cp_jstr_ne_at(r, "crash_kind"));
+        }
+        fputs(" |\n", o);
+    } else {
     fputs(" |\n| Signal | ", o);
     md(o, cp_jstr_ne_at(r, "process.signal.name"));
     if (cp_jstr_ne_at(r, "process.signal.code_name")) {
@@ -146,9 +170,10 @@ static void section_summary(FILE *o, const cJSON *r)
         md(o, cp_jstr_ne_at(r, "crash_kind"));
     }
     fputs(" |\n", o);
+    }
     const char *dk = cp_jstr_ne_at(r, "process.death.kind"), *dsrc = cp_jstr_ne_at(r, "process.death.source");
     /* a core from the kernel, or an older bundle's derived death: the signal row says it all */
-    if (dk && strcmp(dk, "core") && dsrc && !strcmp(dsrc, "manifest")) {
+    if (dk && strcmp(dk, "core") && strcmp(dk, "snapshot") && dsrc && !strcmp(dsrc, "manifest")) {
         fputs("| Death | ", o);
         md(o, dk);
         if (cp_jnum_at(r, "process.death.status", &v))
@@ -248,6 +273,13 @@ static void section_diagnoses(FILE *o, const cJSON *r)
             code(o, cp_jstr_ne_at(d, "consequence_of"));
         }
         fputs("\n\n", o);
+        if (cp_jstr_ne_at(d, "confidence_note")) {
+            double rc = 0;
+            cp_jnum_at(d, "rule_confidence", &rc);
+            fprintf(o, "Confidence capped (the rule says %.2f): ", rc);
+            md(o, cp_jstr_ne_at(d, "confidence_note"));
+            fputs(".\n\n", o);
+        }
         if (cp_jstr_ne_at(d, "diagnosis")) {
             md(o, cp_jstr_ne_at(d, "diagnosis"));
             fputs("\n\n", o);
@@ -440,7 +472,13 @@ static void section_exception(FILE *o, const cJSON *r)
 static void section_thread(FILE *o, const cJSON *r)
 {
     const cJSON *t = crashed_thread(r), *f;
-    fputs("\n## Crashed thread\n\n", o);
+    if (is_snapshot(r) && !t) {
+        fputs("\n## Threads\n\nA live snapshot: no thread crashed (", o);
+        fprintf(o, "%d threads; the hang analysis above says what each waits for).\n",
+                cJSON_GetArraySize(cp_jpath(r, "threads")));
+        return;
+    }
+    fputs(is_snapshot(r) ? "\n## Raising thread\n\n" : "\n## Crashed thread\n\n", o);
     if (!t) {
         fputs("No thread information (", o);
         md(o,
@@ -516,6 +554,98 @@ static void section_thread(FILE *o, const cJSON *r)
     }
 }
 
+/* The hang analysis as `analyze` prints it: each deadlock's waits-for cycle (thread, the mutex it
+ * waits for, its owner, what it holds), then every thread's blocking state. */
+static void section_hang(FILE *o, const cJSON *r)
+{
+    const cJSON *h = cp_jpath(r, "hang"), *d, *t, *m;
+    const cJSON *dl = cp_jpath(h, "deadlocks");
+    int snap = cJSON_IsTrue(cp_jpath(h, "snap"));
+    if (!cJSON_IsObject(h) || (!snap && cJSON_GetArraySize(dl) == 0))
+        return;
+    fputs("\n## Hang analysis\n\n", o);
+    fputs(snap ? "From a live capture" : "From the core", o);
+    if (cp_jstr_ne_at(h, "reason")) {
+        fputs(" (reason: ", o);
+        md(o, cp_jstr_ne_at(h, "reason"));
+        fputc(')', o);
+    }
+    fputs(".\n", o);
+    int i = 0;
+    cJSON_ArrayForEach(d, dl)
+    {
+        fprintf(o, "\n**Deadlock %d:** ", ++i);
+        md(o, cp_jstr_ne_at(d, "summary"));
+        fputs("\n\n| thread | waits for | held by | holds | blocked in |\n|---|---|---|---|---|\n", o);
+        cJSON_ArrayForEach(t, cp_jpath(d, "threads"))
+        {
+            double tid = 0, ow = 0;
+            cp_jnum_at(t, "tid", &tid);
+            fprintf(o, "| %.0f", tid);
+            if (cp_jstr_ne_at(t, "name")) {
+                fputc(' ', o);
+                code(o, cp_jstr_ne_at(t, "name"));
+            }
+            fputs(" | ", o);
+            code(o, cp_jstr_ne_at(t, "waits_for_mutex_symbol") ? cp_jstr_ne_at(t, "waits_for_mutex_symbol")
+                                                               : cp_jstr_ne_at(t, "waits_for_mutex"));
+            if (cp_jstr_ne_at(t, "waits_for_mutex_symbol") && cp_jstr_ne_at(t, "waits_for_mutex")) {
+                fputs(" (", o);
+                md(o, cp_jstr_ne_at(t, "waits_for_mutex"));
+                fputc(')', o);
+            }
+            fputs(" | ", o);
+            if (cp_jnum_at(t, "owner_tid", &ow))
+                fprintf(o, "thread %.0f", ow);
+            fputs(" | ", o);
+            int first = 1;
+            cJSON_ArrayForEach(m, cp_jpath(t, "holds"))
+            {
+                if (!first)
+                    fputs(", ", o);
+                first = 0;
+                code(o, cp_jstr_ne_at(m, "symbol") ? cp_jstr_ne_at(m, "symbol") : cp_jstr_ne_at(m, "mutex"));
+            }
+            fputs(" | ", o);
+            code(o, cp_jstr_ne_at(t, "blocked_in"));
+            fputs(" |\n", o);
+        }
+    }
+    int n = 0;
+    cJSON_ArrayForEach(t, cp_jpath(r, "threads")) if (cJSON_IsObject(cp_jpath(t, "hang_state"))) n++;
+    if (!n)
+        return;
+    fputs("\nThread states:\n\n| thread | name | state | detail |\n|---|---|---|---|\n", o);
+    i = 0;
+    cJSON_ArrayForEach(t, cp_jpath(r, "threads"))
+    {
+        const cJSON *hs = cp_jpath(t, "hang_state");
+        if (!cJSON_IsObject(hs))
+            continue;
+        if (i++ >= 64) {
+            fprintf(o, "\n(%d more in `crashpack analyze --json`.)\n", n - 64);
+            break;
+        }
+        double tid = 0;
+        cp_jnum_at(t, "tid", &tid);
+        fprintf(o, "| %.0f | ", tid);
+        md(o, cp_jstr_ne_at(t, "name"));
+        fputs(" | ", o);
+        md(o, cp_jstr_ne_at(hs, "state"));
+        fputs(" | ", o);
+        md(o, cp_jstr_ne_at(hs, "detail"));
+        if (cp_jstr_ne_at(hs, "mutex")) {
+            fputs(" [", o);
+            md(o, cp_jstr_ne_at(hs, "mutex_symbol") ? cp_jstr_ne_at(hs, "mutex_symbol") : cp_jstr_ne_at(hs, "mutex"));
+            double ow;
+            if (cp_jnum_at(hs, "mutex_owner", &ow))
+                fprintf(o, ", owner %.0f", ow);
+            fputc(']', o);
+        }
+        fputs(" |\n", o);
+    }
+}
+
 static void section_gpu(FILE *o, const cJSON *r)
 {
     fputs("\n## GPU state\n\n", o);
@@ -556,6 +686,41 @@ static void section_gpu(FILE *o, const cJSON *r)
     } else {
         fputs("No Xid in the kernel log captured with the crash.\n\n", o);
     }
+    const cJSON *hc = cp_jpath(r, "gpu.host_context");
+    if (cJSON_GetArraySize(hc) > 0) {
+        fputs("Other GPUs of this host (context, not this process's cause): ", o);
+        int k = 0;
+        cJSON_ArrayForEach(e, hc)
+        {
+            if (k++ >= 10)
+                break;
+            if (k > 1)
+                fputs("; ", o);
+            md(o, cp_jstr_ne_at(e, "summary"));
+        }
+        fputs(".\n\n", o);
+    }
+    const char *pg = cp_jstr_ne_at(r, "gpu.scope.process_gpus");
+    if (pg && strcmp(pg, "known")) {
+        fputs(!strcmp(pg, "none") ? "This process used no GPU: " : "This process's GPUs are unknown: ", o);
+        md(o, cp_jstr_ne_at(r, "gpu.scope.reason"));
+        fputs(".\n\n", o);
+    }
+    cJSON_ArrayForEach(e, cp_jpath(r, "gpu.nvidia_smi_queries"))
+    {
+        fputs("- nvidia-smi -i ", o);
+        code(o, cp_jstr_ne_at(e, "pci"));
+        fputs(": ", o);
+        md(o, cp_jstr_ne_at(e, "status"));
+        if (cp_jstr_ne_at(e, "reason")) {
+            fputs(" (", o);
+            md(o, cp_jstr_ne_at(e, "reason"));
+            fputc(')', o);
+        }
+        fputc('\n', o);
+    }
+    if (cJSON_GetArraySize(cp_jpath(r, "gpu.nvidia_smi_queries")) > 0)
+        fputc('\n', o);
     const cJSON *smi = cp_jpath(r, "gpu.nvidia_smi");
     if (cJSON_IsObject(smi)) {
         fputs("nvidia-smi at capture (driver ", o);
@@ -796,6 +961,7 @@ int cmd_report(int argc, char **argv)
     }
     section_summary(o, r);
     section_diagnoses(o, r);
+    section_hang(o, r);
     section_exception(o, r);
     section_thread(o, r);
     section_gpu(o, r);

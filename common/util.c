@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -108,6 +109,41 @@ double now_mono(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int cp_pci_norm(const char *in, char *out, size_t n)
+{
+    unsigned long part[3] = {0, 0, 0}, fn = 0;
+    int k = 0;
+    const char *p = in;
+    if (n)
+        out[0] = 0;
+    if (!strncasecmp(p, "PCI:", 4))
+        p += 4;
+    for (;;) {
+        size_t d = strspn(p, "0123456789abcdefABCDEF");
+        if (!d || d > 8 || k == 3)
+            return -1;
+        char *e;
+        part[k++] = strtoul(p, &e, 16);
+        p = e;
+        if (*p != ':')
+            break;
+        p++;
+    }
+    if (*p == '.') {
+        p++;
+        if (!strchr("01234567", *p) || !*p)
+            return -1;
+        fn = (unsigned long)(*p++ - '0');
+    }
+    if (k < 2 || (*p && strchr("0123456789abcdefABCDEF.:", *p)))
+        return -1;
+    unsigned long dom = k == 3 ? part[0] : 0, bus = part[k - 2], dev = part[k - 1];
+    if (dom > 0xffff || bus > 0xff || dev > 0x1f || n < 16)
+        return -1;
+    snprintf(out, n, "%04lx:%02lx:%02lx.%lx", dom, bus, dev, fn);
+    return 0;
 }
 
 void name_escape(char *dst, size_t n, const char *src)

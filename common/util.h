@@ -12,6 +12,9 @@ int pwrite_all(int fd, const void *buf, size_t len, off_t off);
  * caller frees) and sets *len and *truncated; NULL with errno on failure. */
 char *read_file_at(int dirfd, const char *name, size_t max, size_t *len, int *truncated);
 double now_mono(void);
+/* A PCI address as the driver, sysfs or a kernel line writes it ("0000:3b:00", "00000000:3B:00.0",
+ * "3b:00.0") as "dddd:bb:dd.f" in out (at least 16 bytes); -1 when it is not one. */
+int cp_pci_norm(const char *in, char *out, size_t n);
 /* Reaps child p (SIGKILLed first when kill_it), but never waits for one stuck in uninterruptible
  * sleep: a few quick looks over ~0.2 s, then it is left to init. Returns the wait status, or -1. */
 int reap_child(pid_t p, int kill_it);

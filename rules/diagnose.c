@@ -21,6 +21,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Caps on GPU diagnoses whose evidence is not this process's (issue 14): a process known to use
+ * no GPU, and a host-wide GPU fault where the process's GPUs are unknown. */
+#define CAP_NO_GPU 0.25
+#define CAP_HOST_WIDE 0.45
+
+static int gpu_category(const char *c)
+{
+    static const char *const cats[] = {"gpu_hardware", "nvlink",    "thermal",
+                                       "gpu_driver",   "gpu_memory_info", "gpu_info"};
+    for (size_t i = 0; c && i < sizeof(cats) / sizeof(cats[0]); i++)
+        if (!strcmp(c, cats[i]))
+            return 1;
+    return 0;
+}
+
 static int by_rank(const void *pa, const void *pb)
 {
     const cJSON *a = *(const cJSON *const *)pa, *b = *(const cJSON *const *)pb;
@@ -97,12 +112,14 @@ int rules_diagnose(struct rulebase *rb, cJSON *report, char *err, size_t errlen)
     const cJSON *rules = rulebase_effective(rb, err, errlen);
     if (!rules)
         return -1;
-    int n = 0, cap = cJSON_GetArraySize(rules);
-    cJSON **d = calloc((size_t)cap + 1, sizeof(*d));
-    const cJSON **src = calloc((size_t)cap + 1, sizeof(*src));
-    if (!d || !src) {
+    int n = 0, nrules = cJSON_GetArraySize(rules);
+    cJSON **d = calloc((size_t)nrules + 1, sizeof(*d));
+    const cJSON **src = calloc((size_t)nrules + 1, sizeof(*src));
+    char *capped = calloc((size_t)nrules + 1, 1);
+    if (!d || !src || !capped) {
         free(d);
         free(src);
+        free(capped);
         cp_errmsg(err, errlen, "out of memory");
         return -1;
     }
@@ -110,15 +127,36 @@ int rules_diagnose(struct rulebase *rb, cJSON *report, char *err, size_t errlen)
     cJSON_ArrayForEach(rule, rules)
     {
         cJSON *ev = cJSON_CreateArray();
-        if (!rule_match(rule, report, ev)) {
+        struct rule_scope sc;
+        if (!rule_match_scoped(rule, report, ev, &sc)) {
             cJSON_Delete(ev);
             continue;
+        }
+        double conf = cp_jnum_or(rule, "confidence", 0), cap = 1;
+        const char *note = NULL;
+        if (gpu_category(cp_jstr(rule, "category"))) {
+            const char *pg = cp_jstr_at(report, "gpu.scope.process_gpus");
+            if (pg && !strcmp(pg, "none") && sc.gpu_own + sc.gpu_host > 0) {
+                cap = CAP_NO_GPU;
+                note = "this process used no GPU (it opened no /dev/nvidia* and none was visible "
+                       "to it): a GPU event of this host is context, not its cause";
+            } else if (sc.gpu_host > 0 && !sc.gpu_own && !sc.process) {
+                cap = CAP_HOST_WIDE;
+                note = pg && !strcmp(pg, "unknown")
+                           ? "which GPUs this process used is not known, so a GPU fault of the "
+                             "host is not known to be its cause"
+                           : "the GPU event names neither this process nor one of its GPUs";
+            }
         }
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "rule", cp_jstr(rule, "id"));
         cJSON_AddStringToObject(o, "title", cp_jstr(rule, "title"));
         cJSON_AddStringToObject(o, "category", cp_jstr(rule, "category"));
-        cJSON_AddNumberToObject(o, "confidence", cp_jnum_or(rule, "confidence", 0));
+        cJSON_AddNumberToObject(o, "confidence", conf > cap ? cap : conf);
+        if (conf > cap) {
+            cJSON_AddNumberToObject(o, "rule_confidence", conf);
+            cJSON_AddStringToObject(o, "confidence_note", note);
+        }
         cJSON_AddStringToObject(o, "diagnosis", cp_jstr(rule, "diagnosis"));
         cJSON_AddItemToObject(o, "evidence", ev);
         cJSON *ef = evidence_fields(report, ev);
@@ -131,6 +169,7 @@ int rules_diagnose(struct rulebase *rb, cJSON *report, char *err, size_t errlen)
                                 cp_jstr(rule, "source") ? cp_jstr(rule, "source") : "builtin");
         d[n] = o;
         src[n] = rule;
+        capped[n] = conf > cap;
         n++;
     }
     /* causes: the best-ranked matched rule that explains this one (explains() above), a root
@@ -147,12 +186,12 @@ int rules_diagnose(struct rulebase *rb, cJSON *report, char *err, size_t errlen)
     }
     for (int i = 0; i < n; i++)
         for (int j = 0; j < n; j++)
-            if (j != i && explains(src[j], src[i]))
+            if (j != i && !capped[j] && explains(src[j], src[i]))
                 expl[i] = 1;
     for (int i = 0; i < n; i++) {
         int best = -1;
         for (int j = 0; j < n; j++) {
-            if (j == i || !explains(src[j], src[i]))
+            if (j == i || capped[j] || !explains(src[j], src[i])) /* a capped GPU fault explains nothing */
                 continue;
             if (best >= 0 && expl[j] != expl[best]) {
                 if (!expl[j])
@@ -175,6 +214,7 @@ int rules_diagnose(struct rulebase *rb, cJSON *report, char *err, size_t errlen)
         cJSON_AddItemToArray(out, d[i]);
     free(d);
     free(src);
+    free(capped);
     return n;
 }
 
@@ -256,6 +296,11 @@ void diagnose_print(FILE *out, const cJSON *report)
                 cp_jstr(d, "category") ? cp_jstr(d, "category") : "?", conf);
         cp_text_put(out, cp_jstr(d, "rule") ? cp_jstr(d, "rule") : "?");
         fputs("]\n", out);
+        if (cp_jstr(d, "confidence_note")) {
+            fprintf(out, "     capped from %.2f: ", cp_jnum_or(d, "rule_confidence", 0));
+            cp_text_put(out, cp_jstr(d, "confidence_note"));
+            fputc('\n', out);
+        }
         const char *co = cp_jstr(d, "consequence_of");
         if (co) {
             fputs("     likely a consequence of ", out);

@@ -23,7 +23,33 @@ struct ctx {
     const cJSON *r;
     char *leaves; /* outcomes, may be NULL */
     size_t nleaves, cap;
+    int neg;      /* inside a "not" */
+    struct rule_scope *sc; /* may be NULL */
 };
+
+/* A GPU event that matched: on this process's GPU or pid (own), or host-wide (not known to be
+ * this process's); other leaves are the process's own evidence. Not counted under "not". */
+static void scope_hit(struct ctx *c, int gpu_own, int gpu_host, int proc)
+{
+    if (!c->sc || c->neg)
+        return;
+    c->sc->gpu_own += gpu_own;
+    c->sc->gpu_host += gpu_host;
+    c->sc->process += proc;
+}
+
+/* An Xid's scope: the analyzer's "scope", or from own_gpu / own_pid for report fragments */
+static const char *xid_scope(const cJSON *x)
+{
+    const char *s = cp_jstr_at(x, "scope");
+    if (s)
+        return s;
+    if (cJSON_IsTrue(cp_jpath(x, "own_gpu")) || cJSON_IsTrue(cp_jpath(x, "own_pid")))
+        return "own";
+    if (cJSON_IsFalse(cp_jpath(x, "own_gpu")))
+        return "other";
+    return "unscoped";
+}
 
 /* ---- report access ---- */
 
@@ -326,7 +352,8 @@ static int leaf_xid(struct ctx *c, const cJSON *v, cJSON *ev)
     double window = 0, ct = crash_time(c->r);
     cp_jnum_at(v, "window_s", &window);
     int only = cJSON_IsTrue(cp_jpath(v, "only"));
-    int hits = 0, others = 0;
+    int host = cJSON_IsTrue(cp_jpath(v, "host"));
+    int hits = 0, others = 0, own_hits = 0;
     const cJSON *x;
     cJSON_ArrayForEach(x, cp_jpath(c->r, "gpu.xid"))
     {
@@ -334,6 +361,14 @@ static int leaf_xid(struct ctx *c, const cJSON *v, cJSON *ev)
         cp_jnum_at(x, "code", &code);
         if (window > 0 && ct > 0 && cp_jnum_at(x, "time", &t) && (t < ct - window || t > ct + 60))
             continue;
+        /* another GPU's and pid's event, or one past its kind's window (a GPU seen healthy
+         * again after falling off the bus), is context, never a cause: "host": true rules take
+         * every event of the host */
+        const char *scope = xid_scope(x);
+        if (!host && (!strcmp(scope, "other") || cJSON_IsFalse(cp_jpath(x, "active")))) {
+            others++;
+            continue;
+        }
         int ok = (!codes || in_num_list(codes, code)) &&
                  (!blame || in_list(blame, cp_jstr_at(x, "blame")));
         if (ok && cJSON_IsBool(own) && cJSON_IsTrue(own) != cJSON_IsTrue(cp_jpath(x, "own_gpu")))
@@ -342,6 +377,8 @@ static int leaf_xid(struct ctx *c, const cJSON *v, cJSON *ev)
             others++;
             continue;
         }
+        if (!strcmp(scope, "own"))
+            own_hits++;
         if (hits++ < EVIDENCE_PER_LEAF) {
             const char *text = cp_jstr_at(x, "text"), *when = cp_jstr_at(x, "time_utc");
             ev_add(ev, "Xid %.0f on %s%s%s%s: %s", code, nz(cp_jstr_at(x, "pci")),
@@ -350,7 +387,10 @@ static int leaf_xid(struct ctx *c, const cJSON *v, cJSON *ev)
                    text ? text : nz(cp_jstr_at(x, "meaning")));
         }
     }
-    return hits > 0 && !(only && others > 0);
+    int m = hits > 0 && !(only && others > 0);
+    if (m)
+        scope_hit(c, own_hits > 0, own_hits == 0, 0);
+    return m;
 }
 
 static int leaf_kernel_log(struct ctx *c, const cJSON *v, cJSON *ev)
@@ -361,10 +401,14 @@ static int leaf_kernel_log(struct ctx *c, const cJSON *v, cJSON *ev)
     const cJSON *l;
     cJSON_ArrayForEach(l, cp_jpath(c->r, "kernel_log.lines"))
     {
-        const char *text = cp_jstr_at(l, "text");
+        const char *text = cp_jstr_at(l, "text"), *scope = cp_jstr_at(l, "scope");
+        if (scope && !strcmp(scope, "other")) /* an Xid line of another GPU and pid */
+            continue;
         if (rx_match(v->valuestring, text) && hits++ < EVIDENCE_PER_LEAF)
             ev_add(ev, "kernel: %s", text);
     }
+    if (hits)
+        scope_hit(c, 0, 1, 0); /* a kernel line: the host's, not known to be this process's */
     return hits > 0;
 }
 
@@ -416,7 +460,7 @@ static int leaf_smi(struct ctx *c, const cJSON *v, cJSON *ev)
     int own = cJSON_IsTrue(cp_jpath(v, "own"));
     if (!field || !want)
         return 0;
-    int hits = 0;
+    int hits = 0, own_gpus = 0;
     const cJSON *g;
     cJSON_ArrayForEach(g, cp_jpath(c->r, "gpu.nvidia_smi.gpus"))
     {
@@ -443,6 +487,8 @@ static int leaf_smi(struct ctx *c, const cJSON *v, cJSON *ev)
             m = rx_match(want->valuestring, have->valuestring);
             snprintf(shown, sizeof(shown), "%s", have->valuestring);
         }
+        if (m)
+            own_gpus += cJSON_IsTrue(cp_jpath(g, "own"));
         if (m && hits++ < EVIDENCE_PER_LEAF) {
             double idx = -1;
             cp_jnum_at(g, "index", &idx);
@@ -450,6 +496,8 @@ static int leaf_smi(struct ctx *c, const cJSON *v, cJSON *ev)
                    shown);
         }
     }
+    if (hits)
+        scope_hit(c, own_gpus > 0, own_gpus == 0, 0);
     return hits > 0;
 }
 
@@ -664,12 +712,19 @@ static int eval(struct ctx *c, const cJSON *cond, cJSON *ev, int depth)
         cJSON_Delete(sub);
         return res;
     }
-    if (!strcmp(k->string, "not"))
-        return !eval(c, k, NULL, depth + 1);
+    if (!strcmp(k->string, "not")) {
+        c->neg++;
+        int m = !eval(c, k, NULL, depth + 1);
+        c->neg--;
+        return m;
+    }
     for (size_t i = 0; i < sizeof(leaves) / sizeof(leaves[0]); i++)
         if (!strcmp(leaves[i].key, k->string)) {
             cJSON *one = cJSON_CreateArray();
+            int before = c->sc ? c->sc->gpu_own + c->sc->gpu_host : 0;
             int m = leaves[i].fn(c, k, one);
+            if (m && c->sc && c->sc->gpu_own + c->sc->gpu_host == before)
+                scope_hit(c, 0, 0, 1); /* the process's own evidence (log, frame, signal, ...) */
             record(c, m);
             if (m)
                 merge(ev, one);
@@ -683,6 +738,14 @@ static int eval(struct ctx *c, const cJSON *cond, cJSON *ev, int depth)
 int rule_match(const cJSON *rule, const cJSON *report, cJSON *evidence)
 {
     struct ctx c = {.r = report};
+    return eval(&c, cJSON_GetObjectItemCaseSensitive(rule, "when"), evidence, 0);
+}
+
+int rule_match_scoped(const cJSON *rule, const cJSON *report, cJSON *evidence,
+                      struct rule_scope *sc)
+{
+    memset(sc, 0, sizeof(*sc));
+    struct ctx c = {.r = report, .sc = sc};
     return eval(&c, cJSON_GetObjectItemCaseSensitive(rule, "when"), evidence, 0);
 }
 

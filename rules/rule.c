@@ -210,6 +210,71 @@ int rule_validate(const cJSON *rule, char *err, size_t errlen)
     return 0;
 }
 
+static int cond_reads_gpu(const cJSON *c, int depth)
+{
+    if (depth > 32 || !c)
+        return 0;
+    if (c->string && (!strcmp(c->string, "xid") || !strcmp(c->string, "smi")))
+        return 1;
+    if (!cJSON_IsObject(c) && !cJSON_IsArray(c))
+        return 0;
+    if (c->string && strcmp(c->string, "all") && strcmp(c->string, "any") &&
+        strcmp(c->string, "not") && strcmp(c->string, "when"))
+        return 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, c) if (cond_reads_gpu(e, depth + 1)) return 1;
+    return 0;
+}
+
+int rule_reads_gpu(const cJSON *rule)
+{
+    return cond_reads_gpu(cJSON_GetObjectItemCaseSensitive(rule, "when"), 0);
+}
+
+/* The positive case with every GPU event moved to another GPU and another pid: Xids on
+ * 0000:ff:1f.0, pid 999999, own_gpu / own_pid false; nvidia-smi GPUs not the process's. */
+cJSON *rule_other_gpu_case(const cJSON *pos);
+cJSON *rule_other_gpu_case(const cJSON *pos)
+{
+    cJSON *o = cJSON_Duplicate(pos, 1);
+    cJSON *gpu = cJSON_GetObjectItemCaseSensitive(o, "gpu"), *x;
+    cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(gpu, "xid"))
+    {
+        if (!cJSON_IsObject(x))
+            continue;
+        cJSON_DeleteItemFromObjectCaseSensitive(x, "pci");
+        cJSON_AddStringToObject(x, "pci", "0000:ff:1f.0");
+        cJSON_DeleteItemFromObjectCaseSensitive(x, "pid");
+        cJSON_AddNumberToObject(x, "pid", 999999);
+        cJSON_DeleteItemFromObjectCaseSensitive(x, "own_gpu");
+        cJSON_AddFalseToObject(x, "own_gpu");
+        cJSON_DeleteItemFromObjectCaseSensitive(x, "own_pid");
+        cJSON_AddFalseToObject(x, "own_pid");
+        cJSON_DeleteItemFromObjectCaseSensitive(x, "scope");
+        cJSON_AddStringToObject(x, "scope", "other");
+    }
+    cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(
+                              cJSON_GetObjectItemCaseSensitive(o, "kernel_log"), "lines"))
+    {
+        const char *t = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(x, "text"));
+        if (!cJSON_IsObject(x) || !t || !strstr(t, "NVRM: Xid"))
+            continue;
+        cJSON_DeleteItemFromObjectCaseSensitive(x, "scope");
+        cJSON_AddStringToObject(x, "scope", "other");
+    }
+    cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(
+                              cJSON_GetObjectItemCaseSensitive(gpu, "nvidia_smi"), "gpus"))
+    {
+        if (!cJSON_IsObject(x))
+            continue;
+        cJSON_DeleteItemFromObjectCaseSensitive(x, "own");
+        cJSON_AddFalseToObject(x, "own");
+        cJSON_DeleteItemFromObjectCaseSensitive(x, "pci");
+        cJSON_AddStringToObject(x, "pci", "0000:ff:1f.0");
+    }
+    return o;
+}
+
 int rule_selftest(const cJSON *rule, char *err, size_t errlen)
 {
     const char *id = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rule, "id"));
@@ -229,6 +294,19 @@ int rule_selftest(const cJSON *rule, char *err, size_t errlen)
     if (rule_match(rule, neg, NULL)) {
         cp_errmsg(err, errlen, "%s: the near-miss case matches", id);
         return -1;
+    }
+    if (rule_reads_gpu(rule)) {
+        const cJSON *given = cJSON_GetObjectItemCaseSensitive(tests, "near_miss_other_gpu");
+        cJSON *other = cJSON_IsObject(given) ? cJSON_Duplicate(given, 1) : rule_other_gpu_case(pos);
+        int m = other && rule_match(rule, other, NULL);
+        cJSON_Delete(other);
+        if (m) {
+            cp_errmsg(err, errlen,
+                      "%s: the near-miss on another GPU and another pid (%s) matches: another "
+                      "GPU's event must not be this process's cause",
+                      id, cJSON_IsObject(given) ? "tests.near_miss_other_gpu" : "derived");
+            return -1;
+        }
     }
     char a[256], b[256];
     size_t n = rule_leaf_outcomes(rule, pos, a, sizeof(a));

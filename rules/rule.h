@@ -48,6 +48,19 @@ int rule_validate(const cJSON *rule, char *err, size_t errlen);
  * NULL, the strings that made the leaves true are appended to it (an array). */
 int rule_match(const cJSON *rule, const cJSON *report, cJSON *evidence);
 
+/* What a match rests on (issue 14, evidence scoped to the process): matched GPU leaves (xid, smi,
+ * kernel_log) whose event is this process's GPU or pid (gpu_own) or only the host's (gpu_host),
+ * and the process's own evidence (every other leaf). Leaves under "not" do not count. */
+struct rule_scope {
+    int gpu_own, gpu_host, process;
+};
+int rule_match_scoped(const cJSON *rule, const cJSON *report, cJSON *evidence,
+                      struct rule_scope *sc);
+
+/* Whether a rule's condition reads GPU events (an xid or smi leaf): a hardware rule, which `rules
+ * test` also checks against the same event on another GPU and another pid. */
+int rule_reads_gpu(const cJSON *rule);
+
 /* The outcome of every leaf of the condition tree, in tree order, as '0'/'1' characters in buf
  * (truncated at len-1 leaves). Returns the number of leaves. Used by `rules test` to check that a
  * near-miss case differs from the positive case in exactly one condition. */
@@ -59,7 +72,9 @@ size_t rule_leaf_outcomes(const cJSON *rule, const cJSON *report, char *buf, siz
 int rule_check_refs(const cJSON *rule, const cJSON *all, char *err, size_t errlen);
 
 /* Runs a rule's own tests: the positive case must match, the near-miss must not, and the two must
- * differ in exactly one leaf condition. Returns 0 when they pass, -1 with err saying why. */
+ * differ in exactly one leaf condition. A hardware rule (rule_reads_gpu) must also not match its
+ * positive case moved to another GPU and another pid (tests.near_miss_other_gpu, or, when absent,
+ * derived from the positive case). Returns 0 when they pass, -1 with err saying why. */
 int rule_selftest(const cJSON *rule, char *err, size_t errlen);
 
 /* Matches every rule of rb against the report and replaces report.diagnoses with the ranked list:

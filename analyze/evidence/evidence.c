@@ -10,6 +10,7 @@
 #include "xid.h"
 
 #include <fcntl.h>
+#include <strings.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,12 @@ struct own {
     char pci[MAX_OWN_GPUS][32];
     int n;
     int known; /* the bundle says which GPUs the process had (possibly none) */
+    int none;  /* it is known to use no GPU: no /dev/nvidia* open, none visible */
+    char why[300]; /* why its GPUs are unknown, or how they are known */
+    char uuid[MAX_OWN_GPUS][96]; /* CUDA_VISIBLE_DEVICES=GPU-<uuid> (and the open GPUs' UUIDs) */
+    int nuuid;
+    double pids[16]; /* process.pid and its NSpid values: kernel-log pids are the host's */
+    int npids;
 };
 
 static void own_add(struct own *o, const char *pci)
@@ -44,6 +51,31 @@ static int own_has(const struct own *o, const char *pci)
 {
     for (int i = 0; i < o->n; i++)
         if (!strcmp(o->pci[i], pci))
+            return 1;
+    return 0;
+}
+
+static void own_add_uuid(struct own *o, const char *u)
+{
+    for (int i = 0; i < o->nuuid; i++)
+        if (!strcasecmp(o->uuid[i], u))
+            return;
+    if (o->nuuid < MAX_OWN_GPUS && strlen(u) < sizeof(o->uuid[0]))
+        snprintf(o->uuid[o->nuuid++], sizeof(o->uuid[0]), "%s", u);
+}
+
+static int own_has_uuid(const struct own *o, const char *u)
+{
+    for (int i = 0; u && i < o->nuuid; i++)
+        if (!strcasecmp(o->uuid[i], u))
+            return 1;
+    return 0;
+}
+
+static int own_pid(const struct own *o, double pid)
+{
+    for (int i = 0; i < o->npids; i++)
+        if (o->pids[i] == pid)
             return 1;
     return 0;
 }
@@ -101,29 +133,164 @@ static void utc(double t, char *buf, size_t len)
 
 /* ---- the process's GPUs: gpu.json ---- */
 
+/* CUDA_VISIBLE_DEVICES is empty, -1 or otherwise names no device */
+static int cvd_none(const char *v)
+{
+    return v && (!*v || !strcmp(v, "-1") || !strcasecmp(v, "none") || !strcasecmp(v, "void") ||
+                 !strcasecmp(v, "NoDevFiles"));
+}
+
 static void own_from_gpu_json(struct bundle *b, struct own *own)
 {
     cJSON *g = read_json_member(b, "gpu.json");
-    if (!g)
+    if (!g) {
+        snprintf(own->why, sizeof(own->why), "%s",
+                 bundle_find(b, "gpu.json") ? "gpu.json is unreadable"
+                                            : "the bundle has no gpu.json (no driver files captured)");
         return;
+    }
     const cJSON *gpus = cp_jkey(g, "gpus"), *e;
-    if (cJSON_IsArray(cp_jkey(g, "process_devices")))
-        own->known = 1;
+    const cJSON *pdev = cp_jkey(g, "process_devices");
+    int nv_open = 0, gpu_open = 0, mapped = 0;
+    cJSON_ArrayForEach(e, pdev)
+    {
+        const char *k = cp_jstr(e, "kind");
+        nv_open++;
+        if (k && !strcmp(k, "gpu"))
+            gpu_open++;
+    }
     cJSON_ArrayForEach(e, gpus)
     {
         char pci[32];
         const char *p = cp_jstr(e, "pci");
         if (p && cJSON_IsTrue(cp_jkey(e, "open_by_process")) &&
-            xid_pci_normalize(p, pci, sizeof(pci)) == 0)
+            xid_pci_normalize(p, pci, sizeof(pci)) == 0) {
             own_add(own, pci);
+            mapped++;
+            if (cp_jstr(e, "uuid"))
+                own_add_uuid(own, cp_jstr(e, "uuid"));
+        }
+    }
+    /* CUDA_VISIBLE_DEVICES by UUID (indices are relative to what a container sees: not used) */
+    const char *cvd = cp_jstr(g, "cuda_visible_devices");
+    int cvd_uuids = 0;
+    for (const char *q = cvd; q && *q;) {
+        size_t l = strcspn(q, ",");
+        char tok[96];
+        snprintf(tok, sizeof(tok), "%.*s", (int)(l < 95 ? l : 95), q);
+        char *t = tok;
+        while (*t == ' ')
+            t++;
+        if (!strncmp(t, "GPU-", 4) || !strncmp(t, "MIG-", 4)) {
+            own_add_uuid(own, t);
+            cvd_uuids++;
+            cJSON_ArrayForEach(e, gpus)
+            {
+                char pci[32];
+                const char *u = cp_jstr(e, "uuid"), *p = cp_jstr(e, "pci");
+                if (u && p && !strcasecmp(u, t) && xid_pci_normalize(p, pci, sizeof(pci)) == 0)
+                    own_add(own, pci);
+            }
+        }
+        q += l;
+        if (*q == ',')
+            q++;
+    }
+    int driver = cJSON_IsTrue(cp_jkey(cp_jkey(g, "driver"), "present"));
+    if (!cJSON_IsArray(pdev)) {
+        snprintf(own->why, sizeof(own->why), "the process's open files were not read");
+        if (own->n || cvd_uuids)
+            own->known = 1;
+    } else if (gpu_open > mapped && !own->n && !cvd_uuids) {
+        snprintf(own->why, sizeof(own->why),
+                 "the process had %d /dev/nvidia<N> open but the driver's files (/proc/driver/nvidia) "
+                 "do not say which GPU%s", gpu_open, gpu_open > 1 ? "s" : "");
+    } else {
+        own->known = 1;
+        if (!nv_open && !cvd_uuids &&
+            (!driver || cJSON_GetArraySize(gpus) == 0 || cvd_none(cvd))) {
+            own->none = 1;
+            snprintf(own->why, sizeof(own->why),
+                     "the process opened no /dev/nvidia* and none is visible to it%s",
+                     !driver ? " (no NVIDIA driver on this host)" : "");
+        } else if (!gpu_open && !cvd_uuids) {
+            snprintf(own->why, sizeof(own->why), "the process opened no /dev/nvidia<N>");
+        } else {
+            snprintf(own->why, sizeof(own->why), "%s%s%s",
+                     gpu_open ? "the /dev/nvidia<N> it had open" : "",
+                     gpu_open && cvd_uuids ? " and " : "",
+                     cvd_uuids ? "CUDA_VISIBLE_DEVICES (by UUID)" : "");
+        }
     }
     cJSON_Delete(g);
 }
 
 /* ---- nvidia-smi ---- */
 
+#define SMI_GPU_PREFIX "nvidia-smi/"
+
+/* The per-GPU outputs (nvidia-smi/<pci>.xml, one `nvidia-smi -q -x -i <pci>` each, written when a
+ * GPU of the host was known lost) merged into one object; NULL when there is none. */
+static cJSON *smi_per_gpu(struct bundle *b, char *err, size_t errlen)
+{
+    cJSON *all = NULL;
+    size_t pl = strlen(SMI_GPU_PREFIX);
+    for (size_t i = 0; i < bundle_member_count(b); i++) {
+        const struct bundle_member *m = bundle_member(b, i);
+        size_t nl = strlen(m->name);
+        if (strncmp(m->name, SMI_GPU_PREFIX, pl) || nl < pl + 5 || strcmp(m->name + nl - 4, ".xml"))
+            continue;
+        char *buf = NULL;
+        size_t len = 0;
+        char e[300] = "";
+        cJSON *one = NULL;
+        if (bundle_read_all(b, m->name, GPU_SMI_MAX, &buf, &len) == BUNDLE_OK)
+            one = gpu_smi_parse(buf, len, e, sizeof(e));
+        free(buf);
+        if (!one) {
+            if (!all)
+                cp_errmsg(err, errlen, "%s unparsable: %s", m->name, e);
+            continue;
+        }
+        if (!all) {
+            all = one;
+            continue;
+        }
+        cJSON *gs = cJSON_GetObjectItemCaseSensitive(all, "gpus"), *g;
+        cJSON *more = cJSON_DetachItemFromObjectCaseSensitive(one, "gpus");
+        while (more && (g = cJSON_DetachItemFromArray(more, 0)))
+            cJSON_AddItemToArray(gs, g);
+        cJSON_Delete(more);
+        cJSON_Delete(one);
+    }
+    if (all)
+        cp_json_set(all, "attached_gpus",
+                    cJSON_CreateNumber(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(all, "gpus"))));
+    return all;
+}
+
+/* nvidia-smi.json's per-GPU record (which GPUs answered, hung, or were skipped as lost) */
+static void smi_queries(cJSON *gpu, struct bundle *b)
+{
+    cJSON *j = bundle_find(b, "nvidia-smi.json") ? read_json_member(b, "nvidia-smi.json") : NULL;
+    const cJSON *q = cp_jkey(j, "gpus"), *e;
+    cJSON *out = cJSON_CreateArray();
+    cJSON_ArrayForEach(e, q)
+    {
+        cJSON *o = cJSON_CreateObject();
+        add_s(o, "pci", cp_jstr(e, "pci"));
+        add_s(o, "status", cp_jstr(e, "status") ? cp_jstr(e, "status") : "unknown");
+        add_s(o, "reason", cp_jstr(e, "reason"));
+        cJSON_AddItemToArray(out, o);
+    }
+    cJSON_Delete(j);
+    cp_json_set(gpu, "nvidia_smi_queries", out);
+}
+
 static void add_smi(cJSON *r, struct bundle *b, double pid, int have_pid, struct own *own)
 {
+    (void)pid;
+    (void)have_pid;
     cJSON *gpu = obj(r, "gpu");
     char err[400] = "";
     cJSON *smi = NULL;
@@ -145,6 +312,8 @@ static void add_smi(cJSON *r, struct bundle *b, double pid, int have_pid, struct
             snprintf(e2, sizeof(e2), "unparsable: %s", err);
             snprintf(err, sizeof(err), "%s", e2);
         }
+    } else if ((smi = smi_per_gpu(b, err, sizeof(err)))) {
+        /* nvidia-smi -i per GPU: the GPUs that answered, merged */
     } else if (bundle_find(b, "nvidia-smi.json")) {
         cJSON *j = read_json_member(b, "nvidia-smi.json");
         const char *st = cp_jstr(j, "status"), *why = cp_jstr(j, "reason");
@@ -154,6 +323,7 @@ static void add_smi(cJSON *r, struct bundle *b, double pid, int have_pid, struct
     } else {
         cp_errmsg(err, sizeof(err), "absent: the bundle has no nvidia-smi output");
     }
+    smi_queries(gpu, b);
     if (!smi) {
         cp_json_set(gpu, "nvidia_smi", cJSON_CreateNull());
         cp_json_set(gpu, "nvidia_smi_error", cstr(err));
@@ -168,10 +338,12 @@ static void add_smi(cJSON *r, struct bundle *b, double pid, int have_pid, struct
         double pp;
         cJSON_ArrayForEach(p, cp_jkey(g, "processes"))
         {
-            if (have_pid && cp_jnum(p, "pid", &pp) && pp == pid)
+            if (cp_jnum(p, "pid", &pp) && own_pid(own, pp))
                 mine = 1;
         }
         const char *pci = cp_jstr(g, "pci");
+        if (own_has_uuid(own, cp_jstr(g, "uuid")))
+            mine = 1;
         if (mine && pci) {
             own_add(own, pci);
             own->known = 1;
@@ -238,11 +410,22 @@ static cJSON *xid_object(const struct xid_event *ev, double t, int have_t, const
     cJSON_AddStringToObject(o, "action", action ? action : "none");
     if (e && cp_jstr(e, "mnemonic"))
         cJSON_AddStringToObject(o, "mnemonic", cp_jstr(e, "mnemonic"));
-    if (!ev->pci[0] || (!own->known && own->n == 0))
+    (void)pid;
+    (void)have_pid;
+    int opid = ev->has_pid && own_pid(own, (double)ev->pid);
+    int ogpu = -1; /* unknown */
+    if (ev->pci[0] && (own->known || own->n))
+        ogpu = own_has(own, ev->pci);
+    else if (own->none)
+        ogpu = 0;
+    if (ogpu < 0)
         cJSON_AddNullToObject(o, "own_gpu");
     else
-        cJSON_AddBoolToObject(o, "own_gpu", own_has(own, ev->pci));
-    cJSON_AddBoolToObject(o, "own_pid", have_pid && ev->has_pid && (double)ev->pid == pid);
+        cJSON_AddBoolToObject(o, "own_gpu", ogpu);
+    cJSON_AddBoolToObject(o, "own_pid", opid);
+    /* own: it names this process or one of its GPUs; other: it names neither, and the process's
+     * GPUs are known; unscoped: which GPUs the process used is not known */
+    cJSON_AddStringToObject(o, "scope", opid || ogpu == 1 ? "own" : ogpu == 0 ? "other" : "unscoped");
     if (ev->caused_by >= 0)
         cJSON_AddNumberToObject(o, "caused_by", ev->caused_by);
     else
@@ -454,7 +637,7 @@ static void oom_line(cJSON *kills, struct oom_state *st, const char *text, doubl
 }
 
 /* scope: which limit the kill enforced */
-static void oom_finish(cJSON *kills, double pid, int have_pid)
+static void oom_finish(cJSON *kills, double pid, int have_pid, const struct own *own)
 {
     cJSON *k;
     cJSON_ArrayForEach(k, kills)
@@ -478,7 +661,7 @@ static void oom_finish(cJSON *kills, double pid, int have_pid)
         cJSON_DeleteItemFromObjectCaseSensitive(k, "_hint");
         cJSON_DeleteItemFromObjectCaseSensitive(k, "global_oom");
         cp_jnum(k, "pid", &p);
-        cp_json_set(k, "own_pid", cJSON_CreateBool(have_pid && p == pid));
+        cp_json_set(k, "own_pid", cJSON_CreateBool((have_pid && p == pid) || own_pid(own, p)));
     }
 }
 
@@ -581,13 +764,14 @@ static void add_kmsg(cJSON *r, struct bundle *b, const cJSON *cat, double pid, i
             if (ev.implied && explicit_buslost(xids, ev.pci, t, have_t))
                 continue;
             cJSON *x = xid_object(&ev, t, have_t, src, cat, pid, have_pid, own);
+            cJSON_AddStringToObject(o, "scope", cp_jstr(x, "scope"));
             cJSON_AddNumberToObject(x, "_seq", (double)seq++);
             cJSON_AddItemToArray(xids, x);
             n++;
         }
     }
     cJSON_Delete(k);
-    oom_finish(kills, pid, have_pid);
+    oom_finish(kills, pid, have_pid, own);
     /* time order (kern.log lines may come after the ring's) */
     int cnt = cJSON_GetArraySize(xids);
     if (cnt > 1) {
@@ -604,6 +788,112 @@ static void add_kmsg(cJSON *r, struct bundle *b, const cJSON *cat, double pid, i
     cJSON *x;
     cJSON_ArrayForEach(x, xids) cJSON_DeleteItemFromObjectCaseSensitive(x, "_seq");
     cp_json_set(gpu, "xid", xids);
+}
+
+/* The window an Xid stays a possible cause, by kind: a GPU that fell off the bus is broken until
+ * it is reset, so until nvidia-smi of this bundle answers for it; an application-class fault
+ * (Xid 13, 31, 43, 45, ...) is the moments before the crash; the rest an hour. */
+#define XID_APP_WINDOW_S 300.0
+#define XID_HW_WINDOW_S 3600.0
+
+static int smi_answered(const cJSON *r, const char *pci)
+{
+    const cJSON *g;
+    cJSON_ArrayForEach(g, cp_jpath(r, "gpu.nvidia_smi.gpus"))
+    {
+        const char *p = cp_jstr(g, "pci");
+        if (p && pci && !strcmp(p, pci))
+            return 1;
+    }
+    return 0;
+}
+
+static void xid_windows(cJSON *r, const struct own *own)
+{
+    cJSON *gpu = obj(r, "gpu");
+    double ct = -1;
+    int have_ct = cp_jnum(cp_jkey(r, "host"), "time", &ct) && ct > 0;
+    cJSON *ctx = cJSON_CreateArray();
+    cJSON *x;
+    cJSON_ArrayForEach(x, cp_jkey(gpu, "xid"))
+    {
+        double code = -1, t = -1;
+        cp_jnum(x, "code", &code);
+        int have_t = cp_jnum(x, "time", &t);
+        const char *blame = cp_jstr(x, "blame"), *pci = cp_jstr(x, "pci");
+        int active = 1;
+        char why[160] = "";
+        if (code == XID_BUSLOST) {
+            cJSON_AddNullToObject(x, "window_s");
+            if (pci && smi_answered(r, pci)) {
+                active = 0;
+                snprintf(why, sizeof(why), "the GPU answered nvidia-smi since: seen healthy again");
+            }
+        } else {
+            double w = blame && !strcmp(blame, "application") ? XID_APP_WINDOW_S : XID_HW_WINDOW_S;
+            cJSON_AddNumberToObject(x, "window_s", w);
+            if (have_ct && have_t && (t < ct - w || t > ct + 60)) {
+                active = 0;
+                snprintf(why, sizeof(why), "outside its %.0f s window before the crash", w);
+            }
+        }
+        if (have_ct && have_t)
+            cJSON_AddNumberToObject(x, "age_s", floor(ct - t));
+        else
+            cJSON_AddNullToObject(x, "age_s");
+        cJSON_AddBoolToObject(x, "active", active);
+        const char *scope = cp_jstr(x, "scope");
+        int other = scope && !strcmp(scope, "other");
+        if (!other && active)
+            continue;
+        if (other && !why[0])
+            snprintf(why, sizeof(why), "%s", "names neither this process nor one of its GPUs");
+        /* context: "Xid 79 on 0000:ca:00.0, 10 min earlier, pid 8475" */
+        char line[400], age[64] = "", pidb[40] = "";
+        if (have_ct && have_t) {
+            double a = ct - t;
+            if (a < 0)
+                snprintf(age, sizeof(age), ", %.0f s later", -a);
+            else if (a < 120)
+                snprintf(age, sizeof(age), ", %.0f s earlier", a);
+            else if (a < 7200)
+                snprintf(age, sizeof(age), ", %.0f min earlier", floor(a / 60));
+            else
+                snprintf(age, sizeof(age), ", %.0f h earlier", floor(a / 3600));
+        }
+        double xp;
+        if (cp_jnum(x, "pid", &xp))
+            snprintf(pidb, sizeof(pidb), ", pid %.0f", xp);
+        snprintf(line, sizeof(line), "Xid %.0f on %s%s%s", code, pci ? pci : "an unnamed GPU", age,
+                 pidb);
+        cJSON *c = cJSON_CreateObject();
+        cJSON_AddNumberToObject(c, "code", code);
+        add_s(c, "pci", pci);
+        if (cp_jnum(x, "pid", &xp))
+            cJSON_AddNumberToObject(c, "pid", xp);
+        else
+            cJSON_AddNullToObject(c, "pid");
+        add_s(c, "time_utc", cp_jstr(x, "time_utc"));
+        add_s(c, "summary", line);
+        add_s(c, "why", why);
+        add_s(c, "text", cp_jstr(x, "text"));
+        cJSON_AddItemToArray(ctx, c);
+    }
+    cp_json_set(gpu, "host_context", ctx);
+    /* which GPUs are this process's, and how that is known */
+    cJSON *sc = cJSON_CreateObject();
+    cJSON_AddStringToObject(sc, "process_gpus", own->none ? "none" : own->known || own->n ? "known" : "unknown");
+    cJSON *ps = cJSON_AddArrayToObject(sc, "pci");
+    for (int i = 0; i < own->n; i++)
+        cJSON_AddItemToArray(ps, cJSON_CreateString(own->pci[i]));
+    cJSON *us = cJSON_AddArrayToObject(sc, "uuids");
+    for (int i = 0; i < own->nuuid; i++)
+        cJSON_AddItemToArray(us, cstr(own->uuid[i]));
+    cJSON *pp = cJSON_AddArrayToObject(sc, "pids");
+    for (int i = 0; i < own->npids; i++)
+        cJSON_AddItemToArray(pp, cJSON_CreateNumber(own->pids[i]));
+    add_s(sc, "reason", own->why[0] ? own->why : NULL);
+    cp_json_set(gpu, "scope", sc);
 }
 
 /* ---- log tails ---- */
@@ -892,6 +1182,16 @@ int evidence_add(cJSON *r, struct bundle *b, char *err, size_t errlen)
         pid = p->valuedouble;
     struct own own;
     memset(&own, 0, sizeof(own));
+    if (have_pid)
+        own.pids[own.npids++] = pid;
+    cJSON *man = read_json_member(b, "manifest.json");
+    const cJSON *nsp;
+    cJSON_ArrayForEach(nsp, cp_jkey(man, "ns_pids"))
+    {
+        if (cJSON_IsNumber(nsp) && own.npids < 16 && !own_pid(&own, nsp->valuedouble))
+            own.pids[own.npids++] = nsp->valuedouble;
+    }
+    cJSON_Delete(man);
     own_from_gpu_json(b, &own);
     add_smi(r, b, pid, have_pid, &own);
 
@@ -899,6 +1199,7 @@ int evidence_add(cJSON *r, struct bundle *b, char *err, size_t errlen)
     cJSON *cat = xid_catalog_load(e1, sizeof(e1));
     add_kmsg(r, b, cat, pid, have_pid, &own);
     cJSON_Delete(cat);
+    xid_windows(r, &own);
 
     struct logerr_set *pats = have_log_text(r, b) ? logerr_load(e2, sizeof(e2)) : NULL;
     add_logs(r, b, pats);
@@ -984,6 +1285,47 @@ void evidence_print(FILE *out, const cJSON *r)
         fputs(", action ", out);
         put_s(out, cp_jstr(x, "action"));
         fputs("]\n", out);
+    }
+    const cJSON *hc = cp_jkey(gpu, "host_context");
+    if (cJSON_GetArraySize(hc) > 0) {
+        label(out, "context");
+        fputs("other GPUs of this host (not this process's cause): ", out);
+        i = 0;
+        cJSON_ArrayForEach(x, hc)
+        {
+            if (i++ == 5) {
+                fprintf(out, "; ... %d more", cJSON_GetArraySize(hc) - 5);
+                break;
+            }
+            if (i > 1)
+                fputs("; ", out);
+            put_s(out, cp_jstr(x, "summary"));
+        }
+        fputc('\n', out);
+    }
+    const char *pg = cp_jstr(cp_jkey(gpu, "scope"), "process_gpus");
+    if (pg && strcmp(pg, "known")) {
+        label(out, "gpus");
+        fputs(!strcmp(pg, "none") ? "this process used no GPU: " : "this process's GPUs are unknown: ", out);
+        put_s(out, cp_jstr(cp_jkey(gpu, "scope"), "reason"));
+        fputc('\n', out);
+    }
+    cJSON_ArrayForEach(x, cp_jkey(gpu, "nvidia_smi_queries"))
+    {
+        const char *st = cp_jstr(x, "status");
+        if (st && !strcmp(st, "ok"))
+            continue;
+        label(out, "nvidia-smi");
+        fputs("-i ", out);
+        put_s(out, cp_jstr(x, "pci"));
+        fputs(": ", out);
+        put_s(out, st);
+        if (cp_jstr(x, "reason")) {
+            fputs(" (", out);
+            put_s(out, cp_jstr(x, "reason"));
+            fputc(')', out);
+        }
+        fputc('\n', out);
     }
     const cJSON *smi = cp_jkey(gpu, "nvidia_smi");
     if (cJSON_IsObject(smi)) {

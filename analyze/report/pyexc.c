@@ -413,6 +413,22 @@ void pyexc_death_finish(cJSON *r)
 {
     cJSON *p = (cJSON *)cp_jkey(r, "process");
     const char *kind = cp_jstr_at(r, "process.death.kind");
+    if (p && kind && !strcmp(kind, "snapshot")) {
+        /* a live snapshot (snap / watch): no thread crashed, whatever the manifest's tid */
+        cp_json_set(p, "crashed_tid", NULL);
+        cJSON_DeleteItemFromObjectCaseSensitive(p, "crashed_tid_source");
+        cJSON *t;
+        cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(r, "threads"))
+        {
+            if (!cJSON_IsTrue(cp_jkey(t, "crashed")))
+                continue;
+            cp_json_set(t, "crashed", cJSON_CreateFalse());
+            const char *state = cp_jstr(t, "state");
+            if (state && !strcmp(state, "crashed"))
+                cp_json_set(t, "state", NULL);
+        }
+        return;
+    }
     if (!p || !eventful(kind))
         return;
     if (!strcmp(kind, "exception") || !strcmp(kind, "exit"))

@@ -209,15 +209,21 @@ else
     echo "note: /proc/driver/nvidia exists or /proc/driver cannot be overmounted: stand-in driver case not run"
 fi
 
-# (e) a GPU fell off the bus (Xid 79 in the kernel log): nvidia-smi would hang, so it is not run.
-# Needs capture/kmsg.c to set bus_lost_recent. Last, because the line stays in the ring buffer.
+# (e) a GPU fell off the bus (Xid 79 in the kernel log), and the driver's GPU list is unknown (no
+# /proc/driver/nvidia here): nvidia-smi is still run for the host, under the same deadline (issue
+# 14: never skipped for the whole host; with a GPU list each other GPU is queried with -i, see
+# tests/e2e/test_scope.sh). Needs capture/kmsg.c to set bus_lost_recent. Last, because the line
+# stays in the ring buffer.
 echo on > /proc/sys/kernel/printk_devkmsg
 echo "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus." > /dev/kmsg
 cp "$T/conf.base" "$T/conf"
 echo "nvidia_smi = $T/smi-touch" >> "$T/conf"
 stub smi-touch "/bin/touch '$T/touch-ran'; exec /bin/cat '$FX'"
 crash_case buslost "$CP_BIN/cp-abort"
-check "buslost: step skipped" [ "$(step buslost status)" = skipped ]
-check "buslost: the reason names the fallen-off-the-bus Xid" has "$(step buslost reason)" "fallen off the bus"
-check "buslost: the stub was not run" [ ! -e "$T/touch-ran" ]
+if [ ! -e /proc/driver/nvidia ]; then
+    check "buslost: not skipped for the host: step ok" [ "$(step buslost status)" = ok ]
+    check "buslost: the stub was run" [ -e "$T/touch-ran" ]
+fi
+check "buslost: kmsg.json names the lost GPU" \
+    [ "$(json "$T/buslost/kmsg.json" "'0000:3b:00.0' in d.get('bus_lost_pci', [])")" = True ]
 finish
