@@ -556,6 +556,17 @@ static const cJSON *crashed_thread(const cJSON *r)
         if (cJSON_IsNumber(tid) && cJSON_IsNumber(id) && id->valuedouble == tid->valuedouble)
             return t;
     }
+    /* a snapshot has no crashed thread: its signature is the main thread's, as it was before
+     * snapshots stopped naming one (the manifest's tid, else the pid), so that fingerprints of
+     * hangs stay the same */
+    const cJSON *keys[] = {cp_jpath(r, "process.manifest_tid"), cp_jpath(r, "process.pid")};
+    for (size_t k = 0; k < 2; k++)
+        cJSON_ArrayForEach(t, threads)
+        {
+            const cJSON *id = cJSON_GetObjectItemCaseSensitive(t, "tid");
+            if (cJSON_IsNumber(keys[k]) && cJSON_IsNumber(id) && id->valuedouble == keys[k]->valuedouble)
+                return t;
+        }
     return NULL;
 }
 
