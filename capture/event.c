@@ -71,24 +71,6 @@ int cap_member_arg(struct cap *c, const char *spec)
     return -1;
 }
 
-/* Field 22 of /proc/<pid>/stat (start time, clock ticks since boot), or 0. */
-static unsigned long long start_ticks(pid_t pid)
-{
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    size_t len;
-    int tr;
-    char *s = read_file_at(AT_FDCWD, path, 1 << 16, &len, &tr);
-    char *p = s ? strrchr(s, ')') : NULL;
-    unsigned long long v = 0;
-    for (int f = 2; p && f < 22; f++)
-        p = strchr(p + 1, ' ');
-    if (p)
-        v = strtoull(p + 1, NULL, 10);
-    free(s);
-    return v;
-}
-
 int event_parse_args(struct cap *c, int argc, char **argv)
 {
     c->event = 1;
@@ -173,7 +155,7 @@ int event_parse_args(struct cap *c, int argc, char **argv)
     if (gethostname(c->hostname, sizeof(c->hostname) - 1))
         snprintf(c->hostname, sizeof(c->hostname), "unknown");
     /* the same process only when its start time says so: a pid is reused */
-    c->event_gone = !c->start_ticks || start_ticks(c->pid) != c->start_ticks;
+    c->event_gone = !c->start_ticks || cp_start_ticks(c->pid) != c->start_ticks;
     return 0;
 }
 
@@ -224,40 +206,20 @@ void event_add_members(struct cap *c)
         double t = now_mono();
         const char *name = c->ev_members[i].name;
         int fd = c->ev_members[i].fd;
-        size_t cap = 1 << 16, len = 0;
-        char *buf = malloc(cap + 1);
+        size_t len = 0;
         int over = 0;
-        while (buf) {
-            if (len == cap) {
-                if (cap >= EVENT_MEMBER_MAX) {
-                    over = 1;
-                    break;
-                }
-                char *nb = realloc(buf, cap * 2 + 1);
-                if (!nb)
-                    break;
-                buf = nb;
-                cap *= 2;
-            }
-            ssize_t r = read(fd, buf + len, cap - len);
-            if (r < 0 && errno == EINTR)
-                continue;
-            if (r <= 0)
-                break;
-            len += (size_t)r;
-        }
+        char *buf = read_fd_max(fd, EVENT_MEMBER_MAX, &len, &over);
         close(fd);
         if (!buf) {
             cap_step(c, name, "failed", t, "out of memory");
             continue;
         }
-        buf[len] = 0;
         size_t nl = strlen(name);
-        cJSON *j = nl > 5 && !strcmp(name + nl - 5, ".json") ? cJSON_ParseWithLength(buf, len)
-                                                              : NULL;
+        int is_json = nl > 5 && !strcmp(name + nl - 5, ".json");
+        cJSON *j = is_json && !over ? cJSON_ParseWithLength(buf, len) : NULL;
         if (over)
             cap_step(c, name, "refused", t, "over %u bytes: not stored", EVENT_MEMBER_MAX);
-        else if (nl > 5 && !strcmp(name + nl - 5, ".json") && !cJSON_IsObject(j))
+        else if (is_json && !cJSON_IsObject(j))
             cap_step(c, name, "refused", t, "%s", "not a JSON object: not stored");
         else if (bw_add(&c->bw, name, buf, len))
             cap_step(c, name, "failed", t, "write: %s", strerror(c->bw.err ? c->bw.err : ENOMEM));

@@ -65,25 +65,6 @@ static int read_status_ids(const char *status, const char *key, unsigned ids[4])
                                                                                             : -1;
 }
 
-/* Field 22 of /proc/<pid>/stat (after the comm, which may contain anything). */
-static int stat_field(const char *stat, int field, unsigned long long *out)
-{
-    const char *p = strrchr(stat, ')');
-    if (!p)
-        return -1;
-    p++;
-    for (int f = 3; f <= field; f++) {
-        while (*p == ' ')
-            p++;
-        if (f == field)
-            return sscanf(p, "%llu", out) == 1 ? 0 : -1;
-        p = strchr(p, ' ');
-        if (!p)
-            return -1;
-    }
-    return -1;
-}
-
 static long long boot_time(void)
 {
     size_t len;
@@ -213,7 +194,7 @@ static unsigned long long self_start_ticks(void)
     int tr;
     char *s = read_file_at(AT_FDCWD, "/proc/self/stat", 4096, &len, &tr);
     unsigned long long v = 0;
-    if (!s || stat_field(s, 22, &v))
+    if (!s || cp_stat_field(s, 22, &v))
         v = 0;
     free(s);
     return v;
@@ -273,7 +254,7 @@ int proc_identify(struct cap *c)
      * clock, exact to a tick. Against %t: btime, start/HZ and %t are all rounded down, so the
      * process's start so computed is at most %t; anything later is another process, with no
      * slack needed (the old window accepted 2 s after %t). */
-    if (!stat || !status || stat_field(stat, 22, &start)) {
+    if (!stat || !status || cp_stat_field(stat, 22, &start)) {
         bad = 1;
         snprintf(why, sizeof(why), "cannot read stat/status");
     } else if (self && start > self) {
@@ -320,10 +301,10 @@ int proc_identify(struct cap *c)
     free(auxv);
     c->secure = c->dumpable != 1 || at_secure || uids[0] != uids[1] || gids[0] != gids[1];
     /* where the kernel put argv and envp: the core's copies are redacted in place */
-    stat_field(stat, 48, &c->arg_start);
-    stat_field(stat, 49, &c->arg_end);
-    stat_field(stat, 50, &c->env_start);
-    stat_field(stat, 51, &c->env_end);
+    cp_stat_field(stat, 48, &c->arg_start);
+    cp_stat_field(stat, 49, &c->arg_end);
+    cp_stat_field(stat, 50, &c->env_start);
+    cp_stat_field(stat, 51, &c->env_end);
     c->environ_raw = read_file_at(c->procfd, "environ", 1 << 20, &c->environ_len, &tr);
     plan_core_redaction(c);
     cap_step(c, "identify", "ok", t, "%s", c->secure ? "secure process: root-only bundle" : "");

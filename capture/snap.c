@@ -134,28 +134,9 @@ void snap_collect_info(struct cap *c)
         cap_step(c, "snap.json", "absent", t, "no stop report from crashpack snap");
         return;
     }
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
+    size_t len = 0;
     int truncated = 0;
-    while (buf) {
-        if (len == cap) {
-            if (cap >= SNAP_INFO_MAX) {
-                truncated = 1;
-                break;
-            }
-            char *nb = realloc(buf, cap * 2);
-            if (!nb)
-                break;
-            buf = nb;
-            cap *= 2;
-        }
-        ssize_t r = read(c->snap_info_fd, buf + len, cap - len);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
-        len += (size_t)r;
-    }
+    char *buf = read_fd_max(c->snap_info_fd, SNAP_INFO_MAX, &len, &truncated);
     close(c->snap_info_fd);
     c->snap_info_fd = -1;
     cJSON *j = buf && !truncated ? cJSON_ParseWithLength(buf, len) : NULL;

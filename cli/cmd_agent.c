@@ -206,14 +206,16 @@ static char *read_request(int fd, char *why, size_t whylen)
     return NULL;
 }
 
-static void reply(int fd, cJSON *o)
+/* Writes o as one JSON line and frees it. A failed write is not an error here: a caller that went
+ * away leaves its capture standing, a full disk leaves the kernel log's line. */
+static void write_json_line(int fd, cJSON *o)
 {
     char *s = cJSON_PrintUnformatted(o);
     if (s) {
         size_t n = strlen(s);
-        s[n] = '\n';
+        s[n] = '\n'; /* over the NUL: written by length */
         if (write_all(fd, s, n + 1)) {
-            /* the caller went away: its capture stands */
+            /* see above */
         }
     }
     free(s);
@@ -298,23 +300,6 @@ static gid_t gid_of(uid_t uid)
     if (f)
         fclose(f);
     return g;
-}
-
-static unsigned long long start_ticks(pid_t pid)
-{
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    size_t len;
-    int tr;
-    char *s = read_file_at(AT_FDCWD, path, 1 << 16, &len, &tr);
-    char *p = s ? strrchr(s, ')') : NULL;
-    unsigned long long v = 0;
-    for (int f = 2; p && f < 22; f++)
-        p = strchr(p + 1, ' ');
-    if (p)
-        v = strtoull(p + 1, NULL, 10);
-    free(s);
-    return v;
 }
 
 static uid_t uid_of_pid(pid_t pid, int *ok)
@@ -427,13 +412,13 @@ static cJSON *do_reported(struct agent *a, const struct ucred *cr, const cJSON *
 static cJSON *do_register(struct agent *a, const struct ucred *cr, const cJSON *req)
 {
     const char *id = cp_jstr_ne(req, "job");
-    unsigned long long st = start_ticks(cr->pid);
+    unsigned long long st = cp_start_ticks(cr->pid);
     if (!id || strlen(id) >= sizeof(a->jobs[0].id) || !st)
         return fail("register: a job id of at most %zu bytes, from a live caller",
                     sizeof(a->jobs[0].id) - 1);
     size_t slot = a->njobs;
     for (size_t i = 0; i < a->njobs && slot == a->njobs; i++)
-        if (a->jobs[i].pid == cr->pid || start_ticks(a->jobs[i].pid) != a->jobs[i].start)
+        if (a->jobs[i].pid == cr->pid || cp_start_ticks(a->jobs[i].pid) != a->jobs[i].start)
             slot = i;
     if (slot == MAX_JOBS)
         return fail("register: %d live jobs already", MAX_JOBS);
@@ -459,16 +444,15 @@ static const char *job_of(const struct agent *a, pid_t pid, uid_t uid)
         size_t len;
         int tr;
         char *s = read_file_at(AT_FDCWD, path, 1 << 16, &len, &tr);
-        char *p = s ? strrchr(s, ')') : NULL;
-        int ppid = 0;
-        if (p && sscanf(p + 1, " %*c %d", &ppid) != 1)
+        unsigned long long ppid = 0;
+        if (!s || cp_stat_field(s, 4, &ppid))
             ppid = 0;
         free(s);
         for (size_t i = 0; i < a->njobs; i++)
             if (a->jobs[i].pid == pid && (a->jobs[i].uid == uid || a->jobs[i].uid == 0) &&
-                start_ticks(pid) == a->jobs[i].start)
+                cp_start_ticks(pid) == a->jobs[i].start)
                 return a->jobs[i].id;
-        pid = ppid;
+        pid = (pid_t)ppid;
     }
     return NULL;
 }
@@ -480,7 +464,7 @@ static void serve(struct agent *a, int fd)
     char why[200] = "";
     a->served++;
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl)) {
-        reply(fd, fail("cannot authenticate the caller (SO_PEERCRED): %s", strerror(errno)));
+        write_json_line(fd, fail("cannot authenticate the caller (SO_PEERCRED): %s", strerror(errno)));
         return;
     }
     char *line = read_request(fd, why, sizeof(why));
@@ -515,7 +499,7 @@ static void serve(struct agent *a, int fd)
               cp_jstr_ne(ans, "bundle") ? cp_jstr_ne(ans, "bundle") : cp_jstr_ne(ans, "error"));
     }
     cJSON_Delete(req);
-    reply(fd, ans);
+    write_json_line(fd, ans);
 }
 
 /* ---- the kernel log ---- */
@@ -656,7 +640,7 @@ static void oom_killed(struct agent *a, const char *text)
         args[n++] = "--job";
         args[n++] = job;
     }
-    unsigned long long st = start_ticks(pid); /* a zombie still has it */
+    unsigned long long st = cp_start_ticks(pid); /* a zombie still has it */
     if (st) {
         snprintf(a_st, sizeof(a_st), "%llu", st);
         args[n++] = "--start-time";
@@ -782,16 +766,7 @@ static void gpu_event(struct agent *a, const char *text)
         cJSON_AddStringToObject(o, "nvidia_smi", rel);
     else
         cJSON_AddStringToObject(o, "nvidia_smi_error", why[0] ? why : "not run");
-    char *s = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    if (s) {
-        size_t n = strlen(s);
-        s[n] = '\n';
-        if (write_all(fd, s, n + 1)) {
-            /* a full disk: the kernel log keeps the line */
-        }
-    }
-    free(s);
+    write_json_line(fd, o);
     close(fd);
 }
 

@@ -140,12 +140,8 @@ static int read_stat(pid_t pid, char *comm, size_t commlen, char *state, pid_t *
         *ppid = pp;
     if (sid)
         *sid = ss;
-    if (start) {
-        char *p = rp;
-        for (int f = 2; p && f < 22; f++)
-            p = strchr(p + 1, ' ');
-        *start = p ? strtoull(p + 1, NULL, 10) : 0;
-    }
+    if (start && cp_stat_field(buf, 22, start))
+        *start = 0;
     return 0;
 }
 

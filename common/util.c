@@ -192,3 +192,73 @@ int reap_child(pid_t p, int kill_it)
     }
     return -1;
 }
+
+int cp_stat_field(const char *stat, int field, unsigned long long *out)
+{
+    const char *p = strrchr(stat, ')');
+    if (!p || field < 3)
+        return -1;
+    p++;
+    for (int f = 3; f <= field; f++) {
+        while (*p == ' ')
+            p++;
+        if (f == field)
+            return sscanf(p, "%llu", out) == 1 ? 0 : -1;
+        p = strchr(p, ' ');
+        if (!p)
+            return -1;
+    }
+    return -1;
+}
+
+unsigned long long cp_start_ticks(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    size_t len;
+    int tr;
+    char *s = read_file_at(AT_FDCWD, path, 1 << 16, &len, &tr);
+    unsigned long long v = 0;
+    if (!s || cp_stat_field(s, 22, &v))
+        v = 0;
+    free(s);
+    return v;
+}
+
+char *read_fd_max(int fd, size_t max, size_t *len, int *over)
+{
+    size_t cap = max < (1u << 16) ? max : (1u << 16), n = 0;
+    char *buf = malloc(cap + 1);
+    *over = 0;
+    while (buf) {
+        if (n == cap) {
+            if (cap >= max) {
+                char c;
+                ssize_t r;
+                while ((r = read(fd, &c, 1)) < 0 && errno == EINTR)
+                    ;
+                *over = r > 0;
+                break;
+            }
+            size_t nc = cap * 2 < max ? cap * 2 : max;
+            char *nb = realloc(buf, nc + 1);
+            if (!nb) {
+                free(buf);
+                return NULL;
+            }
+            buf = nb;
+            cap = nc;
+        }
+        ssize_t r = read(fd, buf + n, cap - n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+    }
+    if (buf) {
+        buf[n] = 0;
+        *len = n;
+    }
+    return buf;
+}

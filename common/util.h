@@ -12,6 +12,16 @@ int pwrite_all(int fd, const void *buf, size_t len, off_t off);
  * caller frees) and sets *len and *truncated; NULL with errno on failure. */
 char *read_file_at(int dirfd, const char *name, size_t max, size_t *len, int *truncated);
 double now_mono(void);
+/* Field `field` (1-based, as proc(5) numbers them) of a /proc/<pid>/stat text, counted after the
+ * comm (which may hold spaces and parentheses). 0, or -1 when there is no such field. */
+int cp_stat_field(const char *stat, int field, unsigned long long *out);
+/* The start time of pid (field 22: clock ticks since boot), or 0 when it cannot be read. A pid and
+ * its start time name one process: a pid alone may be reused. */
+unsigned long long cp_start_ticks(pid_t pid);
+/* Reads fd to its end, at most `max` bytes. Returns a malloc'd buffer (NUL-terminated, caller
+ * frees) with *len; *over is set when more than max bytes were there (the rest is unread). NULL
+ * when out of memory. */
+char *read_fd_max(int fd, size_t max, size_t *len, int *over);
 /* A PCI address as the driver, sysfs or a kernel line writes it ("0000:3b:00", "00000000:3B:00.0",
  * "3b:00.0") as "dddd:bb:dd.f" in out (at least 16 bytes); -1 when it is not one. */
 int cp_pci_norm(const char *in, char *out, size_t n);
