@@ -65,6 +65,32 @@ cp_restore() {
     exit $rc
 }
 
+# cp_recover_stale: called with the test lock held, so no other test is running. A test killed by
+# SIGKILL (ctest's timeout, a session that ended) runs no trap and leaves its handler in
+# core_pattern, with `-c /tmp/cpt.XXXXXX/conf`; the next test would record that as the machine's
+# pattern and put it back. Its temp dir still holds what it had saved: restore that, and say so.
+cp_recover_stale() {
+    local cur d
+    cur=$(cat /proc/sys/kernel/core_pattern)
+    case $cur in
+    "|"*"/crashpack-capture -c /tmp/cpt."*/conf" "*) ;;
+    *) return 0 ;;
+    esac
+    d=${cur#* -c }
+    d=${d%%/conf *}
+    if [ ! -f "$d/.saved_pattern" ]; then
+        echo "cp_setup: WARNING: core_pattern holds the handler of a test that is not running ($d), and what it saved is gone; left as it is" >&2
+        return 0
+    fi
+    echo "cp_setup: core_pattern holds the handler of a killed test ($d): restoring the pattern it saved" >&2
+    cat "$d/.saved_pattern" > /proc/sys/kernel/core_pattern
+    [ -f "$d/.saved_pipe_limit" ] && cat "$d/.saved_pipe_limit" > /proc/sys/kernel/core_pipe_limit
+    if [ -f /var/lib/crashpack/install-state ] && grep -qF "$d/conf" /var/lib/crashpack/install-state; then
+        if [ -f "$d/.saved_install_state" ]; then cp -p "$d/.saved_install_state" /var/lib/crashpack/install-state
+        else rm -f /var/lib/crashpack/install-state; fi
+    fi
+}
+
 # cp_setup: lock, record, trap, temp dir $T with $T/conf pointing bundle_dir at $T/bundles.
 cp_setup() {
     cp_need_root
@@ -81,11 +107,13 @@ cp_setup() {
             kill -9 "$p" 2>/dev/null || true
         done
     done
+    cp_recover_stale
     T=$(mktemp -d /tmp/cpt.XXXXXX)
     chmod 755 "$T"
     CP_SAVED_PATTERN_FILE=$T/.saved_pattern
     cat /proc/sys/kernel/core_pattern > "$CP_SAVED_PATTERN_FILE"
     CP_SAVED_PIPE_LIMIT=$(cat /proc/sys/kernel/core_pipe_limit)
+    echo "$CP_SAVED_PIPE_LIMIT" > "$T/.saved_pipe_limit"
     CP_SAVED_DEVKMSG=$(cat /proc/sys/kernel/printk_devkmsg 2>/dev/null || true)
     if [ -e /etc/sysctl.d/99-crashpack.conf ]; then CP_SYSCTL_EXISTED=1; else CP_SYSCTL_EXISTED=0; fi
     if [ -e /var/lib/crashpack/install-state ]; then CP_STATE_EXISTED=1; cp -p /var/lib/crashpack/install-state "$T/.saved_install_state"; else CP_STATE_EXISTED=0; fi
