@@ -100,7 +100,8 @@ check "enrich: the analysis child installed its seccomp filter (strace)" \
 # after the filter, nothing in that process even tries an open by path: only openat2
 check "enrich: after the seal, every open is an openat2 (strace)" \
     bash -c "awk '/SECCOMP_SET_MODE_FILTER, 0, .*= 0/{s[\$1]=1; next} s[\$1] && /open/' '$T'/trace/enrich.* \
-        | grep -Ev '^[0-9]+ (openat2\\(|<\\.\\.\\. openat2 resumed>)' | grep -q . && exit 1; exit 0"
+        | grep -Ev '^[0-9]+ +(openat2\\(|<\\.\\.\\. openat2 resumed>)' > '$T/after-seal.bad'; \
+        [ ! -s '$T/after-seal.bad' ] || { echo 'opens after the seal:' >&2; head -20 '$T/after-seal.bad' >&2; exit 1; }"
 # The sealed child is not dumpable, so strace running as the enrich user cannot show its
 # arguments. The same command as root, on the same bundle and the same (swapped) root: every
 # openat2 is confined to the root descriptor, and nothing names the host file.
