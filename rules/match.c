@@ -610,6 +610,7 @@ static int cgroup_covers(const char *memcg, const char *cg)
  * over kernel_log.oom_kills[] (evidence.h): the kernel's OOM killer killed this process, a
  * DataLoader worker the report names, one of those or a process in the same memory cgroup
  * (related: a host event counts only for its process, its cgroup or its job), or any process.
+ * Only kills inside their window around the crash (active, evidence.c's OOM_WINDOW_S) count.
  * The evidence names the limit. */
 static int leaf_oom_kill(struct ctx *c, const cJSON *v, cJSON *ev)
 {
@@ -621,6 +622,9 @@ static int leaf_oom_kill(struct ctx *c, const cJSON *v, cJSON *ev)
     {
         const char *sc = cp_jstr_at(k, "scope");
         if (scope && !in_list(scope, sc))
+            continue;
+        /* outside its window around the crash (evidence.c): context, not a cause */
+        if (cJSON_IsFalse(cp_jpath(k, "active")))
             continue;
         double pid = -1;
         cp_jnum_at(k, "pid", &pid);
