@@ -29,8 +29,9 @@ struct w310 {
     struct walk *w;
     const struct py310_layout *L;
     struct code310 code;
-    uint64_t frame_type, code_type, dict_type; /* type objects, once one object was seen to be one */
-    size_t frames_left;                          /* over all threads: PY_MAX_TOTAL_FRAMES */
+    uint64_t frame_type, code_type,
+        dict_type;      /* type objects, once one object was seen to be one */
+    size_t frames_left; /* over all threads: PY_MAX_TOTAL_FRAMES */
 };
 
 const struct py_layout *py310_layout(void)
@@ -106,7 +107,8 @@ static int read_code(struct w310 *x, uint64_t addr, char *err, size_t errlen)
     int32_t first;
     int64_t table_len;
     if (R.rd_ptr(x->w, addr + L->co_name, &name) || R.rd_ptr(x->w, addr + L->co_filename, &file) ||
-        R.rd_ptr(x->w, addr + L->co_linetable, &table) || R.rd_ptr(x->w, addr + L->co_code, &code) ||
+        R.rd_ptr(x->w, addr + L->co_linetable, &table) ||
+        R.rd_ptr(x->w, addr + L->co_code, &code) ||
         R.rd_i32(x->w, addr + L->co_firstlineno, &first)) {
         cp_errmsg(err, errlen, "code object 0x%" PRIx64 " is not in the core", addr);
         return -1;
@@ -138,7 +140,8 @@ static int walk_frames(struct w310 *x, uint64_t tstate, struct py_thread *t)
     const struct py310_layout *L = x->L;
     uint64_t frame;
     if (R.rd_ptr(x->w, tstate + L->ts_frame, &frame)) {
-        cp_errmsg(t->error, sizeof(t->error), "the thread state's frame pointer is not in the core");
+        cp_errmsg(t->error, sizeof(t->error),
+                  "the thread state's frame pointer is not in the core");
         return 0;
     }
     size_t cap = 0;
@@ -152,7 +155,8 @@ static int walk_frames(struct w310 *x, uint64_t tstate, struct py_thread *t)
         int32_t lasti;
         if (!is_type(x, frame, "frame", &x->frame_type)) {
             cp_errmsg(t->error, sizeof(t->error),
-                      "frame 0x%" PRIx64 " is not a readable frame object (a slim core keeps only the stacks)",
+                      "frame 0x%" PRIx64
+                      " is not a readable frame object (a slim core keeps only the stacks)",
                       frame);
             break;
         }
@@ -213,8 +217,9 @@ static int keys_entries(struct w310 *x, uint64_t keys, uint64_t *entries, int64_
 {
     const struct py310_layout *L = x->L;
     int64_t size;
-    if (!keys || R.rd_i64(x->w, keys + L->dk_size, &size) || R.rd_i64(x->w, keys + L->dk_nentries, n) ||
-        size < 8 || size > ((int64_t)1 << 40) || (size & (size - 1)) || *n < 0 || *n > size)
+    if (!keys || R.rd_i64(x->w, keys + L->dk_size, &size) ||
+        R.rd_i64(x->w, keys + L->dk_nentries, n) || size < 8 || size > ((int64_t)1 << 40) ||
+        (size & (size - 1)) || *n < 0 || *n > size)
         return -1;
     /* DK_IXSIZE: the index width grows with the table */
     uint64_t ix = size <= 0xff ? 1 : size <= 0xffff ? 2 : size <= 0xffffffffLL ? 4 : 8;
@@ -230,7 +235,8 @@ static int dict_find(struct w310 *x, uint64_t dict, const char *key, uint64_t *v
     const struct py310_layout *L = x->L;
     uint64_t keys, values, entries;
     int64_t n;
-    if (!dict || !is_type(x, dict, "dict", &x->dict_type) || R.rd_ptr(x->w, dict + L->dict_keys, &keys) ||
+    if (!dict || !is_type(x, dict, "dict", &x->dict_type) ||
+        R.rd_ptr(x->w, dict + L->dict_keys, &keys) ||
         R.rd_ptr(x->w, dict + L->dict_values, &values) || keys_entries(x, keys, &entries, &n))
         return -1;
     for (int64_t i = 0; i < n; i++) {
@@ -268,15 +274,17 @@ static void thread_names(struct w310 *x, uint64_t interp, struct py_state *st, s
     const struct py310_layout *L = x->L;
     uint64_t modules, mod, mdict, active, keys, values, entries;
     int64_t n;
-    if (R.rd_ptr(x->w, interp + L->interp_modules, &modules) || dict_find(x, modules, "threading", &mod) ||
-        R.rd_ptr(x->w, mod + L->module_dict, &mdict) || dict_find(x, mdict, "_active", &active) ||
-        !is_type(x, active, "dict", &x->dict_type) || R.rd_ptr(x->w, active + L->dict_keys, &keys) ||
-        R.rd_ptr(x->w, active + L->dict_values, &values) || values || keys_entries(x, keys, &entries, &n))
+    if (R.rd_ptr(x->w, interp + L->interp_modules, &modules) ||
+        dict_find(x, modules, "threading", &mod) || R.rd_ptr(x->w, mod + L->module_dict, &mdict) ||
+        dict_find(x, mdict, "_active", &active) || !is_type(x, active, "dict", &x->dict_type) ||
+        R.rd_ptr(x->w, active + L->dict_keys, &keys) ||
+        R.rd_ptr(x->w, active + L->dict_values, &values) || values ||
+        keys_entries(x, keys, &entries, &n))
         return;
     for (int64_t i = 0; i < n; i++) {
         uint64_t e = entries + (uint64_t)i * L->entry_size, k, v, ident, name;
-        if (R.rd_ptr(x->w, e + L->entry_key, &k) || !k || R.rd_ptr(x->w, e + L->entry_value, &v) || !v ||
-            R.rd_ulong(x->w, k, &ident))
+        if (R.rd_ptr(x->w, e + L->entry_key, &k) || !k || R.rd_ptr(x->w, e + L->entry_value, &v) ||
+            !v || R.rd_ulong(x->w, k, &ident))
             continue;
         for (size_t t = first; t < st->nthreads; t++) {
             if (st->threads[t].thread_id != ident || st->threads[t].name)
@@ -313,8 +321,10 @@ static int walk_runtime(struct w310 *x, struct py_state *st)
         uint64_t ts, next;
         int64_t id = -1;
         R.rd_i64(x->w, interp + L->interp_id, &id);
-        if (R.rd_ptr(x->w, interp + L->interp_tstate_head, &ts) || R.rd_ptr(x->w, interp + L->interp_next, &next)) {
-            cp_errmsg(st->error, sizeof(st->error), "interpreter 0x%" PRIx64 " is not in the core", interp);
+        if (R.rd_ptr(x->w, interp + L->interp_tstate_head, &ts) ||
+            R.rd_ptr(x->w, interp + L->interp_next, &next)) {
+            cp_errmsg(st->error, sizeof(st->error), "interpreter 0x%" PRIx64 " is not in the core",
+                      interp);
             return 0;
         }
         for (unsigned nt = 0; ts && nt < PY_MAX_THREADS; nt++) {
@@ -330,7 +340,8 @@ static int walk_runtime(struct w310 *x, struct py_state *st)
             if (R.rd_ptr(x->w, ts + L->ts_interp, &back) || back != interp ||
                 R.rd_ptr(x->w, ts + L->ts_next, &tnext)) {
                 cp_errmsg(st->error, sizeof(st->error),
-                          "thread state 0x%" PRIx64 " is not readable or not this interpreter's", ts);
+                          "thread state 0x%" PRIx64 " is not readable or not this interpreter's",
+                          ts);
                 break;
             }
             if (add_thread(st, &cap))
@@ -362,7 +373,8 @@ static int walk_runtime(struct w310 *x, struct py_state *st)
     }
     if (no_tid && !st->error[0])
         cp_errmsg(st->error, sizeof(st->error),
-                  "%zu Python thread%s (0x%" PRIx64 "%s) without a readable kernel thread id (glibc's "
+                  "%zu Python thread%s (0x%" PRIx64
+                  "%s) without a readable kernel thread id (glibc's "
                   "struct pthread is not in the core): not placed on a native thread",
                   no_tid, no_tid == 1 ? "" : "s", no_tid_example, no_tid == 1 ? "" : ", ...");
     return 0;

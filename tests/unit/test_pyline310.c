@@ -100,6 +100,7 @@ int main(int argc, char **argv)
                ended ? "seen" : "missing");
         return 1;
     }
-    printf("%zu code objects, %zu offsets: %zu wrong; %zu cut tables decoded\n", codes, addrs, bad, cuts);
+    printf("%zu code objects, %zu offsets: %zu wrong; %zu cut tables decoded\n", codes, addrs, bad,
+           cuts);
     return bad ? 1 : 0;
 }
