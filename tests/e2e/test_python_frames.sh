@@ -264,8 +264,17 @@ py310_cases() {
     jc threads310 "the Python thread names are threading's: MainThread, waiter, crasher" \
         'sorted(t["python"]["name"] for t in pythreads(r).values()) == ["MainThread", "crasher", "waiter"] and crashed(r)["python"]["name"] == "crasher"'
     check "threads310: the text names the crashed Python thread" grep -q 'Python thread 0x[0-9a-f]* "crasher", holds the GIL' "$T/threads310.txt"
+    # the threads310 bundle cut short at several offsets: never a crash
+    local f_back f_code mode B rc size cut
+    B=$(cp_bundle_for "$pid" 1)
+    size=$(stat -c %s "$B")
+    for cut in 2 3 5 9; do
+        head -c $((size * (cut - 1) / cut)) "$B" > "$T/cut310.zst"
+        rc=0
+        timeout 300 "$CP_BIN/crashpack" analyze --json "$T/cut310.zst" > "$T/cut310.json" 2> "$T/cut310.err" || rc=$?
+        check "3.10 threads bundle cut at $((cut - 1))/$cut: exit 0, 1 or 2, not a crash (rc $rc)" [ "$rc" -le 2 ]
+    done
     # frames the process damaged itself (offsets from the generated 3.10 layout)
-    local f_back f_code mode B rc
     f_back=$(sed -n 's/^    \.f_back = \([0-9]*\),$/\1/p' "$CP_SRC/analyze/native/pylayout310.c")
     f_code=$(sed -n 's/^    \.f_code = \([0-9]*\),$/\1/p' "$CP_SRC/analyze/native/pylayout310.c")
     for mode in loop cycle code; do
