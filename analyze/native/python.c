@@ -663,7 +663,8 @@ int python_walk(python_read_fn read, void *ctx, const char *module, uint64_t py_
     w.L = major ? pylayout_find(major, minor) : NULL;
     if (!w.L) {
         cp_errmsg(st->error, sizeof(st->error),
-                  "unsupported CPython %s: no structure layout for this version (supported: 3.10, 3.11)",
+                  "unsupported CPython %s: no structure layout for this version "
+                  "(supported: 3.10, 3.11)",
                   st->version[0] ? st->version : "(unknown version)");
         return 0;
     }
