@@ -9,6 +9,9 @@
  * Rows: 3.11 (checked identical for Debian's 3.11.2 and pyenv's 3.11.7). A version without a row
  * is reported as unsupported by name; 3.12 needs its owner-based entry frames and per-interpreter
  * GIL, 3.13+ can read the offsets from the `_Py_DebugOffsets` table the interpreter carries.
+ *
+ * CPython 3.10 is not a row here: its frames and objects differ enough for a walker and a layout
+ * of their own (python310.h, pylayout310.h).
  */
 #ifndef CRASHPACK_PYLAYOUT_H
 #define CRASHPACK_PYLAYOUT_H

@@ -9,6 +9,8 @@
 #include "errmsg.h"
 #include "modules.h"
 #include "pylayout.h"
+#include "python310.h"
+#include "python_internal.h"
 #include "unwind.h"
 
 #include <elfutils/libdwfl.h>
@@ -647,6 +649,10 @@ int python_walk(python_read_fn read, void *ctx, const char *module, uint64_t py_
     } else if (!version_from_name(module, &major, &minor)) {
         snprintf(st->version, sizeof(st->version), "%d.%d", major, minor);
     }
+    if (major == 3 && minor == 10) { /* PyFrameObject frames: python310.c */
+        w.L = py310_layout();
+        return py310_walk(&w, st);
+    }
     if (!rd(&w, st->runtime, cookie, sizeof(cookie)) && !memcmp(cookie, "xdebugpy", 8) &&
         (!major || major > 3 || (major == 3 && minor >= 13))) {
         cp_errmsg(st->error, sizeof(st->error),
@@ -657,7 +663,8 @@ int python_walk(python_read_fn read, void *ctx, const char *module, uint64_t py_
     w.L = major ? pylayout_find(major, minor) : NULL;
     if (!w.L) {
         cp_errmsg(st->error, sizeof(st->error),
-                  "unsupported CPython %s: no structure layout for this version (supported: 3.11)",
+                  "unsupported CPython %s: no structure layout for this version "
+                  "(supported: 3.10, 3.11)",
                   st->version[0] ? st->version : "(unknown version)");
         return 0;
     }
@@ -837,3 +844,6 @@ void python_thread_json(const struct py_state *st, int64_t tid, cJSON *t)
     }
     free(eval);
 }
+
+/* python.c's readers, for python310.c (python_internal.h) */
+const struct py_readers py_readers = {rd, rd_ptr, rd_i64, rd_i32, type_is, rd_str, is_str, rd_ulong};

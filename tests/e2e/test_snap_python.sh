@@ -86,4 +86,69 @@ check "text output shows the waiting lines" grep -q "line $get_line" "$T/a.txt"
 check "the process is still alive after the analysis" kill -0 "$pid"
 kill -9 "$pid"
 wait "$pid" 2>/dev/null
+
+# ==== CPython 3.10 (analyze/native/python310.c) ====
+# The same fixture under pyenv's 3.10, snapped live (slim core): snap runs the 3.10 walker on the
+# live process, so the heap PyFrameObjects, code objects, strings, dicts and glibc's struct pthread
+# (the kernel tid) it reads are kept, and the analysis of the slim core shows the same waiting
+# lines, every frame merged under its own eval frame. Skipped (one line) without a pyenv 3.10.
+py310_snap() {
+    local py310
+    py310=${CP_PYENV310:-$(ls -d /root/.pyenv/versions/3.10.*/bin/python3.10 2>/dev/null | tail -1)}
+    if [ -z "$py310" ] || [ ! -x "$py310" ]; then
+        echo "note: no pyenv CPython 3.10 here; its case is skipped"
+        return 0
+    fi
+    "$py310" "$FX" > "$T/py310.out" 2>&1 &
+    pid=$! # the EXIT trap kills it
+    for ((i = 0; i < 300; i++)); do grep -q '^ready' "$T/py310.out" 2>/dev/null && break; sleep 0.1; done
+    grep -q '^ready' "$T/py310.out" || { fail "3.10: py_queue_hang did not get ready"; return 1; }
+    for ((i = 0; i < 300; i++)); do [ "$(ls /proc/$pid/task | wc -l)" = 2 ] && break; sleep 0.1; done
+    "$CP_BIN/crashpack" snap -c "$T/conf" --json "$pid" > "$T/snap310.out" 2> "$T/snap310.err"
+    local src=$? b
+    check "3.10: crashpack snap exits 0" [ "$src" = 0 ]
+    b=$(json "$T/snap310.out" 'd["bundle"]["path"]')
+    check "3.10: the process is still alive after the snap" kill -0 "$pid"
+    check "3.10: capture.json: slim core" [ "$(cp_member "$b" capture.json | python3 -c 'import json,sys; print(json.load(sys.stdin)["core"]["mode"])')" = slim ]
+    "$CP_BIN/crashpack" analyze --json "$b" > "$T/a310.json"
+    check "3.10: analyze --json exits 0" [ $? = 0 ]
+    A=$T/a310.json
+    main_tid=$pid
+    check "3.10: python: CPython 3.10, supported, no error" \
+        [ "$(json "$A" 'd["python"]["version"].startswith("3.10"), d["python"]["supported"], d["python"]["error"] in (None, "")')" = "(True, True, True)" ]
+    cons=$(pyf "(t.get('python') or {}).get('name') == 'consumer'")
+    mainf=$(pyf "t['tid'] == $main_tid")
+    echo "3.10 consumer: $cons"
+    echo "3.10 main:     $mainf"
+    check "3.10: consumer: queue.py get, directly under take_item at the WAIT-GET line, then consumer_loop" \
+        python3 -c "
+import ast, sys
+f = ast.literal_eval(sys.argv[1])
+names = [x[0] for x in f]
+i = names.index('get')
+assert f[i][1] == 'queue.py', f[i]
+assert f[i + 1] == ('take_item', '$fixture', $get_line), f[i + 1]
+assert f[i + 2][0] == 'consumer_loop' and f[i + 2][1] == '$fixture', f[i + 2]
+assert all(x[1] == 'threading.py' for x in f[:i]), f[:i]
+" "$cons"
+    check "3.10: main: threading.py join, directly under main at the WAIT-JOIN line" \
+        python3 -c "
+import ast, sys
+f = ast.literal_eval(sys.argv[1])
+names = [x[0] for x in f]
+i = names.index('join')
+assert f[i][1] == 'threading.py', f[i]
+assert f[i + 1] == ('main', '$fixture', $join_line), f[i + 1]
+assert all(x[1] == 'threading.py' for x in f[:i + 1]), f[:i]
+" "$mainf"
+    check "3.10: both threads' Python frames are merged, each under its own eval frame" \
+        [ "$(json "$A" '[t["python_merge"] == "ok" and all(f["entry"] for f in t["python_frames"]) and len({f["native_frame_index"] for f in t["python_frames"]}) == len(t["python_frames"]) for t in d["threads"] if t["python_frames"]]')" = "[True, True]" ]
+    check "3.10: consumer hang_state: python_queue_wait" [ "$(st "t['tid'] != $main_tid")" = python_queue_wait ]
+    check "3.10: main hang_state: join_wait" [ "$(st "t['tid'] == $main_tid")" = join_wait ]
+    check "3.10: a diagnosis names it: hang-python-queue-join" \
+        [ "$(json "$A" '[x["rule"] for x in d["diagnoses"] if x["rule"] == "hang-python-queue-join"]')" = "['hang-python-queue-join']" ]
+    kill -9 "$pid"
+    wait "$pid" 2>/dev/null
+}
+py310_snap
 finish
