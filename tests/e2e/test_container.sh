@@ -289,17 +289,28 @@ EOF
             sn() { check "$tag: stacks.json: $1" "$PY" "$T/check.py" - "$S" "$2"; }
             sn "libc.so.6 has the root's build-id, and every libc frame carries it" \
                 'root_build_id(s["native"], "libc.so.6") and frames_build_ids(s["native"], "libc.so.6")'
-            sn "the crashed thread has a symbolized libc frame (${case/segv/strlen}...)" \
-                'frames_in(s["native"], "libc.so.6", crashed(s["native"]))'
+            if [ "$case" = segv ]; then
+                sn "the crashed thread faulted in the root's libc (strlen), and has symbolized libc frames" \
+                    'base(crashed(s["native"])["frames"][0]["module"]) == "libc.so.6" and frames_in(s["native"], "libc.so.6", crashed(s["native"]))'
+            else
+                sn "the crashed thread's libc frames name abort (the root's libc symbolized)" \
+                    'show("abort" in [f["function"] for f in frames_in(s["native"], "libc.so.6", crashed(s["native"]))])'
+            fi
             sn "libc.so.6 found in the root" 'found_in_root(s["native"], "libc.so.6", "<root>/")'
             if [ "$case" = c ]; then
                 sn "the program's frames inner_abort, outer_call, main" \
-                    'show([f["function"] for f in crashed(s["native"])["frames"] if base(f.get("module")) == "prog"]) == ["inner_abort", "outer_call", "main"]'
+                    'show([f["function"] for f in crashed(s["native"])["frames"] if base(f.get("module")) == "prog"][:3]) == ["inner_abort", "outer_call", "main"]'
                 sn "the program has the root's file's build-id" 'root_build_id(s["native"], "prog")'
             else
                 sn "the interpreter (python3.x) has the root's build-id" 'root_build_id(s["native"], "python3")'
-                sn "the crashed thread runs _PyEval_EvalFrameDefault in the root's python" \
-                    '"_PyEval_EvalFrameDefault" in [f["function"] for f in frames_in(s["native"], "python3", crashed(s["native"]))]'
+                sn "the crashed thread has symbolized frames in the root's python (Py_RunMain)" \
+                    '"Py_RunMain" in [f["function"] for f in frames_in(s["native"], "python3", crashed(s["native"]))]'
+                # Debian's 3.14 (gcc) runs the interpreter loop in a local clone that .dynsym does
+                # not name: _PyEval_EvalFrameDefault itself is not on the stack there
+                if [ "$want" = 3.13 ]; then
+                    sn "the crashed thread runs _PyEval_EvalFrameDefault in the root's python" \
+                        '"_PyEval_EvalFrameDefault" in [f["function"] for f in frames_in(s["native"], "python3", crashed(s["native"]))]'
+                fi
                 sn "libtorch_cpu.so has the root's build-id, found in the root" \
                     'root_build_id(s["native"], "libtorch_cpu.so") and found_in_root(s["native"], "libtorch_cpu.so", "<root>/")'
                 sn "the crashed thread has symbolized libtorch_cpu.so frames (the autograd engine)" \
@@ -315,11 +326,11 @@ EOF
             an "libc.so.6 found under the root, the root's build-id" \
                 "root_build_id(r, 'libc.so.6') and found_in_root(r, 'libc.so.6', '$R/')"
             an "the crashed thread has a symbolized libc frame" 'frames_in(r, "libc.so.6", crashed(r))'
-            an "the same crashed-thread functions as stacks.json" \
-                'show([f["function"] for f in crashed(r)["frames"]]) == [f["function"] for f in crashed(s["native"])["frames"]]'
+            check "$tag: analyze --sysroot: the same crashed-thread functions as stacks.json" \
+                "$PY" "$T/check.py" "$A" "$S" 'show([f["function"] for f in crashed(r)["frames"]]) == [f["function"] for f in crashed(s["native"])["frames"]]'
             if [ "$case" = c ]; then
                 an "the program's frames inner_abort, outer_call, main, with file and line" \
-                    '[(f["function"], base(f["file"])) for f in crashed(r)["frames"] if base(f.get("module")) == "prog"] == [("inner_abort", "prog.c"), ("outer_call", "prog.c"), ("main", "prog.c")]'
+                    'show([(f["function"], base(f["file"])) for f in crashed(r)["frames"] if base(f.get("module")) == "prog"][:3]) == [("inner_abort", "prog.c"), ("outer_call", "prog.c"), ("main", "prog.c")]'
             else
                 an "the interpreter and libtorch_cpu.so found under the root, with the root's build-ids" \
                     "root_build_id(r, 'python3') and found_in_root(r, 'python3', '$R/') and root_build_id(r, 'libtorch_cpu.so') and found_in_root(r, 'libtorch_cpu.so', '$R/')"
@@ -335,7 +346,7 @@ EOF
                 else
                     an "Python frames: the script's functions and lines, innermost first (needs $want support)" \
                         "show(script_frames(r, '$W/crash.py')) == $exp"
-                    an "Python frames: the crashed thread's frames merge under _PyEval_EvalFrameDefault (needs $want support)" \
+                    an "Python frames: the crashed thread's Python frames merge with its native stack (needs $want support)" \
                         'crashed(r)["python_merge"] == "ok"'
                 fi
             fi
