@@ -39,14 +39,29 @@ root=$dir/$name
 stamp=$root/.crashpack-root
 [ -f "$stamp" ] && exit 0
 
-cannot() { echo "mkroot: $name: cannot build: $*"; exit 3; }
+# a build that could not be done is not retried for CP_MKROOT_RETRY_S seconds (default 3600):
+# the reason is kept in .NAME.failed, so the test after a failed prebuild skips at once
+failed=$dir/.$name.failed
+cannot() {
+    echo "mkroot: $name: cannot build: $*"
+    if [ -n "${locked:-}" ]; then echo "mkroot: $name: cannot build: $*" > "$failed.new" && mv "$failed.new" "$failed"; fi
+    exit 3
+}
+recent_failure() {
+    [ -f "$failed" ] || return 1
+    [ $(($(date +%s) - $(stat -c %Y "$failed"))) -lt "${CP_MKROOT_RETRY_S:-3600}" ] || return 1
+    echo "$(cat "$failed") (cached; retried after ${CP_MKROOT_RETRY_S:-3600} s, or rm $failed)"
+    exit 3
+}
 [ "$(id -u)" = 0 ] || cannot "needs root"
 command -v debootstrap > /dev/null || cannot "debootstrap is not installed (scripts/deps.sh)"
 mkdir -p "$dir"
 exec 8> "$dir/.$name.lock"
 flock 8
-# someone else built it while we waited for the lock
+locked=1
+# someone else built it while we waited for the lock, or failed to
 [ -f "$stamp" ] && exit 0
+recent_failure
 
 rm -rf "$dir/.$name.tmp."*
 tmp=$dir/.$name.tmp.$$
@@ -66,7 +81,11 @@ why() {
 }
 
 echo "== debootstrap $suite" >> "$log"
-if ! debootstrap --variant=minbase --keep-debootstrap-dir "$suite" "$tmp" "$mirror" >> "$log" 2>&1; then
+# CP_MKROOT_METHOD=include (for measuring only): the packages go in through debootstrap --include
+method=${CP_MKROOT_METHOD:-apt}
+inc=()
+[ "$method" = include ] && inc=(--include="${pkgs// /,}")
+if ! debootstrap --variant=minbase --keep-debootstrap-dir "${inc[@]}" "$suite" "$tmp" "$mirror" >> "$log" 2>&1; then
     cannot "$(why "debootstrap $suite failed")"
 fi
 base_dl=$(find "$tmp/var/cache/apt/archives" -name '*.deb' -printf '%s\n' 2>/dev/null | awk '{s+=$1} END {print s+0}')
@@ -101,7 +120,7 @@ inroot() {
 echo "== apt-get install $pkgs" >> "$log"
 inroot apt-get update >> "$log" 2>&1 || cannot "$(why "apt-get update failed")"
 # shellcheck disable=SC2086
-if ! inroot apt-get install -y --no-install-recommends -o APT::Keep-Downloaded-Packages=true $pkgs >> "$log" 2>&1; then
+if [ "$method" = apt ] && ! inroot apt-get install -y --no-install-recommends -o APT::Keep-Downloaded-Packages=true $pkgs >> "$log" 2>&1; then
     cannot "$(why "apt-get install failed")"
 fi
 pkg_dl=$(find "$tmp/var/cache/apt/archives" -name '*.deb' -printf '%s\n' | awk '{s+=$1} END {print s+0}')
@@ -124,7 +143,8 @@ installed=$(du -sxk "$tmp" | awk '{print $1 * 1024}')
     echo "mirror=$mirror"
     echo "date=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "packages=$pkgs"
-    echo "method=debootstrap --variant=minbase + apt-get install --no-install-recommends"
+    if [ "$method" = apt ]; then echo "method=debootstrap --variant=minbase + apt-get install --no-install-recommends"
+    else echo "method=debootstrap --variant=minbase --include"; fi
     echo "build_seconds=$((t1 - t0))"
     echo "download_bytes=$((base_dl + pkg_dl))"
     echo "installed_bytes=$installed"
@@ -136,4 +156,5 @@ mv "$tmp/.crashpack-root.new" "$tmp/.crashpack-root"
 rm -rf "$root"
 mv "$tmp" "$root"
 tmp=
+rm -f "$failed"
 cat "$stamp"

@@ -195,7 +195,7 @@ next_bundle() {
 in_root() {
     local name=$1 uid=$2 out=$3
     shift 3
-    env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/tmp LANG=C.UTF-8 OMP_NUM_THREADS=2 \
+    env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/tmp LANG=C.UTF-8 OMP_NUM_THREADS=2 PYTHONDONTWRITEBYTECODE=1 \
         unshare -m -p --fork --mount-proc="$ROOTS_DIR/$name/proc" \
         "$CHROOT" --userspec="$uid:$uid" "$ROOTS_DIR/$name" /bin/sh -c '"$@"; exit $?' sh "$@" \
         > "$out" 2>&1
