@@ -47,11 +47,11 @@ cannot() {
     if [ -n "${locked:-}" ]; then echo "mkroot: $name: cannot build: $*" > "$failed.new" && mv "$failed.new" "$failed"; fi
     exit 3
 }
-recent_failure() {
-    [ -f "$failed" ] || return 1
-    [ $(($(date +%s) - $(stat -c %Y "$failed"))) -lt "${CP_MKROOT_RETRY_S:-3600}" ] || return 1
-    echo "$(cat "$failed") (cached; retried after ${CP_MKROOT_RETRY_S:-3600} s, or rm $failed)"
-    exit 3
+recent_failure() { # exits 3 when the last build failed less than CP_MKROOT_RETRY_S ago
+    if [ -f "$failed" ] && [ $(($(date +%s) - $(stat -c %Y "$failed"))) -lt "${CP_MKROOT_RETRY_S:-3600}" ]; then
+        echo "$(cat "$failed") (cached; retried after ${CP_MKROOT_RETRY_S:-3600} s, or rm $failed)"
+        exit 3
+    fi
 }
 [ "$(id -u)" = 0 ] || cannot "needs root"
 command -v debootstrap > /dev/null || cannot "debootstrap is not installed (scripts/deps.sh)"

@@ -172,8 +172,9 @@ json.dump(d, open(out, "w"), indent=1)
 PYEOF
 }
 
-# newest_bundle: the next bundle not seen yet (the process's host pid is not known here: the
-# crashed process is a child of the namespace's init); waits up to 240 s
+# next_bundle: the next bundle not seen yet whose command line names this test's directory in the
+# root (the process's host pid is not known here: it is a child of the namespace's init; another
+# process that crashes meanwhile lands in $T/bundles too); waits up to 240 s
 touch "$T/seen"
 next_bundle() {
     local i f
@@ -182,6 +183,10 @@ next_bundle() {
             [ -f "$f" ] || continue
             grep -qxF "$f" "$T/seen" && continue
             echo "$f" >> "$T/seen"
+            if ! cp_member "$f" manifest.json 2> /dev/null | grep -qF "$W/"; then
+                echo "note: $(basename "$f") is another process's crash: ignored" >&2
+                continue
+            fi
             echo "$f"
             return 0
         done
