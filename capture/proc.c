@@ -523,6 +523,14 @@ static cJSON *manifest(struct cap *c)
             cwd[l] = 0;
             cJSON_AddStringToObject(m, "cwd", cwd);
         }
+        /* the process's root as the host sees it: "/" on the host, the container's root directory
+         * (a chroot, a pivot_root'ed overlay) otherwise; its files are what a --sysroot needs */
+        char rootp[1024];
+        l = readlinkat(c->procfd, "root", rootp, sizeof(rootp) - 1);
+        if (l > 0) {
+            rootp[l] = 0;
+            cJSON_AddStringToObject(m, "root", rootp);
+        }
         char *cg = read_file_at(c->procfd, "cgroup", 1 << 16, &len, &tr);
         if (cg) {
             char *v2 = strstr(cg, "0::");

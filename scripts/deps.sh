@@ -9,6 +9,7 @@ pkgs=(
     libdeflate-dev                                         # analyzer: fast inflate of compressed DWARF (debuginfo cache)
     libseccomp-dev                                         # analyzer: the sealed enrich child (sandbox_seal)
     zstd xxhash tar gdb elfutils binutils acl util-linux procps psmisc time  # tests: open bundles, check cores; fuser
+    debootstrap debian-archive-keyring                     # tests: the foreign Debian roots of test_container (scripts/mkroot.sh)
     libc6-dbg strace                                       # tests: libc's compressed DWARF, the debuginfo cache
     python3 python3-torch                                  # real python/libtorch crashes (/usr/bin/python3)
     python3-venv                                           # tests: crashpack python-hook install into a venv (test_pyhook, test_exception_capture)
