@@ -77,6 +77,11 @@ struct py_state {
     uint64_t runtime;     /* _PyRuntime's address */
     const char *runtime_source; /* "symbol" | "section" */
     int supported;        /* a layout exists and the walk ran */
+    const char *layout_source;  /* "debug_offsets" (3.13+: the core's own) | "table" | NULL */
+    char layout_check[512];     /* "" when the core's debug offsets equal the generated row (or
+                                 * the version has none); else what differs, or why they were
+                                 * not used */
+    unsigned runtimes;          /* CPython runtimes found (python_scan walks each) */
     int gil_locked;       /* -1 when unknown */
     uint64_t gil_holder;  /* the holding PyThreadState when locked */
     struct py_thread *threads;

@@ -14,20 +14,33 @@
 #                    threads have no Python frames
 #   py_thread_crash  a non-main thread crashes while the main thread joins and another waits; the
 #                    threads' names from threading's registry
-#   pyenv 3.11       py_abort_deep again under pyenv's 3.11 (_PyRuntime in libpython3.11.so), when
-#                    installed
+#   pyenv versions   for each of PYENV_VERSIONS (3.11, 3.12, 3.13) that pyenv has installed:
+#                    py_abort_deep and py_thread_crash again under that interpreter (_PyRuntime in
+#                    libpython3.X.so): faulthandler's frames exactly, merge ok, the entry frames
+#                    (3.11 is_entry; 3.12+ the frame after each C-stack shim), the GIL holder
+#                    (3.12+: the interpreter's own GIL), the thread names; 3.13 reads the core's
+#                    _Py_DebugOffsets and they must equal the generated table. A version not
+#                    installed is skipped with one line saying so.
 #   damaged frames   py_corrupt_frames.py rewrites its own frames (a self-link, a two-frame cycle,
 #                    a bad code pointer) before it crashes: the analysis completes, the frames before
 #                    the damage are right, and the thread says what stopped the walk (unmerged)
 #   cut bundles      the torch bundle cut short at several offsets: never a crash
-#   pyenv 3.12/3.13  found, named, and reported as unsupported (no frames, a clear reason), when
-#                    installed
+#   older pyenvs     3.9 (and older, when installed): found, named, and reported as unsupported
+#                    (no frames, a clear reason)
 source "$(dirname "$0")/../lib.sh"
 PY=${CP_PYTHON:-/usr/bin/python3}
 FIX=$CP_SRC/fixtures/programs
 PYBIN=/usr/bin/python3
-# pyenv's CPython 3.11 (the interpreter in libpython3.11.so, with DWARF), when this machine has one
+# pyenv's CPythons (the interpreter in libpython3.X.so, with DWARF), each when this machine has one;
+# PYENV311 (CP_PYENV311) overrides the 3.11 one. To add a version: add it to PYENV_VERSIONS and its
+# own expectations to pyenv_version_checks below.
+PYENV_VERSIONS=${CP_PYENV_VERSIONS:-3.11 3.12 3.13}
 PYENV311=${CP_PYENV311:-$(ls -d /root/.pyenv/versions/3.11.*/bin/python3.11 2>/dev/null | tail -1)}
+pyenv_bin() {
+    [ "$1" = 3.11 ] && { echo "$PYENV311"; return; }
+    ls -d /root/.pyenv/versions/$1.*/bin/python$1 2>/dev/null | sort -V | tail -1
+}
+PYVER=3.11
 cp_setup
 cp_install
 
@@ -121,8 +134,8 @@ one() {
     check "$name: analyze --json exits 0" [ "$rc" = 0 ]
     timeout 300 "$CP_BIN/crashpack" analyze "$B" > "$T/$name.txt" 2>&1
     check "$name: faulthandler wrote its dump" grep -q "most recent call first" "$T/$name.err"
-    jc "$name" "the interpreter is CPython 3.11, read through _PyRuntime" \
-        'r["python"]["version"].startswith("3.11.") and r["python"]["supported"] and r["python"]["error"] is None and r["python"]["runtime_source"] == "symbol"'
+    jc "$name" "the interpreter is CPython $PYVER, read through _PyRuntime" \
+        'r["python"]["version"].startswith("'$PYVER'.") and r["python"]["supported"] and r["python"]["error"] is None and r["python"]["runtime_source"] == "symbol"'
     jc "$name" "every Python thread's function/file/line sequence is faulthandler's, exactly" \
         'same_as_faulthandler(r)'
     jc "$name" "every Python frame runs under a _PyEval_EvalFrameDefault frame (merge ok)" \
@@ -199,28 +212,67 @@ for cut in 2 3 5 9; do
     check "torch bundle cut at $((cut - 1))/$cut: exit 0, 1 or 2, not a crash (rc $rc)" [ "$rc" -le 2 ]
 done
 
-# ---- 4. the same under pyenv's shared-library CPython 3.11 ----
-if [ -n "$PYENV311" ] && [ -x "$PYENV311" ]; then
-    PYBIN=$PYENV311
-    one pyenv "$FIX/py_abort_deep.py"
-    jc pyenv "the runtime is libpython's" 'r["python"]["module"].split("/")[-1].startswith("libpython3.11.so")'
-    jc pyenv "Python-to-Python calls share one eval frame; map() (C) starts a new one" \
+# ---- 4. the same under each pyenv CPython (shared-library builds) ----
+# pyenv_version_checks TAG V: what only version V shows (TAG: the case's name)
+pyenv_version_checks() {
+    local n=$1 v=$2
+    case $v in
+    3.11)
+        jc "$n" "3.11: the layout is the generated table (no debug offsets in 3.11)" \
+            'r["python"]["layout_source"] == "table" and r["python"]["layout_check"] is None' ;;
+    3.12)
+        jc "$n" "3.12: the layout is the generated table (no debug offsets in 3.12)" \
+            'r["python"]["layout_source"] == "table" and r["python"]["layout_check"] is None' ;;
+    3.13)
+        jc "$n" "3.13: the offsets are the core's _Py_DebugOffsets, equal to the generated table" \
+            'r["python"]["layout_source"] == "debug_offsets" and r["python"]["layout_check"] is None' ;;
+    esac
+}
+for v in $PYENV_VERSIONS; do
+    bin=$(pyenv_bin "$v")
+    if [ -z "$bin" ] || [ ! -x "$bin" ]; then
+        echo "note: no pyenv CPython $v here; its cases are skipped"
+        continue
+    fi
+    PYBIN=$bin PYVER=$v one "py$v" "$FIX/py_abort_deep.py"
+    n=py$v
+    jc "$n" "the runtime is libpython$v's" 'r["python"]["module"].split("/")[-1].startswith("libpython'$v'.so")'
+    jc "$n" "the frames are level_three, level_two, level_one, <module>" \
+        '[f["function"] for f in crashed(r)["python_frames"]] == ["level_three", "level_two", "level_one", "<module>"]'
+    jc "$n" "Python-to-Python calls share one eval frame; map() (C) starts a new one" \
         'nfi(crashed(r), "level_three") == nfi(crashed(r), "level_two") < nfi(crashed(r), "level_one") == nfi(crashed(r), "<module>")'
-else
-    echo "note: no pyenv CPython 3.11 here; its case is skipped"
-fi
+    jc "$n" "entry frames are level_two and <module>" \
+        '[f["function"] for f in crashed(r)["python_frames"] if f["entry"]] == ["level_two", "<module>"]'
+    jc "$n" "the GIL is held by the crashed thread" \
+        'r["python"]["gil"]["locked"] and r["python"]["gil"]["holder_tid"] == crashed(r)["tid"] and crashed(r)["python"]["holds_gil"]'
+    jc "$n" "one CPython runtime" 'r["python"]["runtimes"] == 1'
+    check "$n: the text shows the traceback" grep -q "File \"$FIX/py_abort_deep.py\", line 17, in level_three  \[native #" "$T/$n.txt"
+    check "$n: the text names the interpreter" grep -q "^python    CPython $v" "$T/$n.txt"
+    pyenv_version_checks "$n" "$v"
+
+    PYBIN=$bin PYVER=$v one "th$v" "$FIX/py_thread_crash.py"
+    n=th$v
+    pid=$(cat "$T/$n.pid" 2>/dev/null)
+    jc "$n" "three Python threads, the crashed one runs crasher_inner" \
+        'len(pythreads(r)) == 3 and crashed(r)["tid"] != '"${pid:-0}"' and "crasher_inner" in [f["function"] for f in crashed(r)["python_frames"]]'
+    jc "$n" "the Python thread names are threading's: MainThread, waiter, crasher" \
+        'sorted(str(t["python"]["name"]) for t in pythreads(r).values()) == ["MainThread", "crasher", "waiter"] and crashed(r)["python"]["name"] == "crasher"'
+    jc "$n" "the crashed thread holds the GIL, no other does" \
+        'crashed(r)["python"]["holds_gil"] and sum(t["python"]["holds_gil"] for t in pythreads(r).values()) == 1 and r["python"]["gil"]["holder_tid"] == crashed(r)["tid"]'
+    pyenv_version_checks "$n" "$v"
+done
 
 # ---- 5. versions without a layout: named and reported unsupported ----
-for v in 3.12 3.13; do
-    bin=$(ls -d /root/.pyenv/versions/$v.*/bin/python$v 2>/dev/null | tail -1)
+for v in 3.9; do
+    bin=$(pyenv_bin "$v")
     [ -n "$bin" ] && [ -x "$bin" ] || { echo "note: no pyenv CPython $v here; skipped"; continue; }
     pid=$(PYBIN=$bin pycrash "u$v" "$FIX/py_abort_deep.py")
     B=$(cp_bundle_for "$pid" 120) || { fail "$v: no bundle"; continue; }
     rc=0
     timeout 300 "$CP_BIN/crashpack" analyze --json "$B" > "$T/u$v.json" 2> /dev/null || rc=$?
     check "$v: analyze --json exits 0" [ "$rc" = 0 ]
-    jc "u$v" "the version is named and said to be unsupported" \
-        'r["python"]["version"].startswith("'$v'.") and not r["python"]["supported"] and "unsupported CPython '$v'." in r["python"]["error"]'
+    jc "u$v" "the version is named and said to be unsupported, with why" \
+        'r["python"]["version"].startswith("'$v'") and not r["python"]["supported"] and "unsupported CPython '$v'" in r["python"]["error"] and "PyFrameObject" in r["python"]["error"]'
     jc "u$v" "no thread claims Python frames" 'all(t["python_frames"] == [] for t in r["threads"])'
 done
 
