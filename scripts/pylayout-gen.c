@@ -196,12 +196,8 @@ int main(void)
 #else
     F("dictvalues_valid", 0);
 #endif
-    /* sizes of the structures (the debug offsets' size fields are checked against them) */
-    F("sz_runtime", sizeof(_PyRuntimeState));
-    F("sz_interp", sizeof(PyInterpreterState));
-    F("sz_tstate", sizeof(PyThreadState));
-    F("sz_frame", sizeof(_PyInterpreterFrame));
-    F("sz_code", sizeof(PyCodeObject));
+    /* (no structure sizes: they change between micro versions, 3.13.0 to 3.13.5, where every offset
+     * read here stays put) */
     /* 3.13+: where _Py_DebugOffsets keeps each value (0: no such table) */
 #if PY_MINOR_VERSION >= 13
     F("dbg_size", sizeof(_Py_DebugOffsets));

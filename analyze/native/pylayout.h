@@ -21,8 +21,10 @@
  *   flag_inline_values       3.13+ instance attributes inline after the object header
  * 3.13+ also carry the interpreter's own offsets in `_Py_DebugOffsets` at the start of
  * _PyRuntime; the dbg_* members say where in that table each value sits (0: not there), and the
- * walker takes those values from the core in preference (checked against the sz_* and dbg sizes,
- * and compared with this row: python.h). A version without a row is reported as unsupported.
+ * walker takes those values from the core in preference (each checked to lie inside its
+ * structure's size as the table gives it, dbg_sz_*; and compared with this row: python.h). No
+ * structure sizes are in the rows: they change between micro versions (3.13.0 and 3.13.5) where
+ * every offset read stays put. A version without a row is reported as unsupported.
  */
 #ifndef CRASHPACK_PYLAYOUT_H
 #define CRASHPACK_PYLAYOUT_H
@@ -59,8 +61,6 @@ struct py_layout {
         ht_cached_keys, flag_managed_dict;
     size_t managed_dict_before, managed_values_before, flag_inline_values, inline_values,
         dictvalues_valid;
-    /* structure sizes */
-    size_t sz_runtime, sz_interp, sz_tstate, sz_frame, sz_code;
     /* _Py_DebugOffsets (3.13+): its size, and where each value sits in it; 0 when absent */
     size_t dbg_size, dbg_version, dbg_free_threaded;
     size_t dbg_sz_runtime, dbg_rt_interpreters_head;

@@ -682,8 +682,6 @@ static const struct dbg_field dbg_fields[] = {
     DF(co_linetable, dbg_sz_code), DF(co_firstlineno, dbg_sz_code), DF(co_code, dbg_sz_code),
     DF0(ob_type), DF0(tp_name), DF0(tp_flags), DF0(dict_keys), DF0(dict_values), DF0(long_digit),
     DF0(ob_size), DF0(bytes_sval), DF0(str_state), DF0(str_length), DF0(str_ascii_data),
-    DF(sz_runtime, dbg_sz_runtime), DF(sz_interp, dbg_sz_interp), DF(sz_tstate, dbg_sz_tstate),
-    DF(sz_frame, dbg_sz_frame), DF(sz_code, dbg_sz_code),
 };
 
 static size_t *lay_at(struct py_layout *L, size_t off)
@@ -710,7 +708,7 @@ static void check_note(struct py_state *st, const char *name, uint64_t table, ui
 }
 
 /* Puts the core's debug offsets over w->lay (the row), each checked: inside its structure's size
- * as the table states it, that size sane. Differences from the row are noted in
+ * as the table states it (at most 16 MiB), or under 4096 for the object fields. Differences from the row are noted in
  * st->layout_check. Returns 0, or -1 with st->error set when the table cannot be used. */
 static int apply_debug_offsets(struct walk *w, struct py_state *st)
 {
@@ -737,8 +735,7 @@ static int apply_debug_offsets(struct walk *w, struct py_state *st)
             if (limit > DBG_MAX_STRUCT)
                 limit = 0;
         }
-        int is_size = !strncmp(f->name, "sz_", 3);
-        if (is_size ? v != limit || !v : v >= limit) {
+        if (v >= limit) {
             bad = f->name;
             badv = v;
             break;
