@@ -310,8 +310,10 @@ static int walk_frames(struct walk *w, uint64_t tstate, struct py_thread *t)
         }
         if (is_shim(L, owner)) {
             /* 3.12+: the frame before this shim (inner) was the first of its eval call */
-            if (t->nframes)
+            if (t->nframes) {
                 t->frames[t->nframes - 1].is_entry = 1;
+                t->frames[t->nframes - 1].shim = frame;
+            }
             shims++;
             frame = prev;
             continue;
@@ -1032,7 +1034,59 @@ int python_thread_known(const struct py_state *st, int64_t tid)
     return thread_by_tid(st, tid) != NULL;
 }
 
-void python_thread_json(const struct py_state *st, int64_t tid, cJSON *t)
+/* Where each entry frame's shim (3.12+) lies on the native stack: physical frame i holds
+ * [sp_i, sp_i+1). Fills eval[g] with the frames[] position of group g's native frame (the
+ * non-inline entry of that physical frame); 1 when every group was placed, innermost first,
+ * each strictly further out than the one before. */
+static int frames_by_stack(const struct py_thread *pt, const struct unwind_stack *us,
+                           const cJSON *frames, int *eval, size_t ngroups)
+{
+    int n = cJSON_GetArraySize(frames);
+    if (!us || !pt->nframes || pt->truncated || pt->error[0] || !pt->frames[pt->nframes - 1].shim ||
+        ngroups > (size_t)n)
+        return 0;
+    int *at = calloc(ngroups + 1, sizeof(int));
+    if (!at)
+        return 0;
+    size_t g = 0, from = 0;
+    int last = -1;
+    for (size_t k = 0; k < pt->nframes; k++) {
+        uint64_t a = pt->frames[k].shim;
+        if (!pt->frames[k].is_entry)
+            continue;
+        if (!a || g >= ngroups)
+            break;
+        size_t i = from;
+        for (; i + 1 < us->nframes; i++)
+            if (us->frames[i].sp && us->frames[i + 1].sp && us->frames[i].sp <= a &&
+                a < us->frames[i + 1].sp)
+                break;
+        if (i + 1 >= us->nframes)
+            break;
+        int pos = -1, p = 0;
+        const cJSON *f;
+        cJSON_ArrayForEach(f, frames)
+        {
+            const cJSON *ix = cJSON_GetObjectItemCaseSensitive(f, "index");
+            if (cJSON_IsNumber(ix) && (size_t)ix->valuedouble == i &&
+                !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(f, "inline")))
+                pos = p;
+            p++;
+        }
+        if (pos <= last)
+            break;
+        at[g++] = last = pos;
+        from = i + 1;
+    }
+    int ok = g == ngroups;
+    if (ok)
+        memcpy(eval, at, ngroups * sizeof(int));
+    free(at);
+    return ok;
+}
+
+void python_thread_json(const struct py_state *st, int64_t tid, cJSON *t,
+                        const struct unwind_stack *us)
 {
     const struct py_thread *pt = thread_by_tid(st, tid);
     cJSON *arr = cJSON_CreateArray();
@@ -1066,6 +1120,11 @@ void python_thread_json(const struct py_state *st, int64_t tid, cJSON *t)
         ngroups += pt->frames[k].is_entry;
     if (pt->nframes && !pt->frames[pt->nframes - 1].is_entry)
         ngroups++; /* an outermost group without its entry frame (a walk cut short) */
+    /* 3.12+: each group's shim lives in its eval call's C stack frame: place the groups by it
+     * (needs no symbol; Debian's 3.14 runs the loop in an unnamed local clone) */
+    int by_stack = eval && frames_by_stack(pt, us, frames, eval, ngroups);
+    if (by_stack)
+        neval = ngroups;
     int merged = eval && pt->nframes && !pt->truncated && !pt->error[0] && ngroups == neval;
     size_t g = 0;
     for (size_t k = 0; k < pt->nframes; k++) {

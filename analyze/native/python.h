@@ -40,6 +40,7 @@
 #include <stdint.h>
 
 struct unwind_session;
+struct unwind_stack;
 
 #define PY_MAX_INTERPRETERS 64u
 #define PY_MAX_THREADS 4096u        /* over all interpreters */
@@ -55,6 +56,7 @@ struct py_frame {
     char *file;         /* co_filename */
     int line;           /* -1 when unknown */
     int is_entry;
+    uint64_t shim;      /* 3.12+: the shim frame after an entry frame (on its eval call's C stack) */
 };
 
 struct py_thread {
@@ -108,8 +110,10 @@ void python_free(struct py_state *st);
 cJSON *python_state_json(const struct py_state *st);
 
 /* Adds python, python_frames and python_merge (see above) to thread object t, whose "frames"
- * array is already there. */
-void python_thread_json(const struct py_state *st, int64_t tid, cJSON *t);
+ * array is already there; us, the thread's native stack those frames came from (its frames' sp),
+ * may be NULL. */
+void python_thread_json(const struct py_state *st, int64_t tid, cJSON *t,
+                        const struct unwind_stack *us);
 /* 1 when the native thread tid runs Python (python_thread_json then reads its frames array). */
 int python_thread_known(const struct py_state *st, int64_t tid);
 

@@ -25,6 +25,9 @@
 #                    a bad code pointer) before it crashes: the analysis completes, the frames before
 #                    the damage are right, and the thread says what stopped the walk (unmerged)
 #   cut bundles      the torch bundle cut short at several offsets: never a crash
+#   sid 3.14         py_abort_deep and py_thread_crash under Debian sid's python3.14, chrooted into
+#                    the root scripts/mkroot.sh builds (skipped without it): its eval loop has no
+#                    symbol, so the merge places each group by its shim frame's stack address
 #   older pyenvs     3.9 (and older, when installed): found, named, and reported as unsupported
 #                    (no frames, a clear reason)
 source "$(dirname "$0")/../lib.sh"
@@ -52,7 +55,8 @@ import json, os, re, sys
 r = json.load(open(sys.argv[1]))
 fh, cur, tid = {}, None, None
 for ln in (open(sys.argv[2], errors="replace") if os.path.exists(sys.argv[2]) else []):
-    m = re.match(r"^(Current thread|Thread) (0x[0-9a-f]+) \(most recent call first\):", ln)
+    # 3.14 adds the thread's name: "Current thread 0x... [python3.14] (most recent call first):"
+    m = re.match(r"^(Current thread|Thread) (0x[0-9a-f]+)(?: \[.*\])? \(most recent call first\):", ln)
     if m:
         tid = int(m.group(2), 16)
         fh[tid] = []
@@ -80,6 +84,16 @@ def same_as_faulthandler(r):
             print(f"  thread {k:#x}: faulthandler {fh.get(k)}", file=sys.stderr)
     return ok and len(fh) > 0
 
+EVAL_MODULE = os.environ.get("CHECK_EVAL_MODULE")
+
+def is_eval(f):
+    """the native frame that runs Python frames: _PyEval_EvalFrameDefault; where the interpreter has
+    no name for it (CHECK_EVAL_MODULE: Debian's 3.14 runs the loop in an unnamed local clone) a
+    frame of that module"""
+    if EVAL_MODULE:
+        return f.get("module") == EVAL_MODULE and f["function"] in (None, "_PyEval_EvalFrameDefault")
+    return f["function"] == "_PyEval_EvalFrameDefault"
+
 def merged_under_eval(r):
     """every Python frame's native_frame_index names a _PyEval_EvalFrameDefault frame, and the
     indices never go inwards as the Python frames go outwards"""
@@ -91,8 +105,7 @@ def merged_under_eval(r):
             print(f"  tid {t['tid']}: {t['python_merge']}", file=sys.stderr)
             return False
         idx = [f["native_frame_index"] for f in pf]
-        if any(not isinstance(i, int) or t["frames"][i]["function"] != "_PyEval_EvalFrameDefault"
-               for i in idx) or idx != sorted(idx):
+        if any(not isinstance(i, int) or not is_eval(t["frames"][i]) for i in idx) or idx != sorted(idx):
             print(f"  tid {t['tid']}: indices {idx}", file=sys.stderr)
             return False
     return True
@@ -261,6 +274,44 @@ for v in $PYENV_VERSIONS; do
         'crashed(r)["python"]["holds_gil"] and sum(t["python"]["holds_gil"] for t in pythreads(r).values()) == 1 and r["python"]["gil"]["holder_tid"] == crashed(r)["tid"]'
     pyenv_version_checks "$n" "$v"
 done
+
+# ---- 4b. CPython 3.14: Debian sid's python3.14 (static in /usr/bin/python3.14, no symbol for its
+# eval loop) in the sid root that scripts/mkroot.sh builds, run chrooted into it ----
+SID=${CP_ROOTS:-/var/cache/crashpack/roots}/sid
+CHROOT=$(command -v chroot || true)
+if [ -x "$SID/usr/bin/python3.14" ] && [ -n "$CHROOT" ]; then
+    W=/tmp/cp-pyframes.$$
+    mkdir -p "$SID$W"
+    cp "$FIX/py_abort_deep.py" "$FIX/py_thread_crash.py" "$SID$W/"
+    printf '#!/bin/sh\nexec %s %s /usr/bin/python3.14 "$@"\n' "$CHROOT" "$SID" > "$T/py314"
+    chmod +x "$T/py314"
+    export CHECK_EVAL_MODULE=python3.14
+    PYBIN=$T/py314 PYVER=3.14 one sid3.14 "$W/py_abort_deep.py"
+    n=sid3.14
+    jc "$n" "the frames are level_three, level_two, level_one, <module>" \
+        '[f["function"] for f in crashed(r)["python_frames"]] == ["level_three", "level_two", "level_one", "<module>"]'
+    jc "$n" "Python-to-Python calls share one eval frame; map() (C) starts a new one (placed by the shims' stack addresses)" \
+        'nfi(crashed(r), "level_three") == nfi(crashed(r), "level_two") < nfi(crashed(r), "level_one") == nfi(crashed(r), "<module>")'
+    jc "$n" "entry frames are level_two and <module>" \
+        '[f["function"] for f in crashed(r)["python_frames"] if f["entry"]] == ["level_two", "<module>"]'
+    jc "$n" "the GIL is held by the crashed thread" \
+        'r["python"]["gil"]["locked"] and r["python"]["gil"]["holder_tid"] == crashed(r)["tid"] and crashed(r)["python"]["holds_gil"]'
+    jc "$n" "3.14: the offsets are the core's _Py_DebugOffsets, equal to the generated table" \
+        'r["python"]["layout_source"] == "debug_offsets" and r["python"]["layout_check"] is None'
+    check "$n: the text shows the traceback" grep -q "File \"$W/py_abort_deep.py\", line 17, in level_three  \[native #" "$T/$n.txt"
+    PYBIN=$T/py314 PYVER=3.14 one sidth3.14 "$W/py_thread_crash.py"
+    n=sidth3.14
+    jc "$n" "three Python threads, the crashed one runs crasher_inner" \
+        'len(pythreads(r)) == 3 and "crasher_inner" in [f["function"] for f in crashed(r)["python_frames"]]'
+    jc "$n" "the Python thread names are threading's: MainThread, waiter, crasher" \
+        'sorted(str(t["python"]["name"]) for t in pythreads(r).values()) == ["MainThread", "crasher", "waiter"] and crashed(r)["python"]["name"] == "crasher"'
+    jc "$n" "the crashed thread holds the GIL, no other does" \
+        'crashed(r)["python"]["holds_gil"] and sum(t["python"]["holds_gil"] for t in pythreads(r).values()) == 1'
+    unset CHECK_EVAL_MODULE
+    rm -rf "${SID:?}$W"
+else
+    echo "note: no Debian sid root with python3.14 at $SID (scripts/mkroot.sh); the 3.14 cases are skipped"
+fi
 
 # ---- 5. versions without a layout: named and reported unsupported ----
 for v in 3.9; do
