@@ -273,6 +273,28 @@ for v in $PYENV_VERSIONS; do
     jc "$n" "the crashed thread holds the GIL, no other does" \
         'crashed(r)["python"]["holds_gil"] and sum(t["python"]["holds_gil"] for t in pythreads(r).values()) == 1 and r["python"]["gil"]["holder_tid"] == crashed(r)["tid"]'
     pyenv_version_checks "$n" "$v"
+
+    # damaged frames (and, 3.13+, a damaged _Py_DebugOffsets table) under this version
+    modes="loop code"
+    case $v in 3.1[3-9]) modes="$modes dbgsize dbgcookie" ;; esac
+    for mode in $modes; do
+        n=d$mode$v
+        pid=$(PYBIN=$bin pycrash_plain "$FIX/py_corrupt_frames.py" "$mode")
+        B=$(cp_bundle_for "$pid" 120) || { fail "$n: no bundle"; continue; }
+        rc=0
+        timeout 300 "$CP_BIN/crashpack" analyze --json "$B" > "$T/$n.json" 2> "$T/$n.json.err" || rc=$?
+        check "$n: analyze --json exits 0 (rc $rc)" [ "$rc" = 0 ]
+        case $mode in
+        loop) jc "$n" "a frame linking to itself is named, after middle" \
+                  '"links to itself" in crashed(r)["python"]["error"] and [f["function"] for f in crashed(r)["python_frames"]] == ["string_at", "corrupt_and_crash", "middle"] and crashed(r)["python_merge"].startswith("unmerged")' ;;
+        code) jc "$n" "the bad code object is named, middle is the last frame" \
+                  '"is not a readable code object" in crashed(r)["python"]["error"] and len(crashed(r)["python_frames"]) == 2' ;;
+        dbgsize) jc "$n" "debug offsets outside their structure's size: refused, named, no frames" \
+                  'not r["python"]["supported"] and "_Py_DebugOffsets are inconsistent" in r["python"]["error"] and all(t["python_frames"] == [] for t in r["threads"])' ;;
+        dbgcookie) jc "$n" "no debug-offsets cookie: the generated table is used, and says so; the frames are right" \
+                  'r["python"]["supported"] and r["python"]["layout_source"] == "table" and "xdebugpy" in r["python"]["layout_check"] and [f["function"] for f in crashed(r)["python_frames"]] == ["string_at", "corrupt_and_crash", "middle", "outer", "<module>"] and crashed(r)["python_merge"] == "ok"' ;;
+        esac
+    done
 done
 
 # ---- 4b. CPython 3.14: Debian sid's python3.14 (static in /usr/bin/python3.14, no symbol for its
