@@ -8,7 +8,8 @@
  * (tests/unit/test_pylayout_table.sh regenerates every row whose headers are on the machine).
  *
  * Rows: 3.11 (checked identical for Debian's 3.11.2 and pyenv's 3.11.7), 3.12 (pyenv 3.12.1),
- * 3.13 (pyenv 3.13.0), and 3.14 when its headers were there to generate it (see pylayout.c).
+ * 3.13 (pyenv 3.13.0; identical for Debian trixie's 3.13.5), 3.14 (Debian sid's 3.14.10, from the
+ * sid root's python3.14-dev).
  * What differs between them, beyond the numbers, is told by fields that are 0 (or 255) where a
  * version lacks the thing:
  *   rt_gil / interp_gil      3.11 one GIL in _PyRuntime; 3.12+ interp->ceval.gil (a pointer)

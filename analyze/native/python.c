@@ -785,12 +785,9 @@ int python_walk(python_read_fn read, void *ctx, const char *module, uint64_t py_
     /* 3.13+: _PyRuntime starts with _Py_DebugOffsets: "xdebugpy", PY_VERSION_HEX, free_threaded */
     int have_dbg = !rd(&w, st->runtime, cookie, sizeof(cookie)) && !memcmp(cookie, "xdebugpy", 8) &&
                    !rd_ptr(&w, st->runtime + 8, &dver) && dver >> 24 == 3;
-    if (py_version && !rd_ptr(&w, py_version, &hex) && hex >> 24 == 3) {
-    } else if (have_dbg) {
-        hex = dver;
-    } else {
-        hex = 0;
-    }
+    /* the version: Py_Version, else the debug offsets', else (below) the module's name */
+    if (!py_version || rd_ptr(&w, py_version, &hex) || hex >> 24 != 3)
+        hex = have_dbg ? dver : 0;
     if (hex) {
         major = 3;
         minor = (int)(hex >> 16 & 0xff);

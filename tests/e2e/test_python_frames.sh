@@ -25,6 +25,8 @@
 #                    a bad code pointer) before it crashes: the analysis completes, the frames before
 #                    the damage are right, and the thread says what stopped the walk (unmerged)
 #   cut bundles      the torch bundle cut short at several offsets: never a crash
+#   two runtimes     pyenv 3.12 with pyenv's libpython3.13 loaded by ctypes (py_two_runtimes.py): the
+#                    running runtime is reported, the never-started one is counted, not chosen
 #   sid 3.14         py_abort_deep and py_thread_crash under Debian sid's python3.14, chrooted into
 #                    the root scripts/mkroot.sh builds (skipped without it): its eval loop has no
 #                    symbol, so the merge places each group by its shim frame's stack address
@@ -138,10 +140,11 @@ pycrash_plain() {
     wait $pid 2>/dev/null
     echo $pid
 }
-# one NAME SCRIPT: crash, analyze, and the checks every case shares
+# one NAME SCRIPT [ARGS...]: crash, analyze, and the checks every case shares
 one() {
     local name=$1 script=$2 pid B rc=0
-    pid=$(pycrash "$name" "$script")
+    shift 2
+    pid=$(pycrash "$name" "$script" "$@")
     B=$(cp_bundle_for "$pid" 120) || { fail "$name: no bundle"; return 1; }
     timeout 300 "$CP_BIN/crashpack" analyze --json "$B" > "$T/$name.json" 2> "$T/$name.json.err" || rc=$?
     check "$name: analyze --json exits 0" [ "$rc" = 0 ]
@@ -296,6 +299,18 @@ for v in $PYENV_VERSIONS; do
         esac
     done
 done
+
+# ---- 4a. two runtimes in one process: pyenv 3.12 with pyenv's libpython3.13 loaded by ctypes ----
+b12=$(pyenv_bin 3.12) lib13=$(ls /root/.pyenv/versions/3.13.*/lib/libpython3.13.so.1.0 2>/dev/null | sort -V | tail -1)
+if [ -n "$b12" ] && [ -x "$b12" ] && [ -n "$lib13" ]; then
+    PYBIN=$b12 PYVER=3.12 one two "$FIX/py_two_runtimes.py" "$lib13"
+    jc two "two CPython runtimes found; the running one (libpython3.12) is reported, the empty one is not an error" \
+        'r["python"]["runtimes"] == 2 and r["python"]["module"].split("/")[-1].startswith("libpython3.12.so") and r["python"]["error"] is None'
+    jc two "the frames are second_level, first_level, <module>" \
+        '[f["function"] for f in crashed(r)["python_frames"]] == ["second_level", "first_level", "<module>"]'
+else
+    echo "note: no pyenv 3.12 with a pyenv libpython3.13 here; the two-runtimes case is skipped"
+fi
 
 # ---- 4b. CPython 3.14: Debian sid's python3.14 (static in /usr/bin/python3.14, no symbol for its
 # eval loop) in the sid root that scripts/mkroot.sh builds, run chrooted into it ----

@@ -6,7 +6,8 @@
 # fixture's join line, hang_state says a Python queue wait / a lock wait in join, and a rule names
 # it. The Python frames must survive the slim core: snap keeps the pages the Python walker reads
 # (analyze/hang/snap_python.c). The process carries on after the snap.
-# The same again under each pyenv CPython of PYENV_VERSIONS (3.11, 3.12, 3.13) that is installed:
+# The same again under each pyenv CPython of PYENV_VERSIONS (3.11, 3.12, 3.13) that is installed, and
+# under Debian sid's 3.14 chrooted into the sid root (scripts/mkroot.sh) when it is there:
 # the slim snapshot keeps the pages that version's walk reads, and the frames are the same (on
 # 3.13 join() waits in C, directly in threading.py's join). A version not installed is skipped
 # with one line saying so. To add a version: add it to PYENV_VERSIONS (and, where its hang states
@@ -26,11 +27,12 @@ PYENV_VERSIONS=${CP_PYENV_VERSIONS:-3.11 3.12 3.13}
 pid=
 trap 'rc=$?; [ -n "$pid" ] && kill -9 $pid 2>/dev/null; (exit $rc); cp_restore' EXIT
 
-# snap_case TAG PYTHON VERSION: run the fixture under PYTHON, snap it, check the analysis (VERSION:
-# "system" for /usr/bin/python3, else the pyenv minor version)
+# snap_case TAG PYTHON VERSION [SCRIPT [MODULE]]: run the fixture (SCRIPT: its path as PYTHON sees it)
+# under PYTHON, snap it, check the analysis (VERSION: "system" for /usr/bin/python3, else the minor
+# version; MODULE: the interpreter module's name prefix, default libpythonVERSION.so)
 snap_case() {
-    local tag=$1 py=$2 ver=$3 i
-    "$py" "$FX" > "$T/$tag.out" 2>&1 &
+    local tag=$1 py=$2 ver=$3 script=${4:-$FX} modname=${5:-libpython$3.so} i
+    "$py" "$script" > "$T/$tag.out" 2>&1 &
     pid=$!
     for ((i = 0; i < 300; i++)); do grep -q '^ready' "$T/$tag.out" 2>/dev/null && break; sleep 0.1; done
     grep -q '^ready' "$T/$tag.out" || { fail "$tag: py_queue_hang did not get ready"; kill -9 $pid; wait $pid 2>/dev/null; pid=; return; }
@@ -55,10 +57,10 @@ snap_case() {
     check "$tag: crash_kind is hang" [ "$(json "$A" 'd["crash_kind"]')" = hang ]
     check "$tag: python: supported, no error" [ "$(json "$A" 'd["python"]["supported"], d["python"]["error"] in (None, "")')" = "(True, True)" ]
     if [ "$ver" != system ]; then
-        check "$tag: python: CPython $ver from libpython$ver" \
-            [ "$(json "$A" 'd["python"]["version"].startswith("'$ver'.") and d["python"]["module"].split("/")[-1].startswith("libpython'$ver'.so")')" = True ]
+        check "$tag: python: CPython $ver from $modname" \
+            [ "$(json "$A" 'd["python"]["version"].startswith("'$ver'.") and d["python"]["module"].split("/")[-1].startswith("'$modname'")')" = True ]
     fi
-    [ "$ver" = 3.13 ] && check "$tag: the slim core kept the _Py_DebugOffsets: read, equal to the table" \
+    case $ver in 3.1[3-9]) ;; *) false ;; esac && check "$tag: the slim core kept the _Py_DebugOffsets: read, equal to the table" \
         [ "$(json "$A" 'd["python"]["layout_source"], d["python"]["layout_check"]')" = "('debug_offsets', None)" ]
 
     # python_frames innermost first, as (function, file basename, line); the fixture's own lines
@@ -125,4 +127,18 @@ for v in $PYENV_VERSIONS; do
     fi
     snap_case "py$v" "$bin" "$v"
 done
+# CPython 3.14: Debian sid's python3.14, chrooted into the sid root of scripts/mkroot.sh
+SID=${CP_ROOTS:-/var/cache/crashpack/roots}/sid
+CHROOT=$(command -v chroot || true)
+if [ -x "$SID/usr/bin/python3.14" ] && [ -n "$CHROOT" ]; then
+    W=/tmp/cp-snappy.$$
+    mkdir -p "$SID$W"
+    cp "$FX" "$SID$W/"
+    printf '#!/bin/sh\nexec %s %s /usr/bin/python3.14 "$@"\n' "$CHROOT" "$SID" > "$T/py314"
+    chmod +x "$T/py314"
+    snap_case sid3.14 "$T/py314" 3.14 "$W/$fixture" python3.14
+    rm -rf "${SID:?}$W"
+else
+    echo "note: no Debian sid root with python3.14 at $SID (scripts/mkroot.sh); its snapshot case is skipped"
+fi
 finish
