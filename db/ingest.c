@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -374,6 +375,103 @@ int kb_add_failure(sqlite3 *db, const struct kb_source *src, const char *error, 
     " bundle_path, added, job, rank, local_rank, crash_kind, top_category, top_consequence_of,"     \
     " facts, completeness, completeness_detail, bundle_xxh64"
 
+/* ---- gpu_faults: what a later crash on the same GPU or host carries as history ---- */
+
+#define KB_FAULTS_PER_CRASH 32
+
+/* An Xid class that says the GPU or its links are at fault, not the program or the driver */
+static int hardware_blame(const char *b)
+{
+    return b && (!strcmp(b, "hardware") || !strcmp(b, "thermal") || !strcmp(b, "bus") ||
+                 !strcmp(b, "nvlink"));
+}
+
+/* nvidia-smi's UUID for the GPU at pci, NULL when it did not answer for it */
+static const char *uuid_of(const cJSON *r, const char *pci)
+{
+    const cJSON *g;
+    cJSON_ArrayForEach(g, cp_jpath(r, "gpu.nvidia_smi.gpus"))
+    {
+        const char *p = cp_jstr_ne_at(g, "pci");
+        if (p && pci && !strcasecmp(p, pci))
+            return cp_jstr_ne_at(g, "uuid");
+    }
+    return NULL;
+}
+
+static int insert_fault(sqlite3 *db, int64_t crash_id, const char *scope, const cJSON *time,
+                        const char *host, const char *pci, const char *uuid, const cJSON *code,
+                        const char *kind, const char *text)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db,
+                                "INSERT INTO gpu_faults(crash_id, scope, time, host, pci, uuid, code,"
+                                " kind, text) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                                -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, crash_id);
+        bind_str(st, 2, scope);
+        bind_num(st, 3, time);
+        bind_str(st, 4, host);
+        bind_str(st, 5, pci);
+        bind_str(st, 6, uuid);
+        bind_num(st, 7, code);
+        bind_str(st, 8, kind);
+        bind_str(st, 9, text);
+        rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* The record's faults, replaced with the stored report's: its own GPUs' active hardware Xids
+ * (scope own: evidence.c decided they name this process or one of its GPUs), and the host's MCE lines
+ * and AER lines of a PCIe port (pcieport), which belong to the whole host. */
+static int store_faults(sqlite3 *db, int64_t crash_id, const cJSON *r)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db, "DELETE FROM gpu_faults WHERE crash_id = ?1", -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, crash_id);
+        rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+    }
+    sqlite3_finalize(st);
+    const char *host = cp_jstr_ne_at(r, "host.hostname");
+    int n = 0;
+    const cJSON *x;
+    cJSON_ArrayForEach(x, cp_jpath(r, "gpu.xid"))
+    {
+        if (rc != SQLITE_OK || n >= KB_FAULTS_PER_CRASH)
+            break;
+        const char *scope = cp_jstr_ne_at(x, "scope"), *pci = cp_jstr_ne_at(x, "pci");
+        if (!scope || strcmp(scope, "own") ||
+            cJSON_IsFalse(cp_jpath(x, "active")) || !hardware_blame(cp_jstr_ne_at(x, "blame")))
+            continue;
+        const cJSON *t = cp_jpath(x, "time");
+        const char *kind = cp_jstr_ne_at(x, "name") ? cp_jstr_ne_at(x, "name") : cp_jstr_ne_at(x, "mnemonic");
+        const char *text = cp_jstr_ne_at(x, "line") ? cp_jstr_ne_at(x, "line") : cp_jstr_ne_at(x, "text");
+        rc = insert_fault(db, crash_id, "gpu", cJSON_IsNumber(t) ? t : cp_jpath(r, "host.time"), host,
+                          pci, uuid_of(r, pci), cp_jpath(x, "code"), kind, text);
+        n++;
+    }
+    cJSON_ArrayForEach(x, cp_jpath(r, "kernel_log.lines"))
+    {
+        if (rc != SQLITE_OK || n >= KB_FAULTS_PER_CRASH)
+            break;
+        const char *cls = cp_jstr_ne_at(x, "class"), *text = cp_jstr_ne_at(x, "text");
+        const char *kind = NULL;
+        if (cls && !strcmp(cls, "mce"))
+            kind = "mce";
+        else if (cls && !strcmp(cls, "pcie") && text && strstr(text, "pcieport") && strstr(text, "AER"))
+            kind = "aer";
+        if (!kind || !host)
+            continue;
+        rc = insert_fault(db, crash_id, "host", cp_jpath(x, "time"), host, NULL, NULL, NULL, kind, text);
+        n++;
+    }
+    return rc;
+}
+
 int kb_add_report(sqlite3 *db, const cJSON *r, const struct kb_source *src, struct kb_result *res,
                   char *err, size_t errlen)
 {
@@ -519,6 +617,8 @@ int kb_add_report(sqlite3 *db, const cJSON *r, const struct kb_source *src, stru
         sqlite3_finalize(st);
         free(djson);
         free(facts);
+        if (rc == SQLITE_OK)
+            rc = store_faults(db, id, r);
         /* the analysis that was stored until now is no longer */
         if (rc == SQLITE_OK && res->outcome != KB_ADDED) {
             rc = sqlite3_prepare_v2(db,

@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define KB_SCHEMA_VERSION 3
+#define KB_SCHEMA_VERSION 4
 
 /* Opens (create: creating the file and its directory) and migrates. 0 or -1 with err. */
 int kb_open(const char *path, int create, sqlite3 **out, char *err, size_t errlen);

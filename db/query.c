@@ -265,6 +265,42 @@ cJSON *kb_fingerprint_seen(const char *path, const char *fingerprint)
     return r ? r : cJSON_CreateObject(); /* an unreadable table: as unseen */
 }
 
+cJSON *kb_gpu_history(sqlite3 *db, const cJSON *r, double window_s, char *err, size_t errlen)
+{
+    double ct = -1;
+    cp_jnum_at(r, "host.time", &ct);
+    if (ct <= 0) {
+        cp_errmsg(err, errlen, "the crash has no time: its history cannot be placed");
+        return NULL;
+    }
+    /* this process's GPUs as JSON arrays, for json_each */
+    const cJSON *sc = cp_jpath(r, "gpu.scope");
+    const cJSON *uu = cp_jpath(sc, "uuids"), *pp = cp_jpath(sc, "pci");
+    char *uuids = cJSON_IsArray(uu) ? cJSON_PrintUnformatted(uu) : NULL;
+    char *pcis = cJSON_IsArray(pp) ? cJSON_PrintUnformatted(pp) : NULL;
+    const struct bind b[] = {REAL(ct - window_s), REAL(ct), TEXT(cp_jstr_ne_at(r, "host.hostname")),
+                             TEXT(uuids ? uuids : "[]"), TEXT(pcis ? pcis : "[]")};
+    /* another crash's fault (not this crash's record, analyzed again), before this one and inside
+     * the window: one of this process's GPUs by UUID (wherever it was), or by PCI id on this host
+     * when the UUID was unknown; or a fault of this whole host */
+    cJSON *a = rows(db,
+                    "SELECT f.crash_id AS crash_id, c.time AS crash_time, f.host AS host,"
+                    " f.scope AS scope, f.pci AS pci, f.uuid AS uuid, f.code AS code, f.kind AS kind,"
+                    " f.time AS time, ?2 - f.time AS age_s, f.text AS text"
+                    " FROM gpu_faults f JOIN crashes c ON c.id = f.crash_id"
+                    " WHERE f.time >= ?1 AND f.time < ?2"
+                    " AND NOT (c.host IS ?3 AND abs(c.time - ?2) < 0.001)"
+                    " AND ((f.scope = 'gpu' AND (f.uuid IN (SELECT value FROM json_each(?4))"
+                    "      OR (f.uuid IS NULL AND f.host IS ?3 AND f.pci IN (SELECT value FROM json_each(?5)))))"
+                    "   OR (f.scope = 'host' AND ?3 IS NOT NULL AND f.host IS ?3))"
+                    " GROUP BY f.scope, coalesce(f.uuid, f.pci), f.code, f.kind, f.time"
+                    " ORDER BY f.time DESC LIMIT 32",
+                    b, 5, err, errlen);
+    cJSON_free(uuids);
+    cJSON_free(pcis);
+    return a;
+}
+
 void kb_close(sqlite3 *db)
 {
     sqlite3_close(db);

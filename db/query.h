@@ -62,6 +62,15 @@ cJSON *kb_user_rules(sqlite3 *db, char *err, size_t errlen);
  * when there is no file or it cannot be opened (no knowledge base); count 0 when unseen. */
 cJSON *kb_fingerprint_seen(const char *path, const char *fingerprint);
 
+/* The hardware faults the knowledge base saw before this crash (report r, host.time) within
+ * window_s: on one of its GPUs (gpu.scope: by UUID anywhere, by PCI id on the same host when the
+ * UUID was not known) or on its whole host (MCE, AER on a PCIe port), from other crashes' records
+ * (gpu_faults, kb.h): [{crash_id, crash_time, host, scope "gpu"|"host", pci, uuid, code, kind,
+ * time, age_s, text}], newest first, at most 32. A fault of another GPU is never in it. NULL with
+ * err on an SQL error (a knowledge base older than schema 4 has no gpu_faults table) or when the
+ * crash has no time. */
+cJSON *kb_gpu_history(sqlite3 *db, const cJSON *r, double window_s, char *err, size_t errlen);
+
 /* `crashpack rules add --from-crash ID`: a rule drafted from crash id's stored facts (draft.c),
  * or NULL with err (no such crash, an SQL error). */
 cJSON *kb_draft_rule(sqlite3 *db, long long id, char *err, size_t errlen);

@@ -58,6 +58,17 @@ static const char *const migrations[] = {
     "  SELECT id, CASE WHEN bundle_path IS NULL THEN 'report-json' ELSE 'bundle' END, bundle_path,"
     "  added, 'added', 'stored before schema version 3 (no file hash, no user, no completeness)'"
     "  FROM crashes;",
+    /* 3 -> 4: the hardware faults each crash's analysis saw on its own GPUs (an Xid of a hardware,
+     * thermal, bus or NVLink class, named by UUID when nvidia-smi gave one, else by host and PCI
+     * id) and on its host as a whole (MCE, AER on a PCIe port): a later crash on the same GPU or
+     * host carries them as history (kb_gpu_history). Rows of older records are not backfilled. */
+    "CREATE TABLE gpu_faults("
+    "  id INTEGER PRIMARY KEY,"
+    "  crash_id INTEGER NOT NULL REFERENCES crashes(id) ON DELETE CASCADE,"
+    "  scope TEXT NOT NULL CHECK(scope IN ('gpu', 'host')),"
+    "  time REAL, host TEXT, pci TEXT, uuid TEXT, code INTEGER, kind TEXT, text TEXT);"
+    "CREATE INDEX gpu_faults_uuid ON gpu_faults(uuid, time);"
+    "CREATE INDEX gpu_faults_host ON gpu_faults(host, time);",
 };
 
 /* sqlite3_exec, retried while the database is busy or locked: the busy handler does not cover every

@@ -12,6 +12,7 @@
  * timeout_ms and rank as data.
  */
 #include "rule.h"
+#include "query.h"
 #include "errmsg.h"
 #include "jpath.h"
 #include "utf8.h"
@@ -236,6 +237,31 @@ int diagnose(cJSON *report, const char *dbpath_or_NULL, char *err, size_t errlen
     return diagnose_with(report, rb, err, errlen);
 }
 
+/* gpu.history: the knowledge base's hardware faults of this process's GPUs and of its host in the
+ * hours before the crash (query.h kb_gpu_history), which the gpu_history leaf reads;
+ * gpu.history_error says why there is none to read (no knowledge base, an older schema). */
+#define GPU_HISTORY_WINDOW_S (6 * 3600.0)
+static void gpu_history(cJSON *report, struct rulebase *rb)
+{
+    cJSON *gpu = cJSON_GetObjectItemCaseSensitive(report, "gpu");
+    if (!cJSON_IsObject(gpu))
+        return;
+    cJSON_DeleteItemFromObjectCaseSensitive(gpu, "history");
+    cJSON_DeleteItemFromObjectCaseSensitive(gpu, "history_error");
+    cJSON_DeleteItemFromObjectCaseSensitive(gpu, "history_window_s");
+    cJSON_AddNumberToObject(gpu, "history_window_s", GPU_HISTORY_WINDOW_S);
+    struct sqlite3 *kb = rulebase_kb(rb);
+    char e[300] = "";
+    cJSON *h = kb ? kb_gpu_history(kb, report, GPU_HISTORY_WINDOW_S, e, sizeof(e)) : NULL;
+    if (!kb)
+        snprintf(e, sizeof(e), "no knowledge base (--db, $CRASHPACK_DB)");
+    cJSON_AddItemToObject(gpu, "history", h ? h : cJSON_CreateArray());
+    if (h)
+        cJSON_AddNullToObject(gpu, "history_error");
+    else
+        cJSON_AddStringToObject(gpu, "history_error", e);
+}
+
 int diagnose_with(cJSON *report, struct rulebase *rb, char *err, size_t errlen)
 {
     cJSON_DeleteItemFromObjectCaseSensitive(report, "diagnosis_info");
@@ -258,6 +284,7 @@ int diagnose_with(cJSON *report, struct rulebase *rb, char *err, size_t errlen)
     }
     cJSON_AddNumberToObject(info, "builtin_rules", nb);
     cJSON_AddNumberToObject(info, "user_rules", nu);
+    gpu_history(report, rb);
     int n = rules_diagnose(rb, report, err, errlen);
     if (n < 0)
         cJSON_AddStringToObject(info, "error", err ? err : "matching failed");

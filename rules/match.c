@@ -610,6 +610,7 @@ static int cgroup_covers(const char *memcg, const char *cg)
  * over kernel_log.oom_kills[] (evidence.h): the kernel's OOM killer killed this process, a
  * DataLoader worker the report names, one of those or a process in the same memory cgroup
  * (related: a host event counts only for its process, its cgroup or its job), or any process.
+ * Only kills inside their window around the crash (active, evidence.c's OOM_WINDOW_S) count.
  * The evidence names the limit. */
 static int leaf_oom_kill(struct ctx *c, const cJSON *v, cJSON *ev)
 {
@@ -621,6 +622,9 @@ static int leaf_oom_kill(struct ctx *c, const cJSON *v, cJSON *ev)
     {
         const char *sc = cp_jstr_at(k, "scope");
         if (scope && !in_list(scope, sc))
+            continue;
+        /* outside its window around the crash (evidence.c): context, not a cause */
+        if (cJSON_IsFalse(cp_jpath(k, "active")))
             continue;
         double pid = -1;
         cp_jnum_at(k, "pid", &pid);
@@ -654,6 +658,69 @@ static int leaf_oom_kill(struct ctx *c, const cJSON *v, cJSON *ev)
     return hits > 0;
 }
 
+/* 1 when the array arr (of strings) holds s, case-insensitively */
+static int str_in(const cJSON *arr, const char *s)
+{
+    const cJSON *e;
+    cJSON_ArrayForEach(e, arr)
+    {
+        if (s && cJSON_IsString(e) && !strcasecmp(e->valuestring, s))
+            return 1;
+    }
+    return 0;
+}
+
+/* gpu_history: {scope: "gpu"|"host", codes: [...]} over gpu.history[] (the knowledge base's
+ * hardware faults before this crash, diagnose.c): another crash's fault on one of this process's
+ * GPUs (checked again here against gpu.scope's UUIDs and PCI ids: another GPU's fault never
+ * counts), or on this whole host (MCE, AER on a PCIe port). */
+static int leaf_gpu_history(struct ctx *c, const cJSON *v, cJSON *ev)
+{
+    const char *want = cp_jstr_at(v, "scope");
+    const cJSON *codes = cp_jpath(v, "codes");
+    const cJSON *sc = cp_jpath(c->r, "gpu.scope");
+    int hits = 0;
+    const cJSON *h;
+    cJSON_ArrayForEach(h, cp_jpath(c->r, "gpu.history"))
+    {
+        const char *scope = cp_jstr_at(h, "scope");
+        if (!scope || (want && strcmp(want, scope)))
+            continue;
+        const char *uuid = cp_jstr_at(h, "uuid"), *pci = cp_jstr_at(h, "pci");
+        if (!strcmp(scope, "gpu") && !(uuid ? str_in(cp_jpath(sc, "uuids"), uuid)
+                                            : str_in(cp_jpath(sc, "pci"), pci)))
+            continue;
+        double code = -1, age = -1, id = 0;
+        cp_jnum_at(h, "code", &code);
+        if (codes && !in_num_list(codes, code))
+            continue;
+        if (hits++ >= EVIDENCE_PER_LEAF)
+            continue;
+        cp_jnum_at(h, "age_s", &age);
+        cp_jnum_at(h, "crash_id", &id);
+        char when[48];
+        if (age < 0)
+            snprintf(when, sizeof(when), "earlier");
+        else if (age < 7200)
+            snprintf(when, sizeof(when), "%.0f min earlier", age / 60);
+        else
+            snprintf(when, sizeof(when), "%.1f h earlier", age / 3600);
+        const char *kind = cp_jstr_at(h, "kind"), *host = cp_jstr_at(h, "host");
+        if (!strcmp(scope, "gpu"))
+            ev_add(ev, "history: this GPU (%s%s%s) had Xid %.0f%s%s%s %s, in crash #%.0f of the knowledge base%s%s",
+                   uuid ? uuid : "", uuid && pci ? ", " : "", pci ? pci : "", code, kind ? " (" : "",
+                   kind ? kind : "", kind ? ")" : "", when, id, host ? " on " : "", host ? host : "");
+        else
+            ev_add(ev, "history: this host (%s) logged %s %s, in crash #%.0f of the knowledge base",
+                   host ? host : "?", kind && !strcmp(kind, "mce") ? "a machine check" : "a PCIe port AER error",
+                   when, id);
+        const char *text = cp_jstr_at(h, "text");
+        if (text)
+            ev_add(ev, "kernel: %s", text);
+    }
+    return hits > 0;
+}
+
 struct leaf {
     const char *key;
     int (*fn)(struct ctx *, const cJSON *, cJSON *);
@@ -676,7 +743,7 @@ static const struct leaf leaves[] = {
     {"kernel_log", leaf_kernel_log}, {"log_error", leaf_log_error},
     {"smi", leaf_smi},               {"checkpoint", leaf_checkpoint},
     {"env", leaf_env},               {"death", leaf_death},
-    {"oom_kill", leaf_oom_kill},
+    {"oom_kill", leaf_oom_kill},     {"gpu_history", leaf_gpu_history},
 };
 
 int rule_leaf_known(const char *key);

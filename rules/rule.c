@@ -216,6 +216,11 @@ static int cond_reads_gpu(const cJSON *c, int depth)
         return 0;
     if (c->string && (!strcmp(c->string, "xid") || !strcmp(c->string, "smi")))
         return 1;
+    /* a GPU's history names the GPU; the host's (MCE, AER) names none */
+    if (c->string && !strcmp(c->string, "gpu_history")) {
+        const char *sc = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "scope"));
+        return !sc || strcmp(sc, "host");
+    }
     if (!cJSON_IsObject(c) && !cJSON_IsArray(c))
         return 0;
     if (c->string && strcmp(c->string, "all") && strcmp(c->string, "any") &&
@@ -261,6 +266,16 @@ cJSON *rule_other_gpu_case(const cJSON *pos)
             continue;
         cJSON_DeleteItemFromObjectCaseSensitive(x, "scope");
         cJSON_AddStringToObject(x, "scope", "other");
+    }
+    cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(gpu, "history"))
+    {
+        const char *sc = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(x, "scope"));
+        if (!cJSON_IsObject(x) || (sc && !strcmp(sc, "host")))
+            continue;
+        cJSON_DeleteItemFromObjectCaseSensitive(x, "pci");
+        cJSON_AddStringToObject(x, "pci", "0000:ff:1f.0");
+        cJSON_DeleteItemFromObjectCaseSensitive(x, "uuid");
+        cJSON_AddStringToObject(x, "uuid", "GPU-ffffffff-ffff-ffff-ffff-ffffffffffff");
     }
     cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(
                               cJSON_GetObjectItemCaseSensitive(gpu, "nvidia_smi"), "gpus"))
@@ -471,6 +486,11 @@ int rulebase_open(const char *builtin_dir, const char *kbpath, struct rulebase *
     rb->kb = kb_open_user_rules(kbpath);
     *out = rb;
     return 0;
+}
+
+struct sqlite3 *rulebase_kb(struct rulebase *rb)
+{
+    return rb ? rb->kb : NULL;
 }
 
 void rulebase_close(struct rulebase *rb)

@@ -31,6 +31,9 @@ struct rulebase;
 int rulebase_open(const char *builtin_dir, const char *kbpath, struct rulebase **out, char *err,
                   size_t errlen);
 void rulebase_close(struct rulebase *rb);
+/* The knowledge base the rule base read its user rules from (read-only; owned by rb), or NULL. */
+struct sqlite3;
+struct sqlite3 *rulebase_kb(struct rulebase *rb);
 
 /* The effective rules, ordered by id: a new array of rule objects (caller deletes). Each carries
  * "source": "builtin" | "user" (and "overrides": true when a user rule replaced a built-in). */

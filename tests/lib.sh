@@ -122,6 +122,8 @@ cp_setup() {
     # the analyzer's cache of decompressed debug files: per test, not root's ~/.cache (a test's
     # first analysis fills it, the later ones read it, so both paths run in every test)
     export CRASHPACK_CACHE_DIR=$T/cache
+    # the knowledge base analyses read (user rules, GPU history): the test's own, never root's
+    export CRASHPACK_DB=$T/kb.sqlite
     trap cp_restore EXIT
     trap 'exit 130' INT TERM
     mkdir -p "$T/bundles"

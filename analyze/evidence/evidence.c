@@ -640,9 +640,16 @@ static void oom_line(cJSON *kills, struct oom_state *st, const char *text, doubl
     st->pending_limit[0] = st->pending_task[0] = 0;
 }
 
-/* scope: which limit the kill enforced */
-static void oom_finish(cJSON *kills, double pid, int have_pid, const struct own *own)
+/* An OOM kill is a cause of this death for the minutes around it: a DataLoader worker's kill is
+ * seen by the main process within seconds, a supervisor's report within a minute or two. One from
+ * hours earlier (the same pid number reused, or the cgroup's last job) is context. */
+#define OOM_WINDOW_S 600.0
+
+/* scope: which limit the kill enforced; own_pid; its window around the crash (host.time) */
+static void oom_finish(cJSON *kills, const cJSON *r, double pid, int have_pid, const struct own *own)
 {
+    double ct = -1;
+    int have_ct = cp_jnum(cp_jkey(r, "host"), "time", &ct) && ct > 0;
     cJSON *k;
     cJSON_ArrayForEach(k, kills)
     {
@@ -666,6 +673,13 @@ static void oom_finish(cJSON *kills, double pid, int have_pid, const struct own 
         cJSON_DeleteItemFromObjectCaseSensitive(k, "global_oom");
         cp_jnum(k, "pid", &p);
         cp_json_set(k, "own_pid", cJSON_CreateBool((have_pid && p == pid) || own_pid(own, p)));
+        double t = -1;
+        int have_t = cp_jnum(k, "time", &t);
+        cp_json_set(k, "window_s", cJSON_CreateNumber(OOM_WINDOW_S));
+        cp_json_set(k, "age_s", have_ct && have_t ? cJSON_CreateNumber(floor(ct - t)) : cJSON_CreateNull());
+        /* no time on either side: it cannot be placed, so it is not ruled out */
+        int active = !(have_ct && have_t) || (t >= ct - OOM_WINDOW_S && t <= ct + 60);
+        cp_json_set(k, "active", cJSON_CreateBool(active));
     }
 }
 
@@ -776,7 +790,7 @@ static void add_kmsg(cJSON *r, struct bundle *b, const cJSON *cat, double pid, i
         }
     }
     cJSON_Delete(k);
-    oom_finish(kills, pid, have_pid, own);
+    oom_finish(kills, r, pid, have_pid, own);
     /* time order (kern.log lines may come after the ring's) */
     int cnt = cJSON_GetArraySize(xids);
     if (cnt > 1) {

@@ -26,6 +26,9 @@
  * structure's size as the table gives it, dbg_sz_*; and compared with this row: python.h). No
  * structure sizes are in the rows: they change between micro versions (3.13.0 and 3.13.5) where
  * every offset read stays put. A version without a row is reported as unsupported.
+ *
+ * CPython 3.10 is not a row here: its frames and objects differ enough for a walker and a layout
+ * of their own (python310.h, pylayout310.h).
  */
 #ifndef CRASHPACK_PYLAYOUT_H
 #define CRASHPACK_PYLAYOUT_H

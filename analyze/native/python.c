@@ -9,6 +9,8 @@
 #include "errmsg.h"
 #include "modules.h"
 #include "pylayout.h"
+#include "python310.h"
+#include "python_internal.h"
 #include "unwind.h"
 
 #include <elfutils/libdwfl.h>
@@ -816,14 +818,19 @@ int python_walk(python_read_fn read, void *ctx, const char *module, uint64_t py_
                   v, (int)(dver >> 24), (int)(dver >> 16 & 0xff));
         return 0;
     }
-    /* (3.10: python310.c's walker is dispatched here) */
+    if (major == 3 && minor == 10) { /* PyFrameObject frames: python310.c */
+        w.L = py310_layout();
+        return py310_walk(&w, st);
+    }
     const struct py_layout *row = major ? pylayout_find(major, minor) : NULL;
     if (!row) {
-        const char *why = major == 3 && minor < 11 && minor >= 0 ? "before 3.11 frames are PyFrameObjects, a layout this walker does not read"
-                          : major == 3 && minor > 11 && have_dbg ? "a newer _PyInterpreterFrame and _Py_DebugOffsets table than any generated row"
-                          : "no structure layout for this version";
-        cp_errmsg(st->error, sizeof(st->error), "unsupported CPython %s: %s (supported: %s)", v, why,
-                  pylayout_versions());
+        const char *why = major == 3 && minor < 10 && minor >= 0
+                              ? "before 3.10 frames and line tables are another layout, not read"
+                          : major == 3 && minor > 11 && have_dbg
+                              ? "a newer _PyInterpreterFrame and _Py_DebugOffsets table than any generated row"
+                              : "no structure layout for this version";
+        cp_errmsg(st->error, sizeof(st->error), "unsupported CPython %s: %s (supported: 3.10, %s)", v,
+                  why, pylayout_versions());
         return 0;
     }
     w.lay = *row;
@@ -1161,3 +1168,6 @@ void python_thread_json(const struct py_state *st, int64_t tid, cJSON *t,
     }
     free(eval);
 }
+
+/* python.c's readers, for python310.c (python_internal.h) */
+const struct py_readers py_readers = {rd, rd_ptr, rd_i64, rd_i32, type_is, rd_str, is_str, rd_ulong};

@@ -48,6 +48,10 @@
  * native unwind cut short, an eval function without a symbol), the frames are kept with
  * native_frame_index null and python_merge says why.
  *
+ * Versions: 3.11 here (layout: pylayout.h); 3.10 in python310.h (heap PyFrameObjects, the PEP 626
+ * line table, every frame an entry frame, the kernel tid from glibc's struct pthread), which fills
+ * the same structures: python_walk() dispatches to it. Others are named and reported unsupported.
+ *
  * Ownership: struct py_state and everything in it belongs to the caller (python_free). The
  * session must outlive nothing here: strings are copied. Never prints or exits.
  */

@@ -15,6 +15,7 @@
 #               python_exception with a signature from the Python frames, GPU OOM on top
 #   dlkill      RuntimeError "DataLoader worker (pid(s) N) exited unexpectedly" from the "is killed
 #               by signal: Killed." error, and the kernel's OOM kill of pid N: explained by the kill
+#   dlold       the same with kill lines two hours old: outside the kill's window, context only
 #   dlvalue     a dataset error re-raised from a DataLoader worker: the worker's original traceback
 #   legacy      an older bundle (no death object): kind core from the kernel; one with snap.json:
 #               kind snapshot
@@ -106,6 +107,11 @@ B["dlkill"] = {"manifest.json": manifest(7171, death("exception", trigger="hook"
                "exception.json": excjson(exc("RuntimeError", MRO_RT, "DataLoader worker (pid(s) 7180) exited unexpectedly",
                                              DL_FR, cause=killed), tid=7171, tname="MainThread"),
                "kmsg.json": kmsg([l % 7180 if "%d" in l else l for l in CG])}
+# the same, but the kill lines are two hours old (another job's worker had that pid): context only
+B["dlold"] = {"manifest.json": manifest(7171, death("exception", trigger="hook")),
+              "exception.json": B["dlkill"]["exception.json"],
+              "kmsg.json": {"source": "/dev/kmsg", "lines": [
+                  {"time": NOW - 7200 + i, "class": "oom", "text": l % 7180 if "%d" in l else l} for i, l in enumerate(CG)]}}
 TB = ("Traceback (most recent call last):\n"
       "  File \"/usr/lib/python3/dist-packages/torch/utils/data/_utils/worker.py\", line 351, in _worker_loop\n"
       "    data = fetcher.fetch(index)\n"
@@ -232,6 +238,11 @@ check "dlkill: the evidence names the worker's kill and the cgroup" \
     grep -q 'kernel OOM killer killed DataLoader worker pid 7180 (python3): the memory cgroup limit of /crashpack-test/job1' "$T/dlkill.json"
 is dlkill "'cuda-oom' in [x['rule'] for x in d['diagnoses']]" False
 is dlkill "d['kernel_log']['oom_kills'][0]['own_pid']" False
+is dlkill "(d['kernel_log']['oom_kills'][0]['active'], d['kernel_log']['oom_kills'][0]['window_s'])" "(True, 600)"
+# two hours before the death: outside the kill's window, so no diagnosis cites it
+is dlold "(d['kernel_log']['oom_kills'][0]['active'], d['kernel_log']['oom_kills'][0]['age_s'] >= 7190)" "(False, True)"
+got=$(top dlold); check "dlold: an OOM kill 2 h earlier explains nothing (top: $got)" \
+    bash -c "[ '$got' != dataloader-worker-exited-oom-killed ] && ! grep -q 'kernel OOM killer killed' '$T/dlold.json'"
 
 # ---- a dataset error re-raised from a DataLoader worker ----
 is dlvalue "(d['exception']['worker']['kind'], d['exception']['worker']['pid'], d['exception']['worker']['original_type'])" \

@@ -350,6 +350,91 @@ else
     echo "note: no Debian sid root with python3.14 at $SID (scripts/mkroot.sh); the 3.14 cases are skipped"
 fi
 
+# ==== CPython 3.10 (analyze/native/python310.c) ====
+# py_abort_deep and py_thread_crash again under pyenv's 3.10 (_PyRuntime in libpython3.10.so), real
+# crashes through core_pattern, against faulthandler's dump as above. 3.10 keeps its frames as heap
+# PyFrameObjects and runs every Python frame in its own _PyEval_EvalFrameDefault call, so every
+# frame is an entry frame and sits under its own eval frame (strictly outwards, innermost first).
+# 3.10's PyThreadState has no native tid: it comes from glibc's struct pthread, so the Python
+# threads landing on the right native threads (faulthandler's ids, the crashed thread, the GIL
+# holder) checks that too. Skipped (one line) without a pyenv 3.10.
+PYENV310=${CP_PYENV310:-$(ls -d /root/.pyenv/versions/3.10.*/bin/python3.10 2>/dev/null | tail -1)}
+py310_one() {
+    local name=$1 script=$2 pid B rc=0
+    pid=$(pycrash "$name" "$script")
+    B=$(cp_bundle_for "$pid" 120) || { fail "$name: no bundle"; return 1; }
+    timeout 300 "$CP_BIN/crashpack" analyze --json "$B" > "$T/$name.json" 2> "$T/$name.json.err" || rc=$?
+    check "$name: analyze --json exits 0" [ "$rc" = 0 ]
+    timeout 300 "$CP_BIN/crashpack" analyze "$B" > "$T/$name.txt" 2>&1
+    check "$name: faulthandler wrote its dump" grep -q "most recent call first" "$T/$name.err"
+    jc "$name" "the interpreter is CPython 3.10 in libpython3.10, read through _PyRuntime" \
+        'r["python"]["version"].startswith("3.10") and r["python"]["supported"] and r["python"]["error"] is None and r["python"]["runtime_source"] == "symbol" and r["python"]["module"].split("/")[-1].startswith("libpython3.10.so")'
+    jc "$name" "every Python thread's function/file/line sequence is faulthandler's, exactly" \
+        'same_as_faulthandler(r)'
+    jc "$name" "every Python frame runs under a _PyEval_EvalFrameDefault frame (merge ok)" \
+        'merged_under_eval(r)'
+    jc "$name" "every 3.10 frame is an entry frame, under its own eval frame" \
+        'all(f["entry"] for t in r["threads"] for f in t["python_frames"]) and all(len(set(i)) == len(i) for i in ([f["native_frame_index"] for f in t["python_frames"]] for t in r["threads"]))'
+    jc "$name" "no qualname (3.10 code objects have none): null, the function names the frame" \
+        'all(f["qualname"] is None and f["function"] for t in r["threads"] for f in t["python_frames"])'
+    jc "$name" "the crashed thread is faulthandler's current thread, and holds the GIL" \
+        'int(crashed(r)["python"]["thread_id"], 16) == cur and crashed(r)["python"]["holds_gil"] and r["python"]["gil"]["locked"] and r["python"]["gil"]["holder_tid"] == crashed(r)["tid"]'
+    echo "$pid" > "$T/$name.pid"
+}
+py310_cases() {
+    if [ -z "$PYENV310" ] || [ ! -x "$PYENV310" ]; then
+        echo "note: no pyenv CPython 3.10 here; its cases are skipped"
+        return 0
+    fi
+    local PYBIN=$PYENV310 pid
+    py310_one abort310 "$FIX/py_abort_deep.py"
+    jc abort310 "the frames are level_three, level_two, level_one, <module>" \
+        '[f["function"] for f in crashed(r)["python_frames"]] == ["level_three", "level_two", "level_one", "<module>"]'
+    jc abort310 "map() (C: map_next) lies between level_two's and level_one's eval frames" \
+        '"map_next" in [f.get("function") for f in crashed(r)["frames"][nfi(crashed(r), "level_two"):nfi(crashed(r), "level_one")]]'
+    check "abort310: the text shows the traceback" grep -q "File \"$FIX/py_abort_deep.py\", line 17, in level_three  \[native #" "$T/abort310.txt"
+    check "abort310: the text names the interpreter" grep -q "^python    CPython 3.10" "$T/abort310.txt"
+    py310_one threads310 "$FIX/py_thread_crash.py"
+    pid=$(cat "$T/threads310.pid" 2>/dev/null)
+    jc threads310 "three Python threads" 'len(pythreads(r)) == 3'
+    jc threads310 "the crashed thread is not the main thread, and runs crasher_inner" \
+        'crashed(r)["tid"] != '"${pid:-0}"' and "crasher_inner" in [f["function"] for f in crashed(r)["python_frames"]]'
+    jc threads310 "the main thread (tid = pid) ends in <module>" \
+        'any(t["tid"] == '"${pid:-0}"' and t["python_frames"][-1]["function"] == "<module>" for t in r["threads"])'
+    jc threads310 "the Python thread names are threading's: MainThread, waiter, crasher" \
+        'sorted(t["python"]["name"] for t in pythreads(r).values()) == ["MainThread", "crasher", "waiter"] and crashed(r)["python"]["name"] == "crasher"'
+    check "threads310: the text names the crashed Python thread" grep -q 'Python thread 0x[0-9a-f]* "crasher", holds the GIL' "$T/threads310.txt"
+    # the threads310 bundle cut short at several offsets: never a crash
+    local f_back f_code mode B rc size cut
+    B=$(cp_bundle_for "$pid" 1)
+    size=$(stat -c %s "$B")
+    for cut in 2 3 5 9; do
+        head -c $((size * (cut - 1) / cut)) "$B" > "$T/cut310.zst"
+        rc=0
+        timeout 300 "$CP_BIN/crashpack" analyze --json "$T/cut310.zst" > "$T/cut310.json" 2> "$T/cut310.err" || rc=$?
+        check "3.10 threads bundle cut at $((cut - 1))/$cut: exit 0, 1 or 2, not a crash (rc $rc)" [ "$rc" -le 2 ]
+    done
+    # frames the process damaged itself (offsets from the generated 3.10 layout)
+    f_back=$(sed -n 's/^    \.f_back = \([0-9]*\),$/\1/p' "$CP_SRC/analyze/native/pylayout310.c")
+    f_code=$(sed -n 's/^    \.f_code = \([0-9]*\),$/\1/p' "$CP_SRC/analyze/native/pylayout310.c")
+    for mode in loop cycle code; do
+        pid=$(pycrash_plain "$FIX/py310_corrupt_frames.py" "$mode" "$f_back" "$f_code")
+        B=$(cp_bundle_for "$pid" 120) || { fail "3.10 damaged $mode: no bundle"; continue; }
+        rc=0
+        timeout 300 "$CP_BIN/crashpack" analyze --json "$B" > "$T/d310$mode.json" 2> "$T/d310$mode.json.err" || rc=$?
+        check "3.10 damaged $mode: analyze --json exits 0 (rc $rc)" [ "$rc" = 0 ]
+        jc "d310$mode" "3.10 $mode: the frames up to the damage are right, the walk says why it stopped" \
+            '[f["function"] for f in crashed(r)["python_frames"]][:2] == ["string_at", "corrupt_and_crash"] and crashed(r)["python_merge"].startswith("unmerged") and all(f["native_frame_index"] is None for f in crashed(r)["python_frames"])'
+    done
+    jc d310loop "3.10 loop: a frame linking to itself is named, after middle" \
+        '"links to itself" in crashed(r)["python"]["error"] and [f["function"] for f in crashed(r)["python_frames"]] == ["string_at", "corrupt_and_crash", "middle"]'
+    jc d310cycle "3.10 cycle: the endless chain is cut at the per-thread cap" \
+        'crashed(r)["python"]["frames_truncated"] and len(crashed(r)["python_frames"]) == 4096'
+    jc d310code "3.10 code: the bad code object is named, corrupt_and_crash is the last frame" \
+        '"is not a readable code object" in crashed(r)["python"]["error"] and len(crashed(r)["python_frames"]) == 2'
+}
+py310_cases
+
 # ---- 5. versions without a layout: named and reported unsupported ----
 for v in 3.9; do
     bin=$(pyenv_bin "$v")

@@ -135,6 +135,23 @@ PY
     check "gpuB: A's Xid 79 is host context" [ "$(json "$T/gpuB.json" \
         "[c['code'] for c in d['gpu']['host_context'] if c['pci'] == '0000:3b:00.0' and c['pid'] == $OPID]")" = "[79]" ]
     check "gpuB: report lists A as skipped" grep -q "nvidia-smi -i \`0000:3b:00.0\`: skipped" "$T/gpuB.md"
+    # history: the knowledge base keeps B's Xid 48 (by B's UUID) and not A's Xid 79 (another
+    # process's GPU); the next crash on B carries it as evidence, citing the earlier crash
+    KB=$T/kb.sqlite
+    "$CP_BIN/crashpack" db add --db "$KB" "$b" > "$T/dbadd.out" 2>&1 || fail "gpuB: db add: $(cat "$T/dbadd.out")"
+    check "history: B's Xid 48 stored as a fault of GPU B (its UUID), nothing of A" \
+        [ "$(python3 -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute(\"SELECT scope, uuid, code FROM gpu_faults WHERE scope = 'gpu'\").fetchall())" "$KB")" = "[('gpu', '$UB', 48)]" ]
+    /bin/sh -c 'echo $$ > '"$T"'/bpid; exec /usr/bin/env CUDA_VISIBLE_DEVICES='"$UB"' '"$CP_BIN"'/cp-abort' > /dev/null 2>&1
+    B2=$(cat "$T/bpid")
+    b2=$(cp_bundle_for "$B2" 60) || fail "history: no bundle for pid $B2"
+    "$CP_BIN/crashpack" analyze --db "$KB" --json "$b2" > "$T/hist.json" 2> "$T/hist.err" || fail "history: analyze"
+    check "history: the next crash on B carries B's earlier Xid 48 (crash #1), and nothing of A" \
+        [ "$(json "$T/hist.json" "[(h['scope'], h['uuid'], h['code'], h['crash_id']) for h in d['gpu']['history']]")" = "[('gpu', '$UB', 48, 1)]" ]
+    check "history: gpu-fault-history is among the diagnoses, citing crash #1" \
+        python3 -c "import json,sys; d=json.load(open(sys.argv[1])); x=[x for x in d['diagnoses'] if x['rule'] == 'gpu-fault-history']; sys.exit(0 if x and any('in crash #1 of the knowledge base' in e for e in x[0]['evidence']) else 1)" "$T/hist.json"
+    CRASHPACK_DB=$T/no-kb.sqlite "$CP_BIN/crashpack" analyze --json "$b2" > "$T/nohist.json" 2> /dev/null
+    check "history: without a knowledge base there is none, and the report says why" \
+        [ "$(json "$T/nohist.json" "(d['gpu']['history'], 'gpu-fault-history' in [x['rule'] for x in d['diagnoses']], d['gpu']['history_error'] is not None)")" = "([], False, True)" ]
     umount /proc/driver 2>/dev/null
 else
     echo "note: /proc/driver/nvidia exists or /proc/driver cannot be overmounted: the two-GPU case is not run"

@@ -6,7 +6,8 @@
 # fixture's join line, hang_state says a Python queue wait / a lock wait in join, and a rule names
 # it. The Python frames must survive the slim core: snap keeps the pages the Python walker reads
 # (analyze/hang/snap_python.c). The process carries on after the snap.
-# The same again under each pyenv CPython of PYENV_VERSIONS (3.11, 3.12, 3.13) that is installed, and
+# The same again under each pyenv CPython of PYENV_VERSIONS (3.10, 3.11, 3.12, 3.13) that is installed
+# (3.10: analyze/native/python310.c; snap runs that walker on the live process too), and
 # under Debian sid's 3.14 chrooted into the sid root (scripts/mkroot.sh) when it is there:
 # the slim snapshot keeps the pages that version's walk reads, and the frames are the same (on
 # 3.13 join() waits in C, directly in threading.py's join). A version not installed is skipped
@@ -23,7 +24,7 @@ get_line=$(grep -n 'WAIT-GET' "$FX" | head -1 | cut -d: -f1)
 join_line=$(grep -n 'WAIT-JOIN' "$FX" | head -1 | cut -d: -f1)
 [ -n "$get_line" ] && [ -n "$join_line" ] || die "fixture markers not found"
 fixture=$(basename "$FX")
-PYENV_VERSIONS=${CP_PYENV_VERSIONS:-3.11 3.12 3.13}
+PYENV_VERSIONS=${CP_PYENV_VERSIONS:-3.10 3.11 3.12 3.13}
 pid=
 trap 'rc=$?; [ -n "$pid" ] && kill -9 $pid 2>/dev/null; (exit $rc); cp_restore' EXIT
 
@@ -93,8 +94,11 @@ assert all(x[1] == 'threading.py' for x in f[:i + 1]), f[:i]
 " "$mainf"
     st() { json "$A" "[t['hang_state']['state'] for t in d['threads'] if $1][0]"; }
     echo "$tag hang states: consumer $(st "t['tid'] != $main_tid"), main $(st "t['tid'] == $main_tid")"
+    # 3.10 (analyze/native/python310.c): every Python call is its own eval call
+    [ "$ver" = 3.10 ] && check "$tag: both threads' Python frames are merged, each under its own eval frame" \
+        [ "$(json "$A" '[t["python_merge"] == "ok" and all(f["entry"] for f in t["python_frames"]) and len({f["native_frame_index"] for f in t["python_frames"]}) == len(t["python_frames"]) for t in d["threads"] if t["python_frames"]]')" = "[True, True]" ]
     case $ver in
-    system | 3.11 | 3.12)
+    system | 3.10 | 3.11 | 3.12)
         check "$tag: consumer hang_state: python_queue_wait" [ "$(st "t['tid'] != $main_tid")" = python_queue_wait ]
         check "$tag: main hang_state: join_wait (a Python lock in Thread.join)" [ "$(st "t['tid'] == $main_tid")" = join_wait ]
         check "$tag: a diagnosis names it: hang-python-queue-join, category hang" \
@@ -121,6 +125,7 @@ assert all(x[1] == 'threading.py' for x in f[:i + 1]), f[:i]
 snap_case system "$PY" system
 for v in $PYENV_VERSIONS; do
     bin=$(ls -d /root/.pyenv/versions/$v.*/bin/python$v 2>/dev/null | sort -V | tail -1)
+    [ "$v" = 3.10 ] && bin=${CP_PYENV310:-$bin}
     if [ -z "$bin" ] || [ ! -x "$bin" ]; then
         echo "note: no pyenv CPython $v here; its snapshot case is skipped"
         continue

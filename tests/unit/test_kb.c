@@ -5,6 +5,7 @@
  * one, the same bundle again is stored again, a report without identity is a recorded failure
  * that changes nothing. */
 #include "kb.h"
+#include "query.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +48,50 @@ static cJSON *report(int writer, int i)
              100000 + writer * 10000 + i, 100000 + writer * 10000 + i, 1000 + i / 8, i % 8,
              i % 16, 1790000000 + i, i % 7, i % 7);
     return cJSON_Parse(buf);
+}
+
+/* A crash on host `host` at time t whose own GPU (pci, uuid: nvidia-smi's) logged Xid `code` of
+ * blame `blame`, and optionally a machine-check line; its process's GPUs are gpu.scope's. */
+static cJSON *gpu_report(int pid, const char *host, double t, const char *pci, const char *uuid,
+                         int code, const char *blame, const char *scope_uuid, const char *scope_pci,
+                         int mce)
+{
+    char buf[2048];
+    snprintf(buf, sizeof(buf),
+             "{\"process\": {\"pid\": %d, \"crashed_tid\": %d}, \"host\": {\"hostname\": \"%s\", \"time\": %.0f},"
+             " \"gpu\": {\"xid\": [%s], \"nvidia_smi\": {\"gpus\": [{\"pci\": \"%s\", \"uuid\": \"%s\"}]},"
+             " \"scope\": {\"process_gpus\": \"known\", \"uuids\": [\"%s\"], \"pci\": [\"%s\"]}},"
+             " \"kernel_log\": {\"lines\": [%s]}, \"diagnoses\": []}",
+             pid, pid, host, t, "%XID%", pci, uuid, scope_uuid, scope_pci,
+             mce ? "{\"class\": \"mce\", \"time\": 1795999900, \"text\": \"mce: [Hardware Error]: Machine check events logged\"}" : "");
+    char xid[512] = "";
+    if (code)
+        snprintf(xid, sizeof(xid),
+                 "{\"code\": %d, \"pci\": \"%s\", \"scope\": \"own\", \"active\": true, \"blame\": \"%s\","
+                 " \"time\": %.0f, \"name\": \"Xid %d\", \"line\": \"NVRM: Xid (PCI:%s): %d, pid=%d\"}",
+                 code, pci, blame, t - 5, code, pci, code, pid);
+    char out[4096];
+    char *at = strstr(buf, "%XID%");
+    snprintf(out, sizeof(out), "%.*s%s%s", (int)(at - buf), buf, xid, at + 5);
+    return cJSON_Parse(out);
+}
+
+static int history_count(sqlite3 *db, cJSON *r, const char *scope)
+{
+    char err[256];
+    cJSON *h = kb_gpu_history(db, r, 6 * 3600.0, err, sizeof(err));
+    int n = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, h)
+    {
+        const cJSON *s = cJSON_GetObjectItem(e, "scope");
+        n += !scope || (cJSON_IsString(s) && !strcmp(s->valuestring, scope));
+    }
+    if (!h)
+        printf("  kb_gpu_history: %s\n", err);
+    cJSON_Delete(h);
+    cJSON_Delete(r);
+    return h ? n : -1;
 }
 
 static int writer(const char *path, int w, int n)
@@ -233,6 +278,54 @@ int main(void)
     sqlite3_close(db);
 
     char cmd[300];
+    /* 6. GPU history (schema 4's gpu_faults): a hardware Xid on a crash's own GPU is history for
+     * the next crash on that GPU (by UUID on any host; by PCI id on the same host when nvidia-smi
+     * named no UUID) within 6 h, never for another GPU, never for the crash itself; an
+     * application Xid is no history; a machine check is history for the same host only */
+    {
+        const char *A = "GPU-aaaaaaaa-0000-0000-0000-000000000001", *B = "GPU-bbbbbbbb-0000-0000-0000-000000000002";
+        double t0 = 1796000000;
+        sqlite3 *h = NULL;
+        char hp[300];
+        snprintf(hp, sizeof(hp), "%s/hist.sqlite", dir);
+        CHECK(kb_open(hp, 1, &h, err, sizeof(err)) == 0, "history: open %s", err);
+        struct kb_source src = {"report-json", "/r.json", NULL, -1};
+        struct kb_result res;
+        cJSON *r1 = gpu_report(500, "n1", t0, "0000:3b:00.0", A, 48, "hardware", A, "0000:3b:00.0", 1);
+        CHECK(kb_add_report(h, r1, &src, &res, err, sizeof(err)) == 0, "history: add the Xid 48 crash");
+        cJSON_Delete(r1);
+        cJSON *r2 = gpu_report(501, "n1", t0, "0000:86:00.0", B, 13, "application", B, "0000:86:00.0", 0);
+        CHECK(kb_add_report(h, r2, &src, &res, err, sizeof(err)) == 0, "history: add the Xid 13 crash");
+        cJSON_Delete(r2);
+        CHECK(scalar(h, "SELECT COUNT(*) FROM gpu_faults WHERE scope = 'gpu'") == 1,
+              "history: one GPU fault stored (the Xid 13 is the program's)");
+        CHECK(scalar(h, "SELECT COUNT(*) FROM gpu_faults WHERE scope = 'host'") == 1, "history: one host fault stored");
+        CHECK(history_count(h, gpu_report(600, "n1", t0 + 3600, "0000:3b:00.0", A, 0, "", A, "0000:3b:00.0", 0), "gpu") == 1,
+              "history: the next crash on GPU A, 1 h later, carries its Xid 48");
+        CHECK(history_count(h, gpu_report(601, "n2", t0 + 3600, "0000:17:00.0", A, 0, "", A, "0000:17:00.0", 0), "gpu") == 1,
+              "history: GPU A moved to another host: found by UUID");
+        CHECK(history_count(h, gpu_report(602, "n1", t0 + 3600, "0000:86:00.0", B, 0, "", B, "0000:86:00.0", 0), "gpu") == 0,
+              "history: a crash on GPU B carries none of A's");
+        CHECK(history_count(h, gpu_report(603, "n1", t0 + 7 * 3600, "0000:3b:00.0", A, 0, "", A, "0000:3b:00.0", 0), "gpu") == 0,
+              "history: 7 h later it is outside the window");
+        CHECK(history_count(h, gpu_report(500, "n1", t0, "0000:3b:00.0", A, 48, "hardware", A, "0000:3b:00.0", 0), "gpu") == 0,
+              "history: the crash itself, analyzed again, is not its own history");
+        CHECK(history_count(h, gpu_report(604, "n1", t0 + 3600, "0000:86:00.0", B, 0, "", B, "0000:86:00.0", 0), "host") == 1,
+              "history: the machine check is history for the same host");
+        CHECK(history_count(h, gpu_report(605, "n2", t0 + 3600, "0000:86:00.0", B, 0, "", B, "0000:86:00.0", 0), "host") == 0,
+              "history: and not for another host");
+        /* a crash whose nvidia-smi named no UUID: its fault is keyed by host and PCI id */
+        cJSON *r3 = gpu_report(502, "n3", t0, "0000:ca:00.0", "", 79, "bus", "", "0000:ca:00.0", 0);
+        cJSON_DeleteItemFromObject(cJSON_GetObjectItem(r3, "gpu"), "nvidia_smi");
+        CHECK(kb_add_report(h, r3, &src, &res, err, sizeof(err)) == 0, "history: add an Xid 79 crash without nvidia-smi");
+        cJSON_Delete(r3);
+        CHECK(history_count(h, gpu_report(606, "n3", t0 + 600, "0000:ca:00.0", "", 0, "", "GPU-x", "0000:ca:00.0", 0), "gpu") == 1,
+              "history: no UUID: the same host and PCI id match");
+        CHECK(history_count(h, gpu_report(607, "n4", t0 + 600, "0000:ca:00.0", "", 0, "", "GPU-x", "0000:ca:00.0", 0), "gpu") == 0,
+              "history: no UUID: the same PCI id on another host does not");
+        sqlite3_close(h);
+    }
+
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
     if (system(cmd) != 0)
         fprintf(stderr, "cleanup failed\n");
