@@ -59,7 +59,7 @@ snap_case() {
     check "$tag: python: supported, no error" [ "$(json "$A" 'd["python"]["supported"], d["python"]["error"] in (None, "")')" = "(True, True)" ]
     if [ "$ver" != system ]; then
         check "$tag: python: CPython $ver from $modname" \
-            [ "$(json "$A" 'd["python"]["version"].startswith("'$ver'.") and d["python"]["module"].split("/")[-1].startswith("'$modname'")')" = True ]
+            [ "$(json "$A" '".".join(d["python"]["version"].split(".")[:2]) == "'$ver'" and d["python"]["module"].split("/")[-1].startswith("'$modname'")')" = True ]
     fi
     case $ver in 3.1[3-9]) ;; *) false ;; esac && check "$tag: the slim core kept the _Py_DebugOffsets: read, equal to the table" \
         [ "$(json "$A" 'd["python"]["layout_source"], d["python"]["layout_check"]')" = "('debug_offsets', None)" ]
