@@ -6,7 +6,14 @@
  *
  *   scripts/pylayout-gen.sh [INCLUDE_DIR]     (default /usr/include/python3.11, python3.11-dev)
  *
- * Supported header versions: 3.11 (the _PyInterpreterFrame / _PyCFrame layout).
+ * Supported header versions: 3.11 (_PyCFrame, is_entry), 3.12 (_PyCFrame, owner-based entry frames,
+ * a GIL per interpreter, tagged ints), 3.13 (tstate->current_frame, f_executable, instr_ptr,
+ * _Py_DebugOffsets), 3.14 (f_executable a tagged _PyStackRef, interpreter-owned entry shims). Only
+ * the default (GIL, non-debug) build: a free-threaded or debug header set is refused.
+ *
+ * For 3.13+ it also prints where each field the walker can take from the interpreter's own
+ * `_Py_DebugOffsets` (the start of _PyRuntime) sits in that table: the `dbg_*` members, 0 where the
+ * version has no such table.
  */
 #define Py_BUILD_CORE 1
 #include <Python.h>
@@ -16,13 +23,20 @@
 #include <internal/pycore_moduleobject.h>
 #include <internal/pycore_object.h>
 #include <internal/pycore_runtime.h>
+#if PY_MINOR_VERSION >= 14
+#include <internal/pycore_interpframe.h>
+#include <internal/pycore_stackref.h>
+#endif
 
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
-#if PY_MAJOR_VERSION != 3 || PY_MINOR_VERSION != 11
-#error "pylayout-gen.c knows the 3.11 layout only"
+#if PY_MAJOR_VERSION != 3 || PY_MINOR_VERSION < 11 || PY_MINOR_VERSION > 14
+#error "pylayout-gen.c knows the 3.11 to 3.14 layouts only"
+#endif
+#if defined(Py_GIL_DISABLED) || defined(Py_DEBUG) || defined(Py_TRACE_REFS)
+#error "pylayout-gen.c generates rows for the default build only (not free-threaded, not debug)"
 #endif
 
 /* the bit position of one field of PyASCIIObject.state (a bitfield: no offsetof) */
@@ -37,6 +51,11 @@
     })
 
 #define F(name, value) printf("    .%s = %zu,\n", name, (size_t)(value))
+#if PY_MINOR_VERSION >= 13
+#define D(name, member) F("dbg_" name, offsetof(_Py_DebugOffsets, member))
+#else
+#define D(name, member) F("dbg_" name, 0)
+#endif
 
 int main(void)
 {
@@ -44,23 +63,65 @@ int main(void)
            PY_VERSION);
     printf("    .major = %d,\n    .minor = %d,\n", PY_MAJOR_VERSION, PY_MINOR_VERSION);
     F("rt_interpreters_head", offsetof(_PyRuntimeState, interpreters.head));
-    F("rt_gil_last_holder", offsetof(_PyRuntimeState, ceval.gil.last_holder));
-    F("rt_gil_locked", offsetof(_PyRuntimeState, ceval.gil.locked));
-    F("rt_tstate_current", offsetof(_PyRuntimeState, gilstate.tstate_current));
+    /* the GIL: 3.11 one in _PyRuntime; 3.12+ interp->ceval.gil points to the interpreter's own
+     * (or, for a subinterpreter sharing it, the main interpreter's) */
+#if PY_MINOR_VERSION == 11
+    F("rt_gil", offsetof(_PyRuntimeState, ceval.gil));
+    F("interp_gil", 0);
+#else
+    F("rt_gil", 0);
+    F("interp_gil", offsetof(PyInterpreterState, ceval.gil));
+#endif
+    F("gil_last_holder", offsetof(struct _gil_runtime_state, last_holder));
+    F("gil_locked", offsetof(struct _gil_runtime_state, locked));
     F("interp_next", offsetof(PyInterpreterState, next));
     F("interp_threads_head", offsetof(PyInterpreterState, threads.head));
     F("interp_id", offsetof(PyInterpreterState, id));
     F("ts_next", offsetof(PyThreadState, next));
     F("ts_interp", offsetof(PyThreadState, interp));
+    /* 3.11/3.12: tstate->cframe->current_frame; 3.13+: tstate->current_frame */
+#if PY_MINOR_VERSION <= 12
     F("ts_cframe", offsetof(PyThreadState, cframe));
+    F("cframe_current_frame", offsetof(_PyCFrame, current_frame));
+    F("ts_current_frame", 0);
+#else
+    F("ts_cframe", 0);
+    F("cframe_current_frame", 0);
+    F("ts_current_frame", offsetof(PyThreadState, current_frame));
+#endif
     F("ts_thread_id", offsetof(PyThreadState, thread_id));
     F("ts_native_thread_id", offsetof(PyThreadState, native_thread_id));
-    F("cframe_current_frame", offsetof(_PyCFrame, current_frame));
+    /* _PyInterpreterFrame: the code object (f_code, 3.13+ f_executable, 3.14 a _PyStackRef whose
+     * low bits are tags), the instruction (3.11/3.12 prev_instr: the last one run; 3.13+
+     * instr_ptr: the one running), entry frames (3.11 is_entry; 3.12+ the frame after a shim of
+     * owner owner_shim, 3.14 also owner_shim2; 255: none) */
+#if PY_MINOR_VERSION <= 12
     F("if_code", offsetof(_PyInterpreterFrame, f_code));
+    F("if_instr", offsetof(_PyInterpreterFrame, prev_instr));
+#else
+    F("if_code", offsetof(_PyInterpreterFrame, f_executable));
+    F("if_instr", offsetof(_PyInterpreterFrame, instr_ptr));
+#endif
+#if PY_MINOR_VERSION >= 14
+    F("if_code_tag_mask", Py_TAG_BITS);
+#else
+    F("if_code_tag_mask", 0);
+#endif
     F("if_previous", offsetof(_PyInterpreterFrame, previous));
-    F("if_prev_instr", offsetof(_PyInterpreterFrame, prev_instr));
-    F("if_is_entry", offsetof(_PyInterpreterFrame, is_entry));
     F("if_owner", offsetof(_PyInterpreterFrame, owner));
+#if PY_MINOR_VERSION == 11
+    F("if_is_entry", offsetof(_PyInterpreterFrame, is_entry));
+    F("owner_shim", 255);
+    F("owner_shim2", 255);
+#elif PY_MINOR_VERSION <= 13
+    F("if_is_entry", 0);
+    F("owner_shim", FRAME_OWNED_BY_CSTACK);
+    F("owner_shim2", 255);
+#else
+    F("if_is_entry", 0);
+    F("owner_shim", FRAME_OWNED_BY_INTERPRETER);
+    F("owner_shim2", FRAME_OWNED_BY_CSTACK);
+#endif
     F("ob_type", offsetof(PyObject, ob_type));
     F("ob_size", offsetof(PyVarObject, ob_size));
     F("tp_name", offsetof(PyTypeObject, tp_name));
@@ -80,7 +141,11 @@ int main(void)
     F("str_ascii_data", sizeof(PyASCIIObject));
     F("str_compact_data", sizeof(PyCompactUnicodeObject));
     /* for thread names: interp->modules["threading"].__dict__["_active"][ident]._name */
+#if PY_MINOR_VERSION == 11
     F("interp_modules", offsetof(PyInterpreterState, modules));
+#else
+    F("interp_modules", offsetof(PyInterpreterState, imports.modules));
+#endif
     F("module_dict", offsetof(PyModuleObject, md_dict));
     F("dict_keys", offsetof(PyDictObject, ma_keys));
     F("dict_values", offsetof(PyDictObject, ma_values));
@@ -95,14 +160,91 @@ int main(void)
     F("uentry_size", sizeof(PyDictUnicodeEntry));
     F("uentry_key", offsetof(PyDictUnicodeEntry, me_key));
     F("uentry_value", offsetof(PyDictUnicodeEntry, me_value));
+    F("dictvalues_values", offsetof(PyDictValues, values));
+    /* ints: 3.11 ob_size digits; 3.12+ long_value.lv_tag = digits << long_tag_shift | sign */
+#if PY_MINOR_VERSION == 11
     F("long_digit", offsetof(PyLongObject, ob_digit));
+    F("long_tag_shift", 0);
+#else
+    F("long_digit", offsetof(PyLongObject, long_value.ob_digit));
+    F("long_tag_shift", _PyLong_NON_SIZE_BITS);
+#endif
     F("long_shift", PyLong_SHIFT);
     F("tp_flags", offsetof(PyTypeObject, tp_flags));
     F("tp_dictoffset", offsetof(PyTypeObject, tp_dictoffset));
     F("ht_cached_keys", offsetof(PyHeapTypeObject, ht_cached_keys));
     F("flag_managed_dict", Py_TPFLAGS_MANAGED_DICT);
-    /* _PyObject_ManagedDictPointer / _PyObject_ValuesPointer: words before the object */
+    /* an instance's attributes: 3.11 the dict pointer and the values pointer before the object;
+     * 3.12 one word before it, the values tagged by a set low bit; 3.13+ the dict pointer before
+     * it, the values inline after the PyObject header (Py_TPFLAGS_INLINE_VALUES) */
+#if PY_MINOR_VERSION == 11
     F("managed_dict_before", (size_t)(-MANAGED_DICT_OFFSET));
     F("managed_values_before", (size_t)(-MANAGED_DICT_OFFSET) + sizeof(PyObject *));
+    F("flag_inline_values", 0);
+#elif PY_MINOR_VERSION == 12
+    F("managed_dict_before", 3 * sizeof(PyDictOrValues));
+    F("managed_values_before", 3 * sizeof(PyDictOrValues));
+    F("flag_inline_values", 0);
+#else
+    F("managed_dict_before", (size_t)(-MANAGED_DICT_OFFSET));
+    F("managed_values_before", 0);
+    F("flag_inline_values", Py_TPFLAGS_INLINE_VALUES);
+#endif
+    F("inline_values", sizeof(PyObject));
+#if PY_MINOR_VERSION >= 13
+    F("dictvalues_valid", offsetof(PyDictValues, valid));
+#else
+    F("dictvalues_valid", 0);
+#endif
+    /* (no structure sizes: they change between micro versions, 3.13.0 to 3.13.5, where every offset
+     * read here stays put) */
+    /* 3.13+: where _Py_DebugOffsets keeps each value (0: no such table) */
+#if PY_MINOR_VERSION >= 13
+    F("dbg_size", sizeof(_Py_DebugOffsets));
+#else
+    F("dbg_size", 0);
+#endif
+    D("version", version);
+    D("free_threaded", free_threaded);
+    D("sz_runtime", runtime_state.size);
+    D("rt_interpreters_head", runtime_state.interpreters_head);
+    D("sz_interp", interpreter_state.size);
+    D("interp_id", interpreter_state.id);
+    D("interp_next", interpreter_state.next);
+    D("interp_threads_head", interpreter_state.threads_head);
+    D("interp_modules", interpreter_state.imports_modules);
+    D("interp_gil", interpreter_state.ceval_gil);
+    D("interp_gil_state", interpreter_state.gil_runtime_state);
+    D("interp_gil_locked", interpreter_state.gil_runtime_state_locked);
+    D("interp_gil_holder", interpreter_state.gil_runtime_state_holder);
+    D("sz_tstate", thread_state.size);
+    D("ts_next", thread_state.next);
+    D("ts_interp", thread_state.interp);
+    D("ts_current_frame", thread_state.current_frame);
+    D("ts_thread_id", thread_state.thread_id);
+    D("ts_native_thread_id", thread_state.native_thread_id);
+    D("sz_frame", interpreter_frame.size);
+    D("if_previous", interpreter_frame.previous);
+    D("if_code", interpreter_frame.executable);
+    D("if_instr", interpreter_frame.instr_ptr);
+    D("if_owner", interpreter_frame.owner);
+    D("sz_code", code_object.size);
+    D("co_filename", code_object.filename);
+    D("co_name", code_object.name);
+    D("co_qualname", code_object.qualname);
+    D("co_linetable", code_object.linetable);
+    D("co_firstlineno", code_object.firstlineno);
+    D("co_code", code_object.co_code_adaptive);
+    D("ob_type", pyobject.ob_type);
+    D("tp_name", type_object.tp_name);
+    D("tp_flags", type_object.tp_flags);
+    D("dict_keys", dict_object.ma_keys);
+    D("dict_values", dict_object.ma_values);
+    D("long_digit", long_object.ob_digit);
+    D("ob_size", bytes_object.ob_size);
+    D("bytes_sval", bytes_object.ob_sval);
+    D("str_state", unicode_object.state);
+    D("str_length", unicode_object.length);
+    D("str_ascii_data", unicode_object.asciiobject_size);
     return 0;
 }

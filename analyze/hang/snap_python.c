@@ -105,6 +105,9 @@ int snap_python_pages(pid_t pid, int memfd, const char *module, uint64_t base, s
     char path[600];
     snprintf(path, sizeof(path), "/proc/%d/root%s", (int)pid, module);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* a process chroot'ed in our mount namespace: its maps name the file from our root already */
+    if (fd < 0 && module[0] == '/')
+        fd = open(module, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -1;
     elf_version(EV_CURRENT);

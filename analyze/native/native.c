@@ -541,7 +541,7 @@ static int unwind_all(int fd, struct core *c, struct unwind_session *s, const st
         cJSON *tl = thread_line(s, cache, python_thread_known(py, st.tid) ? NULL : &ps, &st,
                                 (int)i == z->crashed, &how);
         if (tl)
-            python_thread_json(py, st.tid, tl);
+            python_thread_json(py, st.tid, tl, &st);
         rc = emit(fd, "thread", tl) ? 3 : 0;
         unwind_stack_free(&st);
     }

@@ -34,7 +34,8 @@ struct code_info {
 struct walk {
     python_read_fn read; /* every read of the process's memory */
     void *ctx;
-    const struct py_layout *L;
+    const struct py_layout *L; /* &lay */
+    struct py_layout lay;      /* the version's row, with the core's debug offsets over it */
     struct code_info code; /* the last code object read */
     uint64_t str_type;     /* the str type's address, once one object has been seen to be a str */
     size_t frames_left;    /* over all threads: PY_MAX_TOTAL_FRAMES */
@@ -266,31 +267,60 @@ static char *dup_or_null(const char *s)
 
 /* ---- threads ---- */
 
+/* The frame's owner is a shim: the C stack's entry frame (3.12/3.13 FRAME_OWNED_BY_CSTACK, 3.14
+ * FRAME_OWNED_BY_INTERPRETER) that _PyEval_EvalFrameDefault pushes before the first Python frame
+ * it runs. It is not a Python frame; the frame whose `previous` it is starts a C-level eval call. */
+static int is_shim(const struct py_layout *L, unsigned char owner)
+{
+    return (L->owner_shim != PYLAYOUT_NO_OWNER && owner == L->owner_shim) ||
+           (L->owner_shim2 != PYLAYOUT_NO_OWNER && owner == L->owner_shim2);
+}
+
 static int walk_frames(struct walk *w, uint64_t tstate, struct py_thread *t)
 {
     const struct py_layout *L = w->L;
-    uint64_t cframe, frame;
-    if (rd_ptr(w, tstate + L->ts_cframe, &cframe) || (cframe && rd_ptr(w, cframe + L->cframe_current_frame, &frame))) {
+    uint64_t cframe = 0, frame = 0;
+    int bad;
+    if (L->ts_cframe) /* 3.11, 3.12: tstate->cframe->current_frame */
+        bad = rd_ptr(w, tstate + L->ts_cframe, &cframe) ||
+              (cframe && rd_ptr(w, cframe + L->cframe_current_frame, &frame));
+    else /* 3.13+ */
+        bad = rd_ptr(w, tstate + L->ts_current_frame, &frame);
+    if (bad) {
         cp_errmsg(t->error, sizeof(t->error), "the thread state's frame pointer is not in the core");
         return 0;
     }
-    if (!cframe)
-        return 0;
-    size_t cap = 0;
+    size_t cap = 0, shims = 0;
     while (frame) {
-        if (t->nframes == PY_MAX_FRAMES || !w->frames_left) {
+        if (t->nframes == PY_MAX_FRAMES || !w->frames_left || shims > PY_MAX_FRAMES) {
             t->truncated = 1;
             break;
         }
         w->frames_left--;
         uint64_t code, prev, instr;
-        unsigned char entry;
+        unsigned char entry = 0, owner = 0;
         if (rd_ptr(w, frame + L->if_code, &code) || rd_ptr(w, frame + L->if_previous, &prev) ||
-            rd_ptr(w, frame + L->if_prev_instr, &instr) || rd(w, frame + L->if_is_entry, &entry, 1)) {
+            rd_ptr(w, frame + L->if_instr, &instr) || rd(w, frame + L->if_owner, &owner, 1) ||
+            (L->if_is_entry && rd(w, frame + L->if_is_entry, &entry, 1))) {
             cp_errmsg(t->error, sizeof(t->error),
                       "frame 0x%" PRIx64 " is not in the core (a slim core keeps only the stacks)", frame);
             break;
         }
+        if (prev == frame && is_shim(L, owner)) {
+            cp_errmsg(t->error, sizeof(t->error), "frame 0x%" PRIx64 " links to itself", frame);
+            break;
+        }
+        if (is_shim(L, owner)) {
+            /* 3.12+: the frame before this shim (inner) was the first of its eval call */
+            if (t->nframes) {
+                t->frames[t->nframes - 1].is_entry = 1;
+                t->frames[t->nframes - 1].shim = frame;
+            }
+            shims++;
+            frame = prev;
+            continue;
+        }
+        code &= ~(uint64_t)L->if_code_tag_mask; /* 3.14: a _PyStackRef */
         if (read_code(w, code, t->error, sizeof(t->error)))
             break;
         if (t->nframes == cap) {
@@ -309,7 +339,8 @@ static int walk_frames(struct walk *w, uint64_t tstate, struct py_thread *t)
         f->function = dup_or_null(c->function);
         f->qualname = dup_or_null(c->qualname);
         f->file = dup_or_null(c->file);
-        /* _PyInterpreterFrame_LASTI: code units from the first instruction to prev_instr */
+        /* _PyInterpreterFrame_LASTI: code units from the first instruction to prev_instr (3.11,
+         * 3.12) or instr_ptr (3.13+); the same formula for both (PyUnstable_InterpreterFrame_GetLine) */
         int64_t lasti = ((int64_t)instr - (int64_t)(code + L->co_code)) / (int64_t)L->code_unit;
         f->line = lasti > c->ncodeunits ? -1
                   : c->table ? python_addr2line(c->table, c->table_len, c->firstlineno,
@@ -345,8 +376,8 @@ static int walk_runtime(struct walk *w, struct py_state *st)
     const struct py_layout *L = w->L;
     uint64_t interp, holder;
     int32_t locked;
-    if (!rd_i32(w, st->runtime + L->rt_gil_locked, &locked) &&
-        !rd_ptr(w, st->runtime + L->rt_gil_last_holder, &holder)) {
+    if (L->rt_gil && !rd_i32(w, st->runtime + L->rt_gil + L->gil_locked, &locked) &&
+        !rd_ptr(w, st->runtime + L->rt_gil + L->gil_last_holder, &holder)) { /* 3.11 */
         st->gil_locked = locked == 1;
         st->gil_holder = locked == 1 ? holder : 0;
     }
@@ -360,9 +391,21 @@ static int walk_runtime(struct walk *w, struct py_state *st)
     size_t cap = 0;
     for (unsigned ni = 0; interp && ni < PY_MAX_INTERPRETERS; ni++) {
         size_t first = st->nthreads;
-        uint64_t ts, next;
+        uint64_t ts, next, gil;
         int64_t id = -1;
+        int ilocked = st->gil_locked;
+        uint64_t iholder = st->gil_holder;
         rd_i64(w, interp + L->interp_id, &id);
+        /* 3.12+: this interpreter's GIL (its own, or the main interpreter's it shares) */
+        if (L->interp_gil && !rd_ptr(w, interp + L->interp_gil, &gil) && gil &&
+            !rd_i32(w, gil + L->gil_locked, &locked) && !rd_ptr(w, gil + L->gil_last_holder, &holder)) {
+            ilocked = locked == 1;
+            iholder = locked == 1 ? holder : 0;
+            if (id == 0 || st->gil_locked < 0) { /* the report's GIL: the main interpreter's */
+                st->gil_locked = ilocked;
+                st->gil_holder = iholder;
+            }
+        }
         if (rd_ptr(w, interp + L->interp_threads_head, &ts) || rd_ptr(w, interp + L->interp_next, &next)) {
             cp_errmsg(st->error, sizeof(st->error), "interpreter 0x%" PRIx64 " is not in the core", interp);
             return 0;
@@ -388,7 +431,7 @@ static int walk_runtime(struct walk *w, struct py_state *st)
             struct py_thread *t = &st->threads[st->nthreads - 1];
             t->tstate = ts;
             t->interp_id = id;
-            t->holds_gil = st->gil_locked == 1 && st->gil_holder == ts;
+            t->holds_gil = ilocked == 1 && iholder == ts;
             uint64_t u;
             if (!rd_ptr(w, ts + L->ts_thread_id, &u))
                 t->thread_id = u;
@@ -449,7 +492,7 @@ static int keys_find(struct walk *w, uint64_t keys, uint64_t values, const char 
         int match = ks && !strcmp(ks, key);
         free(ks);
         if (match)
-            return values ? rd_ptr(w, values + (uint64_t)i * 8, value)
+            return values ? rd_ptr(w, values + L->dictvalues_values + (uint64_t)i * 8, value)
                           : rd_ptr(w, entries + (uint64_t)i * esz + vo, value);
     }
     return -1;
@@ -464,7 +507,9 @@ static int dict_find(struct walk *w, uint64_t dict, const char *key, uint64_t *v
     return keys_find(w, keys, values, key, value);
 }
 
-/* An instance attribute: its __dict__, or 3.11's inline values under the type's cached keys. */
+/* An instance attribute: its __dict__, or the values its type's cached keys index: 3.11 a values
+ * pointer before the object, 3.12 the same word as the dict pointer, tagged by a set low bit,
+ * 3.13+ inline after the object header (Py_TPFLAGS_INLINE_VALUES). */
 static int attr_find(struct walk *w, uint64_t obj, const char *key, uint64_t *value)
 {
     const struct py_layout *L = w->L;
@@ -475,10 +520,21 @@ static int attr_find(struct walk *w, uint64_t obj, const char *key, uint64_t *va
     if (flags & L->flag_managed_dict) {
         if (rd_ptr(w, obj - L->managed_dict_before, &dict))
             return -1;
-        if (dict)
+        if (L->managed_values_before == L->managed_dict_before && (dict & 1)) { /* 3.12 */
+            values = dict + 1;
+            dict = 0;
+        } else if (dict) {
             return dict_find(w, dict, key, value);
-        if (rd_ptr(w, obj - L->managed_values_before, &values) || !values ||
-            rd_ptr(w, type + L->ht_cached_keys, &keys))
+        } else if (L->flag_inline_values) { /* 3.13+ */
+            unsigned char valid;
+            if (!(flags & L->flag_inline_values) ||
+                rd(w, obj + L->inline_values + L->dictvalues_valid, &valid, 1) || !valid)
+                return -1;
+            values = obj + L->inline_values;
+        } else if (rd_ptr(w, obj - L->managed_values_before, &values)) { /* 3.11 */
+            return -1;
+        }
+        if (!values || rd_ptr(w, type + L->ht_cached_keys, &keys))
             return -1;
         return keys_find(w, keys, values, key, value);
     }
@@ -493,8 +549,15 @@ static int rd_ulong(struct walk *w, uint64_t obj, uint64_t *out)
 {
     const struct py_layout *L = w->L;
     int64_t size;
-    if (!type_is(w, obj, "int") || rd_i64(w, obj + L->ob_size, &size) || size < 0 ||
-        size * (int64_t)L->long_shift > 64 + (int64_t)L->long_shift)
+    if (!type_is(w, obj, "int") || rd_i64(w, obj + L->ob_size, &size))
+        return -1;
+    if (L->long_tag_shift) { /* 3.12+: lv_tag = digits << shift | sign (0 +, 1 zero, 2 -) */
+        uint64_t tag = (uint64_t)size;
+        if ((tag & 3) == 2)
+            return -1;
+        size = (tag & 3) == 1 ? 0 : (int64_t)(tag >> L->long_tag_shift);
+    }
+    if (size < 0 || size * (int64_t)L->long_shift > 64 + (int64_t)L->long_shift)
         return -1;
     uint64_t v = 0;
     for (int64_t i = 0; i < size; i++) {
@@ -584,94 +647,295 @@ static int find_section(Dwfl_Module *dm, const char *want, uint64_t *addr)
     return -1;
 }
 
-/* "python3.11", "libpython3.11.so.1.0" -> 3, 11 */
-static int version_from_name(const char *path, int *major, int *minor)
+/* "python3.11", "libpython3.11.so.1.0" -> 3, 11; "python3.13t" (free-threaded) and "python3.13d"
+ * (debug) also give the ABI letter in *abi (else 0) */
+static int version_from_name(const char *path, int *major, int *minor, char *abi)
 {
     const char *b = base_name(path);
+    int n = 0;
     b += !strncmp(b, "lib", 3) ? 9 : 6;
-    return sscanf(b, "%d.%d", major, minor) == 2 ? 0 : -1;
+    if (sscanf(b, "%d.%d%n", major, minor, &n) != 2)
+        return -1;
+    *abi = b[n] == 't' || b[n] == 'd' ? b[n] : 0;
+    return 0;
 }
 
-int python_scan(struct unwind_session *s, struct py_state *st)
+/* ---- _Py_DebugOffsets (3.13+) ---- */
+
+#define DBG_MAX 8192u          /* the table is 584 bytes in 3.13 */
+#define DBG_MAX_STRUCT (1u << 24)
+
+/* A layout field taken from the core's debug offsets: where it is in struct py_layout, where the
+ * row says the table keeps it, and where the table keeps the size of its structure (0: none). */
+struct dbg_field {
+    const char *name;
+    size_t field, pos, size_pos;
+};
+#define DF(f, sz) {#f, offsetof(struct py_layout, f), offsetof(struct py_layout, dbg_##f), offsetof(struct py_layout, sz)}
+#define DF0(f) {#f, offsetof(struct py_layout, f), offsetof(struct py_layout, dbg_##f), 0}
+static const struct dbg_field dbg_fields[] = {
+    DF(rt_interpreters_head, dbg_sz_runtime),
+    DF(interp_id, dbg_sz_interp), DF(interp_next, dbg_sz_interp),
+    DF(interp_threads_head, dbg_sz_interp), DF(interp_modules, dbg_sz_interp),
+    DF(interp_gil, dbg_sz_interp),
+    DF(ts_next, dbg_sz_tstate), DF(ts_interp, dbg_sz_tstate), DF(ts_current_frame, dbg_sz_tstate),
+    DF(ts_thread_id, dbg_sz_tstate), DF(ts_native_thread_id, dbg_sz_tstate),
+    DF(if_previous, dbg_sz_frame), DF(if_code, dbg_sz_frame), DF(if_instr, dbg_sz_frame),
+    DF(if_owner, dbg_sz_frame),
+    DF(co_filename, dbg_sz_code), DF(co_name, dbg_sz_code), DF(co_qualname, dbg_sz_code),
+    DF(co_linetable, dbg_sz_code), DF(co_firstlineno, dbg_sz_code), DF(co_code, dbg_sz_code),
+    DF0(ob_type), DF0(tp_name), DF0(tp_flags), DF0(dict_keys), DF0(dict_values), DF0(long_digit),
+    DF0(ob_size), DF0(bytes_sval), DF0(str_state), DF0(str_length), DF0(str_ascii_data),
+};
+
+static size_t *lay_at(struct py_layout *L, size_t off)
 {
-    memset(st, 0, sizeof(*st));
-    st->gil_locked = -1;
-    const struct modules *mods = unwind_modules(s);
-    Dwfl *dwfl = unwind_dwfl(s);
-    const struct module *where = NULL;
-    Dwfl_Module *dm = NULL;
-    for (size_t i = 0; dwfl && i < mods->n && !where; i++) {
-        const struct module *m = &mods->v[i];
-        if (!is_python_module(m))
-            continue;
-        if (!st->present) { /* the first candidate, for the messages when none has the runtime */
-            st->present = 1;
-            snprintf(st->module, sizeof(st->module), "%s", m->name);
+    return (size_t *)(void *)((char *)L + off);
+}
+
+static uint64_t dbg_u64(const unsigned char *t, size_t pos)
+{
+    uint64_t v;
+    memcpy(&v, t + pos, sizeof(v));
+    return v;
+}
+
+static void check_note(struct py_state *st, const char *name, uint64_t table, uint64_t core)
+{
+    size_t n = strlen(st->layout_check);
+    if (!n)
+        n = (size_t)snprintf(st->layout_check, sizeof(st->layout_check),
+                             "the core's _Py_DebugOffsets differ from the generated table:");
+    if (n < sizeof(st->layout_check))
+        snprintf(st->layout_check + n, sizeof(st->layout_check) - n, " %s (table %" PRIu64 ", core %" PRIu64 ")",
+                 name, table, core);
+}
+
+/* Puts the core's debug offsets over w->lay (the row), each checked: inside its structure's size
+ * as the table states it (at most 16 MiB), or under 4096 for the object fields. Differences from the row are noted in
+ * st->layout_check. Returns 0, or -1 with st->error set when the table cannot be used. */
+static int apply_debug_offsets(struct walk *w, struct py_state *st)
+{
+    struct py_layout *L = &w->lay;
+    size_t n = L->dbg_size;
+    unsigned char *t = n && n <= DBG_MAX ? malloc(n) : NULL;
+    if (!t || rd(w, st->runtime, t, n)) {
+        free(t);
+        snprintf(st->layout_check, sizeof(st->layout_check),
+                 "the core's _Py_DebugOffsets (%zu bytes at _PyRuntime) are not readable: the generated table is used", n);
+        return 0;
+    }
+    struct py_layout d = *L;
+    const char *bad = NULL;
+    uint64_t badv = 0;
+    for (size_t i = 0; i < sizeof(dbg_fields) / sizeof(dbg_fields[0]) && !bad; i++) {
+        const struct dbg_field *f = &dbg_fields[i];
+        size_t pos = *lay_at(L, f->pos);
+        uint64_t v = pos + 8 <= n ? dbg_u64(t, pos) : UINT64_MAX;
+        uint64_t limit = 4096;
+        if (f->size_pos) {
+            size_t sp = *lay_at(L, f->size_pos);
+            limit = sp + 8 <= n ? dbg_u64(t, sp) : 0;
+            if (limit > DBG_MAX_STRUCT)
+                limit = 0;
         }
-        Dwfl_Module *d = dwfl_addrmodule(dwfl, m->start);
-        if (!d)
-            continue;
-        if (!find_symbol(d, "_PyRuntime", &st->runtime))
-            st->runtime_source = "symbol";
-        else if (!find_section(d, ".PyRuntime", &st->runtime))
-            st->runtime_source = "section";
-        else
-            continue;
-        where = m;
-        dm = d;
-        snprintf(st->module, sizeof(st->module), "%s", m->name);
+        if (v >= limit) {
+            bad = f->name;
+            badv = v;
+            break;
+        }
+        *lay_at(&d, f->field) = (size_t)v;
     }
-    if (!st->present)
-        return 0;
-    if (!where) {
+    /* the GIL's fields: given as offsets in PyInterpreterState of its own embedded GIL */
+    uint64_t gs = n >= L->dbg_interp_gil_state + 8 ? dbg_u64(t, L->dbg_interp_gil_state) : 0;
+    uint64_t gl = n >= L->dbg_interp_gil_locked + 8 ? dbg_u64(t, L->dbg_interp_gil_locked) : 0;
+    uint64_t gh = n >= L->dbg_interp_gil_holder + 8 ? dbg_u64(t, L->dbg_interp_gil_holder) : 0;
+    if (!bad && (gl < gs || gh < gs || gl - gs > 4096 || gh - gs > 4096)) {
+        bad = "gil_runtime_state";
+        badv = gs;
+    }
+    free(t);
+    if (bad) {
         cp_errmsg(st->error, sizeof(st->error),
-                  "no _PyRuntime symbol or .PyRuntime section in %s (its file is needed: see modules[])",
-                  st->module);
-        return 0;
+                  "unsupported CPython %s: the core's _Py_DebugOffsets are inconsistent (%s = %" PRIu64
+                  " is outside its structure)", st->version, bad, badv);
+        return -1;
     }
-    uint64_t vaddr;
-    if (find_symbol(dm, "Py_Version", &vaddr))
-        vaddr = 0;
-    return python_walk(session_read, s, where->name, vaddr, st);
+    d.gil_locked = (size_t)(gl - gs);
+    d.gil_last_holder = (size_t)(gh - gs);
+    for (size_t i = 0; i < sizeof(dbg_fields) / sizeof(dbg_fields[0]); i++)
+        if (*lay_at(&d, dbg_fields[i].field) != *lay_at(L, dbg_fields[i].field))
+            check_note(st, dbg_fields[i].name, *lay_at(L, dbg_fields[i].field), *lay_at(&d, dbg_fields[i].field));
+    if (d.gil_locked != L->gil_locked)
+        check_note(st, "gil_locked", L->gil_locked, d.gil_locked);
+    if (d.gil_last_holder != L->gil_last_holder)
+        check_note(st, "gil_last_holder", L->gil_last_holder, d.gil_last_holder);
+    *L = d;
+    st->layout_source = "debug_offsets";
+    return 0;
 }
 
 int python_walk(python_read_fn read, void *ctx, const char *module, uint64_t py_version,
                 struct py_state *st)
 {
     struct walk w = {.read = read, .ctx = ctx, .frames_left = PY_MAX_TOTAL_FRAMES};
-    int major = 0, minor = 0;
-    uint64_t hex = 0;
+    int major = 0, minor = 0, nmajor = 0, nminor = 0;
+    char abi = 0;
+    uint64_t hex = 0, dver = 0, freet = 0;
     char cookie[8];
-    if (py_version && !rd_ptr(&w, py_version, &hex) && hex >> 24 == 3) {
+    int named = !version_from_name(module, &nmajor, &nminor, &abi);
+    /* 3.13+: _PyRuntime starts with _Py_DebugOffsets: "xdebugpy", PY_VERSION_HEX, free_threaded */
+    int have_dbg = !rd(&w, st->runtime, cookie, sizeof(cookie)) && !memcmp(cookie, "xdebugpy", 8) &&
+                   !rd_ptr(&w, st->runtime + 8, &dver) && dver >> 24 == 3;
+    /* the version: Py_Version, else the debug offsets', else (below) the module's name */
+    if (!py_version || rd_ptr(&w, py_version, &hex) || hex >> 24 != 3)
+        hex = have_dbg ? dver : 0;
+    if (hex) {
         major = 3;
         minor = (int)(hex >> 16 & 0xff);
         snprintf(st->version, sizeof(st->version), "%d.%d.%d", major, minor, (int)(hex >> 8 & 0xff));
-    } else if (!version_from_name(module, &major, &minor)) {
+    } else if (named) {
+        major = nmajor;
+        minor = nminor;
         snprintf(st->version, sizeof(st->version), "%d.%d", major, minor);
+    }
+    const char *v = st->version[0] ? st->version : "(unknown version)";
+    if (abi == 't' || (have_dbg && !rd_ptr(&w, st->runtime + 16, &freet) && freet)) {
+        cp_errmsg(st->error, sizeof(st->error),
+                  "unsupported CPython %s: a free-threaded (Py_GIL_DISABLED, \"%st\") build; its object and "
+                  "frame layouts differ and only the default GIL build is read", v, v);
+        return 0;
+    }
+    if (abi == 'd') {
+        cp_errmsg(st->error, sizeof(st->error),
+                  "unsupported CPython %s: a debug (Py_DEBUG, \"%sd\") build; only the default release "
+                  "build's layouts are read", v, v);
+        return 0;
+    }
+    if (have_dbg && ((int)(dver >> 16 & 0xff) != minor || major != 3)) {
+        cp_errmsg(st->error, sizeof(st->error),
+                  "unsupported CPython %s: its _Py_DebugOffsets say %d.%d, not the module's version",
+                  v, (int)(dver >> 24), (int)(dver >> 16 & 0xff));
+        return 0;
     }
     if (major == 3 && minor == 10) { /* PyFrameObject frames: python310.c */
         w.L = py310_layout();
         return py310_walk(&w, st);
     }
-    if (!rd(&w, st->runtime, cookie, sizeof(cookie)) && !memcmp(cookie, "xdebugpy", 8) &&
-        (!major || major > 3 || (major == 3 && minor >= 13))) {
-        cp_errmsg(st->error, sizeof(st->error),
-                  "unsupported CPython %s: its _Py_DebugOffsets table (\"xdebugpy\") is not read yet",
-                  st->version[0] ? st->version : "3.13+");
+    const struct py_layout *row = major ? pylayout_find(major, minor) : NULL;
+    if (!row) {
+        const char *why = major == 3 && minor < 10 && minor >= 0
+                              ? "before 3.10 frames and line tables are another layout, not read"
+                          : major == 3 && minor > 11 && have_dbg
+                              ? "a newer _PyInterpreterFrame and _Py_DebugOffsets table than any generated row"
+                              : "no structure layout for this version";
+        cp_errmsg(st->error, sizeof(st->error), "unsupported CPython %s: %s (supported: 3.10, %s)", v,
+                  why, pylayout_versions());
         return 0;
     }
-    w.L = major ? pylayout_find(major, minor) : NULL;
-    if (!w.L) {
-        cp_errmsg(st->error, sizeof(st->error),
-                  "unsupported CPython %s: no structure layout for this version "
-                  "(supported: 3.10, 3.11)",
-                  st->version[0] ? st->version : "(unknown version)");
-        return 0;
+    w.lay = *row;
+    w.L = &w.lay;
+    st->layout_source = "table";
+    if (row->dbg_size) {
+        if (!have_dbg)
+            snprintf(st->layout_check, sizeof(st->layout_check),
+                     "no _Py_DebugOffsets (\"xdebugpy\") at _PyRuntime: the generated table is used");
+        else if (apply_debug_offsets(&w, st))
+            return 0;
     }
     st->supported = 1;
     int rc = walk_runtime(&w, st);
     code_clear(&w.code);
     return rc;
+}
+
+/* How much a walk found: a supported runtime with threads with frames beats one with threads,
+ * beats a supported one without (a second libpython that ctypes loaded but never started). */
+static int walk_score(const struct py_state *c)
+{
+    int frames = 0;
+    for (size_t i = 0; i < c->nthreads && !frames; i++)
+        frames = c->threads[i].nframes > 0;
+    return c->supported * 1 + (c->nthreads > 0) * 2 + frames * 4;
+}
+
+#define PY_MAX_RUNTIMES 8u
+
+/* Every module named python* / libpython* with a runtime is walked (a process can map two: a
+ * python3 executable with its own _PyRuntime and a libpython3.x.so that ctypes loaded); the one
+ * whose interpreter runs threads is reported, and two live ones are said so in the error. */
+int python_scan(struct unwind_session *s, struct py_state *st)
+{
+    memset(st, 0, sizeof(*st));
+    st->gil_locked = -1;
+    const struct modules *mods = unwind_modules(s);
+    Dwfl *dwfl = unwind_dwfl(s);
+    char first[256] = "", live[2][256] = {"", ""};
+    uint64_t walked[PY_MAX_RUNTIMES];
+    int best = -1;
+    unsigned seen = 0, nlive = 0;
+    for (size_t i = 0; dwfl && i < mods->n && seen < PY_MAX_RUNTIMES; i++) {
+        const struct module *m = &mods->v[i];
+        if (!is_python_module(m))
+            continue;
+        if (!first[0]) /* the first candidate, for the messages when none has the runtime */
+            snprintf(first, sizeof(first), "%s", m->name);
+        Dwfl_Module *d = dwfl_addrmodule(dwfl, m->start);
+        struct py_state c;
+        memset(&c, 0, sizeof(c));
+        c.gil_locked = -1;
+        c.present = 1;
+        if (!d)
+            continue;
+        if (!find_symbol(d, "_PyRuntime", &c.runtime))
+            c.runtime_source = "symbol";
+        else if (!find_section(d, ".PyRuntime", &c.runtime))
+            c.runtime_source = "section";
+        else
+            continue;
+        int dup = 0; /* one module listed twice: the same runtime */
+        for (unsigned k = 0; k < seen && !dup; k++)
+            dup = walked[k] == c.runtime;
+        if (dup)
+            continue;
+        walked[seen++] = c.runtime;
+        snprintf(c.module, sizeof(c.module), "%s", m->name);
+        uint64_t vaddr;
+        if (find_symbol(d, "Py_Version", &vaddr))
+            vaddr = 0;
+        if (python_walk(session_read, s, m->name, vaddr, &c)) {
+            python_free(&c);
+            python_free(st);
+            return -1;
+        }
+        int score = walk_score(&c);
+        if (c.nthreads && nlive < 2)
+            snprintf(live[nlive], sizeof(live[0]), "%s", m->name);
+        nlive += c.nthreads > 0;
+        if (score > best) {
+            python_free(st);
+            *st = c;
+            best = score;
+        } else {
+            python_free(&c);
+        }
+    }
+    if (!first[0])
+        return 0;
+    st->present = 1;
+    if (best < 0) {
+        snprintf(st->module, sizeof(st->module), "%s", first);
+        cp_errmsg(st->error, sizeof(st->error),
+                  "no _PyRuntime symbol or .PyRuntime section in %s (its file is needed: see modules[])",
+                  st->module);
+        return 0;
+    }
+    st->runtimes = seen;
+    if (nlive > 1 && !st->error[0])
+        cp_errmsg(st->error, sizeof(st->error),
+                  "%u CPython runtimes have thread states (%s, %s): %s's is reported", nlive,
+                  base_name(live[0]), base_name(live[1]), base_name(st->module));
+    return 0;
 }
 
 void python_free(struct py_state *st)
@@ -728,6 +992,9 @@ cJSON *python_state_json(const struct py_state *st)
         cJSON_AddNullToObject(j, "runtime");
     add_str(j, "runtime_source", st->runtime_source);
     cJSON_AddBoolToObject(j, "supported", st->supported);
+    add_str(j, "layout_source", st->layout_source);
+    add_str(j, "layout_check", st->layout_check);
+    cJSON_AddNumberToObject(j, "runtimes", (double)st->runtimes);
     cJSON_AddNumberToObject(j, "threads", (double)st->nthreads);
     cJSON *g = cJSON_AddObjectToObject(j, "gil");
     if (st->gil_locked < 0) {
@@ -771,7 +1038,59 @@ int python_thread_known(const struct py_state *st, int64_t tid)
     return thread_by_tid(st, tid) != NULL;
 }
 
-void python_thread_json(const struct py_state *st, int64_t tid, cJSON *t)
+/* Where each entry frame's shim (3.12+) lies on the native stack: physical frame i holds
+ * [sp_i, sp_i+1). Fills eval[g] with the frames[] position of group g's native frame (the
+ * non-inline entry of that physical frame); 1 when every group was placed, innermost first,
+ * each strictly further out than the one before. */
+static int frames_by_stack(const struct py_thread *pt, const struct unwind_stack *us,
+                           const cJSON *frames, int *eval, size_t ngroups)
+{
+    int n = cJSON_GetArraySize(frames);
+    if (!us || !pt->nframes || pt->truncated || pt->error[0] || !pt->frames[pt->nframes - 1].shim ||
+        ngroups > (size_t)n)
+        return 0;
+    int *at = calloc(ngroups + 1, sizeof(int));
+    if (!at)
+        return 0;
+    size_t g = 0, from = 0;
+    int last = -1;
+    for (size_t k = 0; k < pt->nframes; k++) {
+        uint64_t a = pt->frames[k].shim;
+        if (!pt->frames[k].is_entry)
+            continue;
+        if (!a || g >= ngroups)
+            break;
+        size_t i = from;
+        for (; i + 1 < us->nframes; i++)
+            if (us->frames[i].sp && us->frames[i + 1].sp && us->frames[i].sp <= a &&
+                a < us->frames[i + 1].sp)
+                break;
+        if (i + 1 >= us->nframes)
+            break;
+        int pos = -1, p = 0;
+        const cJSON *f;
+        cJSON_ArrayForEach(f, frames)
+        {
+            const cJSON *ix = cJSON_GetObjectItemCaseSensitive(f, "index");
+            if (cJSON_IsNumber(ix) && (size_t)ix->valuedouble == i &&
+                !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(f, "inline")))
+                pos = p;
+            p++;
+        }
+        if (pos <= last)
+            break;
+        at[g++] = last = pos;
+        from = i + 1;
+    }
+    int ok = g == ngroups;
+    if (ok)
+        memcpy(eval, at, ngroups * sizeof(int));
+    free(at);
+    return ok;
+}
+
+void python_thread_json(const struct py_state *st, int64_t tid, cJSON *t,
+                        const struct unwind_stack *us)
 {
     const struct py_thread *pt = thread_by_tid(st, tid);
     cJSON *arr = cJSON_CreateArray();
@@ -805,6 +1124,11 @@ void python_thread_json(const struct py_state *st, int64_t tid, cJSON *t)
         ngroups += pt->frames[k].is_entry;
     if (pt->nframes && !pt->frames[pt->nframes - 1].is_entry)
         ngroups++; /* an outermost group without its entry frame (a walk cut short) */
+    /* 3.12+: each group's shim lives in its eval call's C stack frame: place the groups by it
+     * (needs no symbol; Debian's 3.14 runs the loop in an unnamed local clone) */
+    int by_stack = eval && frames_by_stack(pt, us, frames, eval, ngroups);
+    if (by_stack)
+        neval = ngroups;
     int merged = eval && pt->nframes && !pt->truncated && !pt->error[0] && ngroups == neval;
     size_t g = 0;
     for (size_t k = 0; k < pt->nframes; k++) {

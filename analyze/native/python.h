@@ -1,18 +1,33 @@
 /* python.h - CPython's threads and frames, read from a core, and merged into the native stacks.
  *
- * python_scan() finds the interpreter in the process (a module named python* or libpython*: the
- * `_PyRuntime` symbol, else its `.PyRuntime` section; the version from `Py_Version`, else from the
- * module's name), picks the layout for that version (pylayout.h) and walks
+ * Versions: CPython 3.11, 3.12, 3.13 and 3.14, the default (GIL, release) build; anything else
+ * (3.10 and older, free-threaded "t" builds, debug "d" builds, versions without a layout row) is
+ * reported as unsupported with the reason in py_state.error.
+ *
+ * python_scan() finds the interpreter in the process: every module named python* or libpython*
+ * with the `_PyRuntime` symbol (else its `.PyRuntime` section) is walked, and the one whose
+ * interpreter has thread states is kept (ctypes can map a second libpython whose runtime never
+ * started; two live ones are named in the error). The version comes from `Py_Version`, else from
+ * 3.13+'s _Py_DebugOffsets, else from the module's name. It picks the layout for that version
+ * (pylayout.h) and, on 3.13+, puts over it the offsets the core's own `_Py_DebugOffsets` table
+ * gives (at the start of _PyRuntime: cookie "xdebugpy", version, free_threaded, then offsets with
+ * their structures' sizes), each checked; layout_source / layout_check say which was used and
+ * where the two differ. Then it walks
  *   _PyRuntime.interpreters.head -> PyInterpreterState.next ...
  *     -> threads.head -> PyThreadState.next ...
- *       -> cframe->current_frame -> _PyInterpreterFrame.previous ...
- * reading each frame's code object (co_name, co_qualname, co_filename) and its line from the
- * compact line table (co_linetable) at the frame's last instruction (prev_instr), exactly as
- * CPython's own tracebacks and faulthandler compute it. It also reads the GIL's state
- * (_PyRuntime.ceval.gil: locked, last_holder), and names each thread from the threading module's
- * registry (interp->modules["threading"]._active[thread_id]._name), best effort. Every pointer comes from the core and is checked:
- * counts are capped, a code object must have type "code", strings are bounded, and what cannot be
- * read becomes an error string on the thread (or on the whole scan) rather than a failure.
+ *       -> the current frame (3.11/3.12 cframe->current_frame, 3.13+ current_frame)
+ *         -> _PyInterpreterFrame.previous ...
+ * skipping 3.12+'s shim frames (owner FRAME_OWNED_BY_CSTACK; 3.14 FRAME_OWNED_BY_INTERPRETER),
+ * reading each frame's code object (f_code; 3.13 f_executable; 3.14 a _PyStackRef, tag bits
+ * masked) for co_name, co_qualname, co_filename and the line from the compact line table
+ * (co_linetable, one format from 3.11 to 3.14) at the frame's instruction (prev_instr; 3.13+
+ * instr_ptr), exactly as CPython's own tracebacks and faulthandler compute it. It also reads the
+ * GIL's state (3.11 _PyRuntime.ceval.gil; 3.12+ each interpreter's ceval.gil pointer: locked,
+ * last_holder), and names each thread from the threading module's registry
+ * (modules["threading"]._active[thread_id]._name), best effort. Every pointer comes from the core
+ * and is checked: counts are capped, a code object must have type "code", strings are bounded,
+ * and what cannot be read becomes an error string on the thread (or on the whole scan) rather
+ * than a failure.
  *
  * python_thread_json() adds to one native thread's JSON object (native.c's thread line):
  *   python          {thread_id (hex pthread_t), name, interpreter, holds_gil, frames_truncated,
@@ -21,13 +36,17 @@
  *   python_frames[] {function (co_name), qualname, file, line, entry, native_frame_index}
  *                   innermost first; [] for a thread that runs no Python
  *   python_merge    "ok" | "unmerged: WHY" | null (no Python frames)
- * The merge: on 3.11 one _PyEval_EvalFrameDefault call runs a chain of Python frames (calls from
- * Python to Python are inlined), the outermost of which has is_entry set. So the Python frames,
- * innermost first, are cut after each entry frame into groups, and group k runs under the k-th
+ * The merge: from 3.11 one _PyEval_EvalFrameDefault call runs a chain of Python frames (calls
+ * from Python to Python are inlined); the first frame of each call is its entry frame (3.11:
+ * is_entry set; 3.12+: the frame whose previous is a shim). So the Python frames, innermost
+ * first, are cut after each entry frame into groups. 3.12+: the shim is a local of its
+ * _PyEval_EvalFrameDefault call, so group k is placed on the native frame whose stack range
+ * [sp, next frame's sp) holds its shim's address (no symbol needed: Debian's 3.14 runs the loop
+ * in an unnamed clone). Otherwise (3.11, or a placement that fails) group k runs under the k-th
  * _PyEval_EvalFrameDefault frame of the native stack (innermost first). native_frame_index is
- * that frame's position in the thread's frames[] array. When the group count and the eval-frame
- * count differ (a native unwind cut short, an eval function without a symbol), the frames are
- * kept with native_frame_index null and python_merge says why.
+ * that frame's position in the thread's frames[] array. When neither places every group (a
+ * native unwind cut short, an eval function without a symbol), the frames are kept with
+ * native_frame_index null and python_merge says why.
  *
  * Versions: 3.11 here (layout: pylayout.h); 3.10 in python310.h (heap PyFrameObjects, the PEP 626
  * line table, every frame an entry frame, the kernel tid from glibc's struct pthread), which fills
@@ -44,6 +63,7 @@
 #include <stdint.h>
 
 struct unwind_session;
+struct unwind_stack;
 
 #define PY_MAX_INTERPRETERS 64u
 #define PY_MAX_THREADS 4096u        /* over all interpreters */
@@ -59,6 +79,7 @@ struct py_frame {
     char *file;         /* co_filename */
     int line;           /* -1 when unknown */
     int is_entry;
+    uint64_t shim;      /* 3.12+: the shim frame after an entry frame (on its eval call's C stack) */
 };
 
 struct py_thread {
@@ -81,6 +102,11 @@ struct py_state {
     uint64_t runtime;     /* _PyRuntime's address */
     const char *runtime_source; /* "symbol" | "section" */
     int supported;        /* a layout exists and the walk ran */
+    const char *layout_source;  /* "debug_offsets" (3.13+: the core's own) | "table" | NULL */
+    char layout_check[512];     /* "" when the core's debug offsets equal the generated row (or
+                                 * the version has none); else what differs, or why they were
+                                 * not used */
+    unsigned runtimes;          /* CPython runtimes found (python_scan walks each) */
     int gil_locked;       /* -1 when unknown */
     uint64_t gil_holder;  /* the holding PyThreadState when locked */
     struct py_thread *threads;
@@ -107,12 +133,14 @@ void python_free(struct py_state *st);
 cJSON *python_state_json(const struct py_state *st);
 
 /* Adds python, python_frames and python_merge (see above) to thread object t, whose "frames"
- * array is already there. */
-void python_thread_json(const struct py_state *st, int64_t tid, cJSON *t);
+ * array is already there; us, the thread's native stack those frames came from (its frames' sp),
+ * may be NULL. */
+void python_thread_json(const struct py_state *st, int64_t tid, cJSON *t,
+                        const struct unwind_stack *us);
 /* 1 when the native thread tid runs Python (python_thread_json then reads its frames array). */
 int python_thread_known(const struct py_state *st, int64_t tid);
 
-/* CPython 3.11's PyCode_Addr2Line over a copy of co_linetable: the line of the instruction at byte
+/* CPython 3.11-3.14's PyCode_Addr2Line over a copy of co_linetable: the line of the instruction at byte
  * offset addrq (addrq < 0: firstlineno). -1 when the table has no line for it. */
 int python_addr2line(const unsigned char *table, size_t len, int firstlineno, long addrq);
 

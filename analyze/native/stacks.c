@@ -175,6 +175,8 @@ static const struct key python_keys[] = {
     {"runtime", SN, NULL, 0},        {"runtime_source", SN, NULL, 0},
     {"supported", T_BOOL, NULL, 0},  {"threads", NN, NULL, 0},
     {"gil", T_OBJ | T_NULL, &gil_shape, 0}, {"error", SN, NULL, 0},
+    {"layout_source", SN, NULL, 0}, {"layout_check", SN, NULL, 0},
+    {"runtimes", NN, NULL, 0},
 };
 static const struct shape python_shape = SHAPE(python_keys, 0, 0);
 

@@ -6,6 +6,13 @@
 # fixture's join line, hang_state says a Python queue wait / a lock wait in join, and a rule names
 # it. The Python frames must survive the slim core: snap keeps the pages the Python walker reads
 # (analyze/hang/snap_python.c). The process carries on after the snap.
+# The same again under each pyenv CPython of PYENV_VERSIONS (3.10, 3.11, 3.12, 3.13) that is installed
+# (3.10: analyze/native/python310.c; snap runs that walker on the live process too), and
+# under Debian sid's 3.14 chrooted into the sid root (scripts/mkroot.sh) when it is there:
+# the slim snapshot keeps the pages that version's walk reads, and the frames are the same (on
+# 3.13 join() waits in C, directly in threading.py's join). A version not installed is skipped
+# with one line saying so. To add a version: add it to PYENV_VERSIONS (and, where its hang states
+# differ, to the case in snap_case).
 source "$(dirname "$0")/../lib.sh"
 cp_setup
 cp_install
@@ -16,41 +23,56 @@ FX=$CP_SRC/fixtures/programs/py_queue_hang.py
 get_line=$(grep -n 'WAIT-GET' "$FX" | head -1 | cut -d: -f1)
 join_line=$(grep -n 'WAIT-JOIN' "$FX" | head -1 | cut -d: -f1)
 [ -n "$get_line" ] && [ -n "$join_line" ] || die "fixture markers not found"
-
-"$PY" "$FX" > "$T/py.out" 2>&1 &
-pid=$!
-trap 'rc=$?; kill -9 $pid 2>/dev/null; (exit $rc); cp_restore' EXIT
-for ((i = 0; i < 300; i++)); do grep -q '^ready' "$T/py.out" 2>/dev/null && break; sleep 0.1; done
-grep -q '^ready' "$T/py.out" || die "py_queue_hang did not get ready"
-# the announcer thread exits after printing: wait until only main and the consumer are left
-for ((i = 0; i < 300; i++)); do [ "$(ls /proc/$pid/task | wc -l)" = 2 ] && break; sleep 0.1; done
-check "two threads left (main, consumer)" [ "$(ls /proc/$pid/task | wc -l)" = 2 ]
-
-"$CP_BIN/crashpack" snap -c "$T/conf" --json "$pid" > "$T/snap.out" 2> "$T/snap.err"
-src=$?
-cat "$T/snap.err"
-check "crashpack snap exits 0" [ "$src" = 0 ]
-bundle=$(json "$T/snap.out" 'd["bundle"]["path"]')
-check "the bundle exists" [ -f "$bundle" ]
-check "the process is still alive after the snap" kill -0 "$pid"
-check "capture.json: slim core" [ "$(cp_member "$bundle" capture.json | python3 -c 'import json,sys; print(json.load(sys.stdin)["core"]["mode"])')" = slim ]
-
-"$CP_BIN/crashpack" analyze --json "$bundle" > "$T/a.json"
-check "analyze --json exits 0" [ $? = 0 ]
-A=$T/a.json
-main_tid=$pid
-check "crash_kind is hang" [ "$(json "$A" 'd["crash_kind"]')" = hang ]
-check "python: supported, no error" [ "$(json "$A" 'd["python"]["supported"], d["python"]["error"] in (None, "")')" = "(True, True)" ]
-
-# python_frames innermost first, as (function, file basename, line); the fixture's own lines
-pyf() { json "$A" "[[(f['function'], (f['file'] or '').rsplit('/', 1)[-1], f['line']) for f in t['python_frames']] for t in d['threads'] if $1][0]"; }
-cons=$(pyf "t['name'] == 'consumer' or (t.get('python') or {}).get('name') == 'consumer'")
-mainf=$(pyf "t['tid'] == $main_tid")
-echo "consumer: $cons"
-echo "main:     $mainf"
 fixture=$(basename "$FX")
-check "consumer: queue.py get, directly under take_item at the WAIT-GET line, then consumer_loop" \
-    python3 -c "
+PYENV_VERSIONS=${CP_PYENV_VERSIONS:-3.10 3.11 3.12 3.13}
+pid=
+trap 'rc=$?; [ -n "$pid" ] && kill -9 $pid 2>/dev/null; (exit $rc); cp_restore' EXIT
+
+# snap_case TAG PYTHON VERSION [SCRIPT [MODULE]]: run the fixture (SCRIPT: its path as PYTHON sees it)
+# under PYTHON, snap it, check the analysis (VERSION: "system" for /usr/bin/python3, else the minor
+# version; MODULE: the interpreter module's name prefix, default libpythonVERSION.so)
+snap_case() {
+    local tag=$1 py=$2 ver=$3 script=${4:-$FX} modname=${5:-libpython$3.so} i
+    "$py" "$script" > "$T/$tag.out" 2>&1 &
+    pid=$!
+    for ((i = 0; i < 300; i++)); do grep -q '^ready' "$T/$tag.out" 2>/dev/null && break; sleep 0.1; done
+    grep -q '^ready' "$T/$tag.out" || { fail "$tag: py_queue_hang did not get ready"; kill -9 $pid; wait $pid 2>/dev/null; pid=; return; }
+    # the announcer thread exits after printing: wait until only main and the consumer are left
+    for ((i = 0; i < 300; i++)); do [ "$(ls /proc/$pid/task | wc -l)" = 2 ] && break; sleep 0.1; done
+    check "$tag: two threads left (main, consumer)" [ "$(ls /proc/$pid/task | wc -l)" = 2 ]
+
+    "$CP_BIN/crashpack" snap -c "$T/conf" --json "$pid" > "$T/$tag.snap.out" 2> "$T/$tag.snap.err"
+    local src=$?
+    cat "$T/$tag.snap.err"
+    check "$tag: crashpack snap exits 0" [ "$src" = 0 ]
+    local bundle
+    bundle=$(json "$T/$tag.snap.out" 'd["bundle"]["path"]')
+    check "$tag: the bundle exists" [ -f "$bundle" ]
+    check "$tag: the process is still alive after the snap" kill -0 "$pid"
+    check "$tag: capture.json: slim core" [ "$(cp_member "$bundle" capture.json | python3 -c 'import json,sys; print(json.load(sys.stdin)["core"]["mode"])')" = slim ]
+
+    "$CP_BIN/crashpack" analyze --json "$bundle" > "$T/$tag.json"
+    check "$tag: analyze --json exits 0" [ $? = 0 ]
+    A=$T/$tag.json
+    local main_tid=$pid
+    check "$tag: crash_kind is hang" [ "$(json "$A" 'd["crash_kind"]')" = hang ]
+    check "$tag: python: supported, no error" [ "$(json "$A" 'd["python"]["supported"], d["python"]["error"] in (None, "")')" = "(True, True)" ]
+    if [ "$ver" != system ]; then
+        check "$tag: python: CPython $ver from $modname" \
+            [ "$(json "$A" '".".join(d["python"]["version"].split(".")[:2]) == "'$ver'" and d["python"]["module"].split("/")[-1].startswith("'$modname'")')" = True ]
+    fi
+    case $ver in 3.1[3-9]) ;; *) false ;; esac && check "$tag: the slim core kept the _Py_DebugOffsets: read, equal to the table" \
+        [ "$(json "$A" 'd["python"]["layout_source"], d["python"]["layout_check"]')" = "('debug_offsets', None)" ]
+
+    # python_frames innermost first, as (function, file basename, line); the fixture's own lines
+    pyf() { json "$A" "[[(f['function'], (f['file'] or '').rsplit('/', 1)[-1], f['line']) for f in t['python_frames']] for t in d['threads'] if $1][0]"; }
+    local cons mainf
+    cons=$(pyf "t['name'] == 'consumer' or (t.get('python') or {}).get('name') == 'consumer'")
+    mainf=$(pyf "t['tid'] == $main_tid")
+    echo "$tag consumer: $cons"
+    echo "$tag main:     $mainf"
+    check "$tag: consumer: queue.py get, directly under take_item at the WAIT-GET line, then consumer_loop" \
+        python3 -c "
 import ast, sys
 f = ast.literal_eval(sys.argv[1])
 names = [x[0] for x in f]
@@ -60,78 +82,7 @@ assert f[i + 1] == ('take_item', '$fixture', $get_line), f[i + 1]
 assert f[i + 2][0] == 'consumer_loop' and f[i + 2][1] == '$fixture', f[i + 2]
 assert all(x[1] == 'threading.py' for x in f[:i]), f[:i]   # Condition.wait above get
 " "$cons"
-check "main: threading.py join, directly under main at the WAIT-JOIN line" \
-    python3 -c "
-import ast, sys
-f = ast.literal_eval(sys.argv[1])
-names = [x[0] for x in f]
-i = names.index('join')
-assert f[i][1] == 'threading.py', f[i]
-assert f[i + 1] == ('main', '$fixture', $join_line), f[i + 1]
-assert all(x[1] == 'threading.py' for x in f[:i + 1]), f[:i]
-" "$mainf"
-st() { json "$A" "[t['hang_state']['state'] for t in d['threads'] if $1][0]"; }
-check "consumer hang_state: python_queue_wait" [ "$(st "t['tid'] != $main_tid")" = python_queue_wait ]
-check "main hang_state: join_wait (a Python lock in Thread.join)" [ "$(st "t['tid'] == $main_tid")" = join_wait ]
-check "a diagnosis names it: hang-python-queue-join, category hang" \
-    [ "$(json "$A" '[(x["rule"], x["category"]) for x in d["diagnoses"] if x["rule"] == "hang-python-queue-join"]')" = "[('hang-python-queue-join', 'hang')]" ]
-# (the host's kernel log can add GPU/host diagnoses of its own: compare among the hang ones)
-check "it is the first hang diagnosis (before the generic hang-lock-wait)" \
-    [ "$(json "$A" '[x["rule"] for x in d["diagnoses"] if x["category"] == "hang"][0]')" = hang-python-queue-join ]
-check "its evidence names the queue.get and the join frames" \
-    [ "$(json "$A" '[any("get at " in e and "queue.py" in e for e in x["evidence"]) and any("join at " in e and "threading.py" in e for e in x["evidence"]) for x in d["diagnoses"] if x["rule"] == "hang-python-queue-join"]')" = "[True]" ]
-"$CP_BIN/crashpack" analyze "$bundle" > "$T/a.txt"
-check "text output shows the waiting lines" grep -q "line $get_line" "$T/a.txt"
-
-check "the process is still alive after the analysis" kill -0 "$pid"
-kill -9 "$pid"
-wait "$pid" 2>/dev/null
-
-# ==== CPython 3.10 (analyze/native/python310.c) ====
-# The same fixture under pyenv's 3.10, snapped live (slim core): snap runs the 3.10 walker on the
-# live process, so the heap PyFrameObjects, code objects, strings, dicts and glibc's struct pthread
-# (the kernel tid) it reads are kept, and the analysis of the slim core shows the same waiting
-# lines, every frame merged under its own eval frame. Skipped (one line) without a pyenv 3.10.
-py310_snap() {
-    local py310
-    py310=${CP_PYENV310:-$(ls -d /root/.pyenv/versions/3.10.*/bin/python3.10 2>/dev/null | tail -1)}
-    if [ -z "$py310" ] || [ ! -x "$py310" ]; then
-        echo "note: no pyenv CPython 3.10 here; its case is skipped"
-        return 0
-    fi
-    "$py310" "$FX" > "$T/py310.out" 2>&1 &
-    pid=$! # the EXIT trap kills it
-    for ((i = 0; i < 300; i++)); do grep -q '^ready' "$T/py310.out" 2>/dev/null && break; sleep 0.1; done
-    grep -q '^ready' "$T/py310.out" || { fail "3.10: py_queue_hang did not get ready"; return 1; }
-    for ((i = 0; i < 300; i++)); do [ "$(ls /proc/$pid/task | wc -l)" = 2 ] && break; sleep 0.1; done
-    "$CP_BIN/crashpack" snap -c "$T/conf" --json "$pid" > "$T/snap310.out" 2> "$T/snap310.err"
-    local src=$? b
-    check "3.10: crashpack snap exits 0" [ "$src" = 0 ]
-    b=$(json "$T/snap310.out" 'd["bundle"]["path"]')
-    check "3.10: the process is still alive after the snap" kill -0 "$pid"
-    check "3.10: capture.json: slim core" [ "$(cp_member "$b" capture.json | python3 -c 'import json,sys; print(json.load(sys.stdin)["core"]["mode"])')" = slim ]
-    "$CP_BIN/crashpack" analyze --json "$b" > "$T/a310.json"
-    check "3.10: analyze --json exits 0" [ $? = 0 ]
-    A=$T/a310.json
-    main_tid=$pid
-    check "3.10: python: CPython 3.10, supported, no error" \
-        [ "$(json "$A" 'd["python"]["version"].startswith("3.10"), d["python"]["supported"], d["python"]["error"] in (None, "")')" = "(True, True, True)" ]
-    cons=$(pyf "(t.get('python') or {}).get('name') == 'consumer'")
-    mainf=$(pyf "t['tid'] == $main_tid")
-    echo "3.10 consumer: $cons"
-    echo "3.10 main:     $mainf"
-    check "3.10: consumer: queue.py get, directly under take_item at the WAIT-GET line, then consumer_loop" \
-        python3 -c "
-import ast, sys
-f = ast.literal_eval(sys.argv[1])
-names = [x[0] for x in f]
-i = names.index('get')
-assert f[i][1] == 'queue.py', f[i]
-assert f[i + 1] == ('take_item', '$fixture', $get_line), f[i + 1]
-assert f[i + 2][0] == 'consumer_loop' and f[i + 2][1] == '$fixture', f[i + 2]
-assert all(x[1] == 'threading.py' for x in f[:i]), f[:i]
-" "$cons"
-    check "3.10: main: threading.py join, directly under main at the WAIT-JOIN line" \
+    check "$tag: main: threading.py join, directly under main at the WAIT-JOIN line" \
         python3 -c "
 import ast, sys
 f = ast.literal_eval(sys.argv[1])
@@ -141,14 +92,58 @@ assert f[i][1] == 'threading.py', f[i]
 assert f[i + 1] == ('main', '$fixture', $join_line), f[i + 1]
 assert all(x[1] == 'threading.py' for x in f[:i + 1]), f[:i]
 " "$mainf"
-    check "3.10: both threads' Python frames are merged, each under its own eval frame" \
+    st() { json "$A" "[t['hang_state']['state'] for t in d['threads'] if $1][0]"; }
+    echo "$tag hang states: consumer $(st "t['tid'] != $main_tid"), main $(st "t['tid'] == $main_tid")"
+    # 3.10 (analyze/native/python310.c): every Python call is its own eval call
+    [ "$ver" = 3.10 ] && check "$tag: both threads' Python frames are merged, each under its own eval frame" \
         [ "$(json "$A" '[t["python_merge"] == "ok" and all(f["entry"] for f in t["python_frames"]) and len({f["native_frame_index"] for f in t["python_frames"]}) == len(t["python_frames"]) for t in d["threads"] if t["python_frames"]]')" = "[True, True]" ]
-    check "3.10: consumer hang_state: python_queue_wait" [ "$(st "t['tid'] != $main_tid")" = python_queue_wait ]
-    check "3.10: main hang_state: join_wait" [ "$(st "t['tid'] == $main_tid")" = join_wait ]
-    check "3.10: a diagnosis names it: hang-python-queue-join" \
-        [ "$(json "$A" '[x["rule"] for x in d["diagnoses"] if x["rule"] == "hang-python-queue-join"]')" = "['hang-python-queue-join']" ]
+    case $ver in
+    system | 3.10 | 3.11 | 3.12)
+        check "$tag: consumer hang_state: python_queue_wait" [ "$(st "t['tid'] != $main_tid")" = python_queue_wait ]
+        check "$tag: main hang_state: join_wait (a Python lock in Thread.join)" [ "$(st "t['tid'] == $main_tid")" = join_wait ]
+        check "$tag: a diagnosis names it: hang-python-queue-join, category hang" \
+            [ "$(json "$A" '[(x["rule"], x["category"]) for x in d["diagnoses"] if x["rule"] == "hang-python-queue-join"]')" = "[('hang-python-queue-join', 'hang')]" ]
+        # (the host's kernel log can add GPU/host diagnoses of its own: compare among the hang ones)
+        check "$tag: it is the first hang diagnosis (before the generic hang-lock-wait)" \
+            [ "$(json "$A" '[x["rule"] for x in d["diagnoses"] if x["category"] == "hang"][0]')" = hang-python-queue-join ]
+        check "$tag: its evidence names the queue.get and the join frames" \
+            [ "$(json "$A" '[any("get at " in e and "queue.py" in e for e in x["evidence"]) and any("join at " in e and "threading.py" in e for e in x["evidence"]) for x in d["diagnoses"] if x["rule"] == "hang-python-queue-join"]')" = "[True]" ]
+        ;;
+    *)
+        check "$tag: consumer hang_state: python_queue_wait" [ "$(st "t['tid'] != $main_tid")" = python_queue_wait ]
+        ;;
+    esac
+    "$CP_BIN/crashpack" analyze "$bundle" > "$T/$tag.txt"
+    check "$tag: text output shows the waiting lines" grep -q "line $get_line" "$T/$tag.txt"
+
+    check "$tag: the process is still alive after the analysis" kill -0 "$pid"
     kill -9 "$pid"
     wait "$pid" 2>/dev/null
+    pid=
 }
-py310_snap
+
+snap_case system "$PY" system
+for v in $PYENV_VERSIONS; do
+    bin=$(ls -d /root/.pyenv/versions/$v.*/bin/python$v 2>/dev/null | sort -V | tail -1)
+    [ "$v" = 3.10 ] && bin=${CP_PYENV310:-$bin}
+    if [ -z "$bin" ] || [ ! -x "$bin" ]; then
+        echo "note: no pyenv CPython $v here; its snapshot case is skipped"
+        continue
+    fi
+    snap_case "py$v" "$bin" "$v"
+done
+# CPython 3.14: Debian sid's python3.14, chrooted into the sid root of scripts/mkroot.sh
+SID=${CP_ROOTS:-/var/cache/crashpack/roots}/sid
+CHROOT=$(command -v chroot || true)
+if [ -x "$SID/usr/bin/python3.14" ] && [ -n "$CHROOT" ]; then
+    W=/tmp/cp-snappy.$$
+    mkdir -p "$SID$W"
+    cp "$FX" "$SID$W/"
+    printf '#!/bin/sh\nexec %s %s /usr/bin/python3.14 "$@"\n' "$CHROOT" "$SID" > "$T/py314"
+    chmod +x "$T/py314"
+    snap_case sid3.14 "$T/py314" 3.14 "$W/$fixture" python3.14
+    rm -rf "${SID:?}$W"
+else
+    echo "note: no Debian sid root with python3.14 at $SID (scripts/mkroot.sh); its snapshot case is skipped"
+fi
 finish

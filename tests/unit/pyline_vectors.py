@@ -1,5 +1,5 @@
 """pyline_vectors.py - test vectors for analyze/native/python.c's line-table decoder, from the running
-interpreter itself (CPython 3.11): for every code object of a few standard-library modules (and
+interpreter itself (CPython 3.11 to 3.14: one line-table format): for every code object of a few standard-library modules (and
 the code objects nested in them), its co_firstlineno, co_linetable, and co_lines() - the ranges
 CPython's own decoder gives. Output, one per line:
     code FIRSTLINENO HEX_LINETABLE NBYTES
@@ -8,7 +8,7 @@ CPython's own decoder gives. Output, one per line:
 import sys
 import types
 
-assert sys.version_info[:2] == (3, 11), "vectors for the 3.11 line table"
+assert (3, 11) <= sys.version_info[:2] <= (3, 14), "vectors for the 3.11-3.14 line table"
 
 import ast, difflib, email.parser, json.decoder, threading, typing  # noqa: E401,F401
 
