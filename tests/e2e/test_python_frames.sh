@@ -314,7 +314,10 @@ fi
 
 # ---- 4b. CPython 3.14: Debian sid's python3.14 (static in /usr/bin/python3.14, no symbol for its
 # eval loop) in the sid root that scripts/mkroot.sh builds, run chrooted into it ----
-SID=${CP_ROOTS:-/var/cache/crashpack/roots}/sid
+# the root is built on first use (scripts/mkroot.sh: cached, waits for a build in progress, exit 3
+# with one line when it cannot be built: then the cases are skipped with that line)
+SID=${CP_ROOTS_DIR:-/var/cache/crashpack/roots}/sid
+SID_WHY=$("$CP_SRC/scripts/mkroot.sh" sid 2>&1 > /dev/null) || true
 CHROOT=$(command -v chroot || true)
 if [ -x "$SID/usr/bin/python3.14" ] && [ -n "$CHROOT" ]; then
     W=/tmp/cp-pyframes.$$
@@ -347,7 +350,7 @@ if [ -x "$SID/usr/bin/python3.14" ] && [ -n "$CHROOT" ]; then
     unset CHECK_EVAL_MODULE
     rm -rf "${SID:?}$W"
 else
-    echo "note: no Debian sid root with python3.14 at $SID (scripts/mkroot.sh); the 3.14 cases are skipped"
+    echo "note: no Debian sid root with python3.14 at $SID (${SID_WHY:-scripts/mkroot.sh}); the 3.14 cases are skipped"
 fi
 
 # ==== CPython 3.10 (analyze/native/python310.c) ====

@@ -11,7 +11,8 @@
 # under Debian sid's 3.14 chrooted into the sid root (scripts/mkroot.sh) when it is there:
 # the slim snapshot keeps the pages that version's walk reads, and the frames are the same (on
 # 3.13 join() waits in C, directly in threading.py's join). A version not installed is skipped
-# with one line saying so. To add a version: add it to PYENV_VERSIONS (and, where its hang states
+# with one line saying so. Each version also snaps py_four_threads.py (four threads, one spinning
+# with the GIL) and compares every thread's frames with faulthandler's dump of the same moment. To add a version: add it to PYENV_VERSIONS (and, where its hang states
 # differ, to the case in snap_case).
 source "$(dirname "$0")/../lib.sh"
 cp_setup
@@ -20,6 +21,7 @@ cp_install
 PY=/usr/bin/python3
 [ -x "$PY" ] || { echo "SKIP: no $PY"; exit 77; }
 FX=$CP_SRC/fixtures/programs/py_queue_hang.py
+FIX=$CP_SRC/fixtures/programs
 get_line=$(grep -n 'WAIT-GET' "$FX" | head -1 | cut -d: -f1)
 join_line=$(grep -n 'WAIT-JOIN' "$FX" | head -1 | cut -d: -f1)
 [ -n "$get_line" ] && [ -n "$join_line" ] || die "fixture markers not found"
@@ -98,7 +100,7 @@ assert all(x[1] == 'threading.py' for x in f[:i + 1]), f[:i]
     [ "$ver" = 3.10 ] && check "$tag: both threads' Python frames are merged, each under its own eval frame" \
         [ "$(json "$A" '[t["python_merge"] == "ok" and all(f["entry"] for f in t["python_frames"]) and len({f["native_frame_index"] for f in t["python_frames"]}) == len(t["python_frames"]) for t in d["threads"] if t["python_frames"]]')" = "[True, True]" ]
     case $ver in
-    system | 3.10 | 3.11 | 3.12)
+    *)
         check "$tag: consumer hang_state: python_queue_wait" [ "$(st "t['tid'] != $main_tid")" = python_queue_wait ]
         check "$tag: main hang_state: join_wait (a Python lock in Thread.join)" [ "$(st "t['tid'] == $main_tid")" = join_wait ]
         check "$tag: a diagnosis names it: hang-python-queue-join, category hang" \
@@ -108,9 +110,6 @@ assert all(x[1] == 'threading.py' for x in f[:i + 1]), f[:i]
             [ "$(json "$A" '[x["rule"] for x in d["diagnoses"] if x["category"] == "hang"][0]')" = hang-python-queue-join ]
         check "$tag: its evidence names the queue.get and the join frames" \
             [ "$(json "$A" '[any("get at " in e and "queue.py" in e for e in x["evidence"]) and any("join at " in e and "threading.py" in e for e in x["evidence"]) for x in d["diagnoses"] if x["rule"] == "hang-python-queue-join"]')" = "[True]" ]
-        ;;
-    *)
-        check "$tag: consumer hang_state: python_queue_wait" [ "$(st "t['tid'] != $main_tid")" = python_queue_wait ]
         ;;
     esac
     "$CP_BIN/crashpack" analyze "$bundle" > "$T/$tag.txt"
@@ -122,7 +121,61 @@ assert all(x[1] == 'threading.py' for x in f[:i + 1]), f[:i]
     pid=
 }
 
+# four_case TAG PYTHON [DUMP_AS_PYTHON_SEES_IT DUMP_ON_THE_HOST [FIXTURE]]: a hung process with four
+# Python threads (py_four_threads.py), one spinning with the GIL: the slim snapshot's Python frames
+# equal faulthandler's dump of the same moment (function, file, line, innermost first) thread by
+# thread, the names are threading's, and the spinner holds the GIL
+four_case() {
+    local tag=$1 py=$2 dump=${3:-$T/$1.fh} hostdump=${4:-$T/$1.fh} fx=${5:-$FIX/py_four_threads.py} i
+    "$py" "$fx" "$dump" > "$T/$tag.out" 2>&1 &
+    pid=$!
+    for ((i = 0; i < 300; i++)); do grep -q '^ready' "$T/$tag.out" 2>/dev/null && break; sleep 0.1; done
+    grep -q '^ready' "$T/$tag.out" || { fail "$tag: py_four_threads did not get ready"; kill -9 $pid; wait $pid 2>/dev/null; pid=; return; }
+    for ((i = 0; i < 300; i++)); do [ "$(ls /proc/$pid/task | wc -l)" = 4 ] && break; sleep 0.1; done
+    check "$tag: four threads left" [ "$(ls /proc/$pid/task | wc -l)" = 4 ]
+    "$CP_BIN/crashpack" snap -c "$T/conf" --json "$pid" > "$T/$tag.snap.out" 2> "$T/$tag.snap.err"
+    local bundle
+    bundle=$(json "$T/$tag.snap.out" 'd["bundle"]["path"]')
+    "$CP_BIN/crashpack" analyze --json "$bundle" > "$T/$tag.json" 2> "$T/$tag.err"
+    kill -9 "$pid"; wait "$pid" 2>/dev/null; pid=
+    check "$tag: four Python threads: frames equal faulthandler's, names, the spinner holds the GIL" \
+        python3 - "$T/$tag.json" "$hostdump" <<'PY'
+import json, re, sys
+d = json.load(open(sys.argv[1]))
+fh, cur = {}, None
+for line in open(sys.argv[2]):
+    m = re.match(r"(?:Current thread|Thread) (0x[0-9a-f]+)", line)
+    if m:
+        cur = int(m.group(1), 16); fh[cur] = []; continue
+    m = re.match(r'\s+File "(.*)", line (\d+) in (\S+)', line)
+    if m and cur is not None:
+        fh[cur].append((m.group(3), m.group(1), int(m.group(2))))
+py = {int(t["python"]["thread_id"], 16): t for t in d["threads"] if t.get("python")}
+bad = []
+if len(py) != 4:
+    bad.append(f"{len(py)} Python threads")
+for ident, t in py.items():
+    got = [(f["function"], f["file"], f["line"]) for f in t["python_frames"]]
+    want = fh.get(ident)
+    # faulthandler prints co_name (3.10-3.12) or the qualified name (3.13+): either matches
+    if want is None or len(got) != len(want) or any(
+            (g[1], g[2]) != (w[1], w[2]) or w[0] not in (g[0], f["qualname"])
+            for g, w, f in zip(got, want, t["python_frames"])):
+        bad.append(f"thread {t['python']['name']}: {got} != faulthandler {want}")
+names = sorted(str(t["python"]["name"]) for t in py.values())
+if names != ["MainThread", "consumer", "sleeper", "spinner"]:
+    bad.append(f"names {names}")
+holders = [t["python"]["name"] for t in py.values() if t["python"]["holds_gil"]]
+if holders != ["spinner"] or not d["python"]["gil"]["locked"]:
+    bad.append(f"GIL holders {holders}")
+for b in bad:
+    print(b, file=sys.stderr)
+sys.exit(1 if bad else 0)
+PY
+}
+
 snap_case system "$PY" system
+four_case four-system "$PY"
 for v in $PYENV_VERSIONS; do
     bin=$(ls -d /root/.pyenv/versions/$v.*/bin/python$v 2>/dev/null | sort -V | tail -1)
     [ "$v" = 3.10 ] && bin=${CP_PYENV310:-$bin}
@@ -131,9 +184,13 @@ for v in $PYENV_VERSIONS; do
         continue
     fi
     snap_case "py$v" "$bin" "$v"
+    four_case "four$v" "$bin"
 done
 # CPython 3.14: Debian sid's python3.14, chrooted into the sid root of scripts/mkroot.sh
-SID=${CP_ROOTS:-/var/cache/crashpack/roots}/sid
+# the root is built on first use (scripts/mkroot.sh: cached, waits for a build in progress, exit 3
+# with one line when it cannot be built: then the cases are skipped with that line)
+SID=${CP_ROOTS_DIR:-/var/cache/crashpack/roots}/sid
+SID_WHY=$("$CP_SRC/scripts/mkroot.sh" sid 2>&1 > /dev/null) || true
 CHROOT=$(command -v chroot || true)
 if [ -x "$SID/usr/bin/python3.14" ] && [ -n "$CHROOT" ]; then
     W=/tmp/cp-snappy.$$
@@ -142,8 +199,10 @@ if [ -x "$SID/usr/bin/python3.14" ] && [ -n "$CHROOT" ]; then
     printf '#!/bin/sh\nexec %s %s /usr/bin/python3.14 "$@"\n' "$CHROOT" "$SID" > "$T/py314"
     chmod +x "$T/py314"
     snap_case sid3.14 "$T/py314" 3.14 "$W/$fixture" python3.14
+    cp "$FIX/py_four_threads.py" "$SID$W/"
+    four_case four-sid3.14 "$T/py314" "$W/four.fh" "$SID$W/four.fh" "$W/py_four_threads.py"
     rm -rf "${SID:?}$W"
 else
-    echo "note: no Debian sid root with python3.14 at $SID (scripts/mkroot.sh); its snapshot case is skipped"
+    echo "note: no Debian sid root with python3.14 at $SID (${SID_WHY:-scripts/mkroot.sh}); its snapshot case is skipped"
 fi
 finish

@@ -11,7 +11,7 @@
 set -u
 src=${1:?source dir}
 PYENV=${CP_PYENV_ROOT:-/root/.pyenv/versions}
-ROOTS=${CP_ROOTS:-/var/cache/crashpack/roots}
+ROOTS=${CP_ROOTS_DIR:-${CP_ROOTS:-/var/cache/crashpack/roots}}
 headers() { # VERSION: the include dirs with internal/pycore_frame.h
     local v=$1 d n=0
     for d in /usr/include/python$v $ROOTS/sid/usr/include/python$v $ROOTS/trixie/usr/include/python$v \
