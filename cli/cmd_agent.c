@@ -439,15 +439,7 @@ static cJSON *do_register(struct agent *a, const struct ucred *cr, const cJSON *
 static const char *job_of(const struct agent *a, pid_t pid, uid_t uid)
 {
     for (int depth = 0; pid > 1 && depth < 64; depth++) {
-        char path[64];
-        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-        size_t len;
-        int tr;
-        char *s = read_file_at(AT_FDCWD, path, 1 << 16, &len, &tr);
-        unsigned long long ppid = 0;
-        if (!s || cp_stat_field(s, 4, &ppid))
-            ppid = 0;
-        free(s);
+        unsigned long long ppid = cp_proc_stat(pid, 4);
         for (size_t i = 0; i < a->njobs; i++)
             if (a->jobs[i].pid == pid && (a->jobs[i].uid == uid || a->jobs[i].uid == 0) &&
                 cp_start_ticks(pid) == a->jobs[i].start)

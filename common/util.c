@@ -211,7 +211,7 @@ int cp_stat_field(const char *stat, int field, unsigned long long *out)
     return -1;
 }
 
-unsigned long long cp_start_ticks(pid_t pid)
+unsigned long long cp_proc_stat(pid_t pid, int field)
 {
     char path[64];
     snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
@@ -219,10 +219,15 @@ unsigned long long cp_start_ticks(pid_t pid)
     int tr;
     char *s = read_file_at(AT_FDCWD, path, 1 << 16, &len, &tr);
     unsigned long long v = 0;
-    if (!s || cp_stat_field(s, 22, &v))
+    if (!s || cp_stat_field(s, field, &v))
         v = 0;
     free(s);
     return v;
+}
+
+unsigned long long cp_start_ticks(pid_t pid)
+{
+    return cp_proc_stat(pid, 22);
 }
 
 char *read_fd_max(int fd, size_t max, size_t *len, int *over)

@@ -18,6 +18,8 @@ int cp_stat_field(const char *stat, int field, unsigned long long *out);
 /* The start time of pid (field 22: clock ticks since boot), or 0 when it cannot be read. A pid and
  * its start time name one process: a pid alone may be reused. */
 unsigned long long cp_start_ticks(pid_t pid);
+/* Field `field` (1-based, as proc(5) numbers them) of /proc/<pid>/stat; 0 when unreadable. */
+unsigned long long cp_proc_stat(pid_t pid, int field);
 /* Reads fd to its end, at most `max` bytes. Returns a malloc'd buffer (NUL-terminated, caller
  * frees) with *len; *over is set when more than max bytes were there (the rest is unread). NULL
  * when out of memory. */

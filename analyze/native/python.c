@@ -1170,4 +1170,5 @@ void python_thread_json(const struct py_state *st, int64_t tid, cJSON *t,
 }
 
 /* python.c's readers, for python310.c (python_internal.h) */
-const struct py_readers py_readers = {rd, rd_ptr, rd_i64, rd_i32, type_is, rd_str, is_str, rd_ulong};
+const struct py_readers py_readers = {rd, rd_ptr, rd_i64, rd_i32, type_is, rd_str, is_str, rd_ulong,
+                                      add_thread};

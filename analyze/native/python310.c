@@ -196,20 +196,6 @@ static int walk_frames(struct w310 *x, uint64_t tstate, struct py_thread *t)
     return 0;
 }
 
-static int add_thread(struct py_state *st, size_t *cap)
-{
-    if (st->nthreads == *cap) {
-        size_t ncap = *cap ? 2 * *cap : 8;
-        struct py_thread *v = realloc(st->threads, ncap * sizeof(*v));
-        if (!v)
-            return -1;
-        st->threads = v;
-        *cap = ncap;
-    }
-    memset(&st->threads[st->nthreads++], 0, sizeof(struct py_thread));
-    return 0;
-}
-
 /* ---- thread names: threading._active[ident]._name, 3.10 dicts ---- */
 
 /* The entries of a dict's keys object: *entries, *n (dk_nentries, capped). */
@@ -344,7 +330,7 @@ static int walk_runtime(struct w310 *x, struct py_state *st)
                           ts);
                 break;
             }
-            if (add_thread(st, &cap))
+            if (py_readers.add_thread(st, &cap))
                 return -1;
             struct py_thread *t = &st->threads[st->nthreads - 1];
             t->tstate = ts;

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 struct walk;
+struct py_state;
 
 struct py_readers {
     /* len bytes at addr: 0, or -1 (addr 0, wrapping, or not in the process) */
@@ -28,6 +29,8 @@ struct py_readers {
     int (*is_str)(struct walk *w, uint64_t obj);
     /* a non-negative int object below 2**64 */
     int (*rd_ulong)(struct walk *w, uint64_t obj, uint64_t *out);
+    /* appends a zeroed thread to st->threads (capacity *cap, doubled as needed): 0, or -1 */
+    int (*add_thread)(struct py_state *st, size_t *cap);
 };
 
 extern const struct py_readers py_readers;
