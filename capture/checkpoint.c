@@ -716,18 +716,7 @@ static pid_t ns_pid(struct cap *c)
     size_t len;
     int tr;
     char *s = c->procfd >= 0 ? read_file_at(c->procfd, "status", 1 << 16, &len, &tr) : NULL;
-    char *p = s ? strstr(s, "\nNSpid:") : NULL;
-    pid_t v = c->pid;
-    if (p) {
-        char *end = strchr(p + 1, '\n');
-        if (end)
-            *end = 0;
-        char *last = strrchr(p, '\t');
-        if (!last)
-            last = strrchr(p, ' ');
-        if (last && atoi(last + 1) > 0)
-            v = (pid_t)atoi(last + 1); /* innermost namespace: what os.getpid() returned */
-    }
+    pid_t v = cp_nspid_last(s, c->pid); /* innermost namespace: what os.getpid() returned */
     free(s);
     return v;
 }

@@ -7,7 +7,8 @@
  *  - It listens on a Unix socket (config `agent_socket`, mode 0666). A caller is whoever
  *    SO_PEERCRED says it is. It sends one JSON line and gets one back (docs/agent.md):
  *      ping     -> the agent's version and pid;
- *      capture  kind exception: the caller itself, alive (SO_PEERCRED pid == pid): a live
+ *      capture  kind exception: the caller itself, alive (SO_PEERCRED pid == pid, or its pid in
+ *               its own pid namespace, for a caller in a container): a live
  *               snapshot of every thread (crashpack snap --kind exception), with the caller's
  *               exception.json;
  *               kind exit|signal|terminated: a process of the caller's uid has ended: a
@@ -314,9 +315,12 @@ static uid_t uid_of_pid(pid_t pid, int *ok)
 static cJSON *do_exception(struct agent *a, const struct ucred *cr, const cJSON *req)
 {
     const cJSON *pid = cJSON_GetObjectItemCaseSensitive(req, "pid");
-    if (!cJSON_IsNumber(pid) || (pid_t)pid->valuedouble != cr->pid)
+    /* SO_PEERCRED gives the caller's pid in the agent's namespace; a caller in a container (its
+     * own pid namespace, the socket mounted in) sends its getpid(), the last NSpid value */
+    pid_t want = cJSON_IsNumber(pid) ? (pid_t)pid->valuedouble : -1;
+    if (want != cr->pid && (want <= 0 || cp_ns_pid(cr->pid) != want))
         return fail("an exception capture is of the caller itself: pid %d is not the caller (%d)",
-                    cJSON_IsNumber(pid) ? (int)pid->valuedouble : -1, (int)cr->pid);
+                    (int)want, (int)cr->pid);
     struct snap_request rq = {.pid = cr->pid, .trigger = "hook", .kind = "exception",
                               .config = a->config};
     char reason[300];

@@ -230,6 +230,38 @@ unsigned long long cp_start_ticks(pid_t pid)
     return cp_proc_stat(pid, 22);
 }
 
+pid_t cp_nspid_last(const char *status, pid_t dflt)
+{
+    const char *p = status ? strstr(status, "\nNSpid:") : NULL;
+    pid_t v = dflt;
+    if (!p)
+        return v;
+    for (p += 7; *p && *p != '\n';) {
+        while (*p == ' ' || *p == '\t')
+            p++;
+        char *end;
+        long n = strtol(p, &end, 10);
+        if (end == p)
+            break;
+        if (n > 0 && n <= 0x3fffffff)
+            v = (pid_t)n;
+        p = end;
+    }
+    return v;
+}
+
+pid_t cp_ns_pid(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    size_t len;
+    int tr;
+    char *s = read_file_at(AT_FDCWD, path, 1 << 16, &len, &tr);
+    pid_t v = s ? cp_nspid_last(s, 0) : 0;
+    free(s);
+    return v;
+}
+
 char *read_fd_max(int fd, size_t max, size_t *len, int *over)
 {
     size_t cap = max < (1u << 16) ? max : (1u << 16), n = 0;

@@ -20,6 +20,11 @@ int cp_stat_field(const char *stat, int field, unsigned long long *out);
 unsigned long long cp_start_ticks(pid_t pid);
 /* Field `field` (1-based, as proc(5) numbers them) of /proc/<pid>/stat; 0 when unreadable. */
 unsigned long long cp_proc_stat(pid_t pid, int field);
+/* The last value of the NSpid: line of a /proc/<pid>/status text: the pid (or tid) in the process's
+ * own, innermost pid namespace, what its getpid() returns. dflt when there is no such line. */
+pid_t cp_nspid_last(const char *status, pid_t dflt);
+/* The same for /proc/<pid>/status (0 when unreadable). */
+pid_t cp_ns_pid(pid_t pid);
 /* Reads fd to its end, at most `max` bytes. Returns a malloc'd buffer (NUL-terminated, caller
  * frees) with *len; *over is set when more than max bytes were there (the rest is unread). NULL
  * when out of memory. */

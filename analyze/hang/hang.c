@@ -583,15 +583,21 @@ void hang_analyze_json(cJSON *r, const cJSON *snap, const cJSON *fds_json)
     cJSON *t;
     cJSON *states = cJSON_CreateObject();
     /* lookups by tid and fd through indexes: one pass each, not one per thread */
-    struct cp_jindex snapix, fds, byid;
+    /* The core's tids are the process's own (its pid namespace, as in a kernel core); snap.json
+     * has both: ns_tid first, then tid (older snapshots' cores held the host's tids) */
+    struct cp_jindex snapix, snapns, fds, byid;
     cp_jindex_build(&snapix, cJSON_GetObjectItemCaseSensitive(snap, "threads"), "tid");
+    cp_jindex_build(&snapns, cJSON_GetObjectItemCaseSensitive(snap, "threads"), "ns_tid");
     cp_jindex_build(&fds, fds_json, "fd");
     cp_jindex_build(&byid, threads, "tid");
     cJSON_ArrayForEach(t, threads)
     {
-        double tid = 0;
+        double tid = 0, host = 0;
         cp_jnum(t, "tid", &tid);
-        const cJSON *st = snap ? cp_jindex_find(&snapix, tid) : NULL;
+        const cJSON *st = !snap ? NULL : cp_jindex_find(&snapns, tid) ? cp_jindex_find(&snapns, tid)
+                                                                      : cp_jindex_find(&snapix, tid);
+        if (st && cp_jnum(st, "tid", &host) && host != tid && !cJSON_HasObjectItem(t, "host_tid"))
+            cJSON_AddNumberToObject(t, "host_tid", host); /* in a container: the host's tid */
         cJSON *hs = classify(t, st, &fds);
         cJSON_DeleteItemFromObjectCaseSensitive(t, "hang_state");
         cJSON_AddItemToObject(t, "hang_state", hs);
@@ -608,13 +614,19 @@ void hang_analyze_json(cJSON *r, const cJSON *snap, const cJSON *fds_json)
     const cJSON *st;
     cJSON_ArrayForEach(st, cJSON_GetObjectItemCaseSensitive(snap, "threads"))
     {
-        double tid;
+        double tid, host;
         /* once per tid: the snap's first thread with it, when the core has none */
-        if (!cp_jnum(st, "tid", &tid) || cp_jindex_find(&byid, tid) ||
-            cp_jindex_find(&snapix, tid) != st || !cJSON_IsArray(threads))
+        if (!cp_jnum(st, "tid", &host) || !cJSON_IsArray(threads))
+            continue;
+        if (!cp_jnum(st, "ns_tid", &tid) || tid <= 0)
+            tid = host;
+        if (cp_jindex_find(&byid, tid) || cp_jindex_find(&byid, host) ||
+            cp_jindex_find(&snapix, host) != st)
             continue;
         cJSON *nt = cJSON_CreateObject();
         cJSON_AddNumberToObject(nt, "tid", tid);
+        if (host != tid)
+            cJSON_AddNumberToObject(nt, "host_tid", host);
         cJSON_AddStringToObject(nt, "name", cp_jstr(st, "name") ? cp_jstr(st, "name") : "");
         cJSON_AddBoolToObject(nt, "crashed", 0);
         cJSON_AddStringToObject(nt, "state", cp_jstr(st, "state") ? cp_jstr(st, "state") : "?");
@@ -625,6 +637,7 @@ void hang_analyze_json(cJSON *r, const cJSON *snap, const cJSON *fds_json)
         cJSON_AddItemToArray(threads, nt);
     }
     cp_jindex_free(&snapix);
+    cp_jindex_free(&snapns);
     cp_jindex_free(&fds);
     cp_jindex_free(&byid);
     cJSON *h = cJSON_CreateObject();

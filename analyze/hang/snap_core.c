@@ -115,20 +115,7 @@ static void kernel_view(pid_t pid, struct thr *t)
     free(s);
     snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, (int)t->tid);
     s = slurp(path, 1 << 16, NULL);
-    char *ns = s ? strstr(s, "\nNSpid:") : NULL;
-    t->ns_tid = t->tid;
-    if (ns) {
-        ns += 7;
-        char *end = strchr(ns, '\n');
-        if (end)
-            *end = 0;
-        char *lastsp = NULL;
-        for (char *q = ns; *q; q++)
-            if ((*q == ' ' || *q == '\t') && q[1] && q[1] != ' ' && q[1] != '\t')
-                lastsp = q;
-        if (lastsp)
-            t->ns_tid = (pid_t)atoi(lastsp + 1);
-    }
+    t->ns_tid = cp_nspid_last(s, t->tid);
     free(s);
     snprintf(path, sizeof(path), "/proc/%d/task/%d/wchan", (int)pid, (int)t->tid);
     s = slurp(path, 4096, NULL);
@@ -438,7 +425,10 @@ static void prstatus_note(struct buf *b, pid_t pid, const struct thr *t, long pp
     struct elf_prstatus ps;
     memset(&ps, 0, sizeof(ps));
     ps.pr_info.si_signo = ps.pr_cursig = (short)t->pending_sig;
-    ps.pr_pid = t->tid;
+    /* the tid as the process itself sees it, in its own pid namespace: what the kernel writes in
+     * a core (task_pid_vnr of the dumping task) and what CPython's native thread ids and futex
+     * owner words hold; snap.json keeps both (tid, ns_tid) */
+    ps.pr_pid = t->ns_tid > 0 ? t->ns_tid : t->tid;
     ps.pr_ppid = (int)ppid;
     ps.pr_pgrp = (int)pgrp;
     ps.pr_sid = (int)sid;
@@ -523,7 +513,7 @@ static void build_notes(struct buf *b, pid_t pid, struct thr *th, size_t nt,
             pi.pr_zomb = pi.pr_sname == 'Z';
             pi.pr_nice = (char)stat_num(stat, 19);
             pi.pr_flag = (unsigned long)stat_num(stat, 9);
-            pi.pr_pid = pid;
+            pi.pr_pid = th[first].tid == pid && th[first].ns_tid > 0 ? th[first].ns_tid : pid;
             pi.pr_ppid = (int)ppid;
             pi.pr_pgrp = (int)pgrp;
             pi.pr_sid = (int)sid;
@@ -556,7 +546,14 @@ static void build_notes(struct buf *b, pid_t pid, struct thr *th, size_t nt,
             if (auxv && al)
                 note(b, "CORE", NT_AUXV, auxv, al);
             free(auxv);
-            /* NT_FILE: count, page size, (start, end, offset in pages)[], names */
+            /* NT_FILE: count, page size, (start, end, offset in pages)[], names. The names as
+             * the process sees them, as the kernel writes them: /proc/PID/maps shows them from
+             * our root, so a process in a container (its root ROOT) has ROOT/usr/lib/... there,
+             * and enrichment (through the process's root) and --sysroot want /usr/lib/... */
+            char root[512] = "";
+            snprintf(path, sizeof(path), "/proc/%d/root", (int)pid);
+            ssize_t rl = readlink(path, root, sizeof(root) - 1);
+            root[rl > 1 && (size_t)rl < sizeof(root) - 1 ? rl : 0] = 0;
             struct buf f = {0};
             uint64_t count = 0, pg = PAGE;
             for (size_t j = 0; j < nm; j++)
@@ -568,9 +565,14 @@ static void build_notes(struct buf *b, pid_t pid, struct thr *th, size_t nt,
                     uint64_t e[3] = {m[j].lo, m[j].hi, m[j].pgoff / PAGE};
                     put(&f, e, sizeof(e));
                 }
+            size_t rlen = strlen(root);
             for (size_t j = 0; j < nm; j++)
-                if (m[j].path[0] == '/')
-                    put(&f, m[j].path, strlen(m[j].path) + 1);
+                if (m[j].path[0] == '/') {
+                    const char *pv = m[j].path;
+                    if (rlen && !strncmp(pv, root, rlen) && pv[rlen] == '/')
+                        pv += rlen;
+                    put(&f, pv, strlen(pv) + 1);
+                }
             if (!f.oom)
                 note(b, "CORE", NT_FILE_TYPE, f.p, f.len);
             free(f.p);

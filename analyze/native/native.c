@@ -613,7 +613,11 @@ static void manifest_hints(struct job *j)
     int rc = bundle_read_all(j->b, "manifest.json", MANIFEST_MAX, &buf, &len);
     cJSON *m = rc == BUNDLE_OK || rc == BUNDLE_ETRUNC ? cJSON_ParseWithLength(buf, len) : NULL;
     free(buf);
-    const cJSON *tid = cJSON_GetObjectItemCaseSensitive(m, "tid");
+    /* the core holds the tids of the process's own pid namespace (the kernel writes
+     * task_pid_vnr): ns_tid, where the manifest has it, is the crashed thread's there */
+    const cJSON *tid = cJSON_GetObjectItemCaseSensitive(m, "ns_tid");
+    if (!cJSON_IsNumber(tid) || tid->valuedouble <= 0)
+        tid = cJSON_GetObjectItemCaseSensitive(m, "tid");
     const cJSON *comm = cJSON_GetObjectItemCaseSensitive(m, "comm");
     if (cJSON_IsNumber(tid) && tid->valuedouble > 0 && tid->valuedouble < 2147483648.0)
         j->o.manifest_tid = (int32_t)tid->valuedouble;

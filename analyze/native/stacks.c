@@ -562,6 +562,10 @@ cJSON *stacks_choose(cJSON *local, cJSON *stacks, const cJSON *doc, cJSON **info
             continue;
         }
         size_t n = compare_thread(&c, tid, t, st);
+        /* Python frames that only stacks.json has (the interpreter's file is not here: a
+         * container's, a snapshot's) make its thread the better one too */
+        if (!cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(t, "python_frames")))
+            n += (size_t)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(st, "python_frames"));
         c.lacking += n;
         if (n) {
             lacking_threads++;
@@ -600,7 +604,20 @@ cJSON *stacks_choose(cJSON *local, cJSON *stacks, const cJSON *doc, cJSON **info
                 cJSON_Delete(nu);
             }
         }
-        if (fill_cause(local, stacks) || lacking_threads)
+        /* the interpreter: stacks.json's when the local walk found none it could read */
+        const cJSON *lp = cJSON_GetObjectItemCaseSensitive(local, "python");
+        const cJSON *sp = cJSON_GetObjectItemCaseSensitive(stacks, "python");
+        int took_py = 0;
+        if (cJSON_IsObject(sp) && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(sp, "supported")) &&
+            !(cJSON_IsObject(lp) && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(lp, "supported")))) {
+            cJSON *nu = cJSON_Duplicate(sp, 1);
+            if (nu) {
+                cJSON_DeleteItemFromObjectCaseSensitive(local, "python");
+                cJSON_AddItemToObject(local, "python", nu);
+                took_py = 1;
+            }
+        }
+        if (fill_cause(local, stacks) || lacking_threads || took_py)
             source = "local+stacks.json";
     }
     cJSON_AddStringToObject(in, "source", source);

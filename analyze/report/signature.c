@@ -558,9 +558,10 @@ static const cJSON *crashed_thread(const cJSON *r)
     }
     /* a snapshot has no crashed thread: its signature is the main thread's, as it was before
      * snapshots stopped naming one (the manifest's tid, else the pid), so that fingerprints of
-     * hangs stay the same */
-    const cJSON *keys[] = {cp_jpath(r, "process.manifest_tid"), cp_jpath(r, "process.pid")};
-    for (size_t k = 0; k < 2; k++)
+     * hangs stay the same; in a container the core's tids are its namespace's (ns_tid) */
+    const cJSON *keys[] = {cp_jpath(r, "process.manifest_tid"), cp_jpath(r, "process.ns_tid"),
+                           cp_jpath(r, "process.pid")};
+    for (size_t k = 0; k < 3; k++)
         cJSON_ArrayForEach(t, threads)
         {
             const cJSON *id = cJSON_GetObjectItemCaseSensitive(t, "tid");

@@ -9,9 +9,11 @@
 # (`unshare -m -p --fork --mount-proc` + `chroot --userspec`), as uid 0 and as uid 65534, and is
 # not the namespace's init (signals to a pid-1 would be ignored). Cases:
 #   abort, segv  the root's /usr/bin/python3 runs fixtures/programs/container_torch_crash.py:
-#                imports torch, builds a tensor, runs a backward pass whose custom Function calls
-#                os.abort() / ctypes.string_at(0) three functions deep (libtorch_cpu.so's
-#                autograd engine on the crashed stack)
+#                imports torch, builds a model, and in its forward pass (nn.Module.__call__ ->
+#                Net.forward -> a custom autograd Function, applied by libtorch_python.so's
+#                THPFunction_apply) calls os.abort() / ctypes.string_at(0) three functions deep
+#   backward     (uid 0 only) the same segfault in the backward pass: libtorch_cpu.so's autograd
+#                engine calls the Function's backward
 #   c            a C program (fixtures/programs/cp_abort.c-like, compiled in the root when it has a
 #                compiler, else on the host: it runs on the root's newer libc either way) aborts
 #                two functions deep
@@ -71,11 +73,24 @@ cp_install
 
 # the per-test directory inside each root (the root's own /tmp), removed on exit
 W=/tmp/crashpack-test.$$
+AGENT=
+made_run=()
 cleanup_roots() {
     local n
+    [ -n "$AGENT" ] && kill "$AGENT" 2> /dev/null && wait "$AGENT" 2> /dev/null
     for n in "${names[@]}"; do rm -rf "${ROOTS_DIR:?}/$n$W"; done
+    for n in "${made_run[@]}"; do rmdir "$n" 2> /dev/null; done
 }
 trap 'rc=$?; cleanup_roots; (exit $rc); cp_restore' EXIT
+
+# the node service on the host, its socket in $T/run: each container gets that directory
+# bind-mounted at its own /run/crashpack (the default agent_socket), as `docker run -v
+# /run/crashpack:/run/crashpack` would
+mkdir -m 755 "$T/run" "$T/state"
+"$CP_BIN/crashpack" agent -c "$T/conf" --socket "$T/run/agent.sock" --state-dir "$T/state" 2> "$T/agent.log" &
+AGENT=$!
+for _ in $(seq 100); do [ -S "$T/run/agent.sock" ] && break; sleep 0.1; done
+[ -S "$T/run/agent.sock" ] || { cat "$T/agent.log" >&2; die "the agent did not start"; }
 
 cat > "$T/check.py" << 'PYEOF'
 """check.py ANALYSIS STACKS EXPR: EXPR over r (analyze --json), s (stacks.json), R (the root),
@@ -133,6 +148,19 @@ def frames_build_ids(x, mod):
 def script_frames(x, script):
     t = crashed(x)
     return [(f["function"], f["line"]) for f in t.get("python_frames", []) if f.get("file") == script]
+
+def unnamed(x):
+    """frames of any thread that are not named: neither a function nor module + offset of a module
+    without a debug file (a stripped module's frame is named by its offset)"""
+    bad = []
+    for t in x["threads"]:
+        for f in t["frames"]:
+            if f.get("function"):
+                continue
+            m = module(x, f["module"]) if f.get("module") else None
+            if not (m and f.get("module_offset") and not m.get("debug_file")):
+                bad.append((t["tid"], f.get("index"), f.get("pc"), f.get("module")))
+    return bad
 
 def show(v):
     print(f"  value: {v}", file=sys.stderr)
@@ -207,6 +235,21 @@ in_root() {
     return 0
 }
 
+# in_root_hook NAME UID HOOK OUT CMD...: in_root with the agent's socket directory mounted at
+# /run/crashpack inside the container's mount namespace, and the Python hook (CRASHPACK_HOOK=HOOK)
+# in the user's site-packages under $W/home (installed there by the caller)
+in_root_hook() {
+    local name=$1 uid=$2 hook=$3 out=$4
+    shift 4
+    env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=$W/home LANG=C.UTF-8 OMP_NUM_THREADS=2 PYTHONDONTWRITEBYTECODE=1 \
+        CRASHPACK_HOOK="$hook" CRASHPACK_STATE_DIR="$W/hookstate/$uid" \
+        unshare -m -p --fork --mount-proc="$ROOTS_DIR/$name/proc" \
+        /bin/sh -c 'mount --bind "$1" "$2/run/crashpack" || exit 125; r=$2 u=$3; shift 3; exec "$0" --userspec="$u:$u" "$r" /bin/sh -c '"'"'"$@"; exit $?'"'"' sh "$@"' \
+        "$CHROOT" "$T/run" "$ROOTS_DIR/$name" "$uid" "$@" > "$out" 2> "$out.err"
+    echo $? > "$out.rc"
+    return 0
+}
+
 HOST_PIDNS=$(readlink /proc/self/ns/pid)
 HOST_MNTNS=$(readlink /proc/self/ns/mnt)
 build_ids "" "$T/host-ids.json"
@@ -214,6 +257,8 @@ build_ids "" "$T/host-ids.json"
 line_of() { grep -n "# @$1\$" "$FIX/container_torch_crash.py" | cut -d: -f1; }
 L_ABORT=$(line_of abort) L_SEGV=$(line_of segv) L_TWO=$(line_of two) L_ONE=$(line_of one)
 L_BACK=$(line_of backward) L_RUNB=$(line_of run_backward) L_MOD=$(line_of module)
+L_FNF=$(line_of fn_forward) L_NETF=$(line_of net_forward) L_RUNF=$(line_of run_forward)
+L_MODF=$(line_of module_forward) L_RAISE=$(line_of raise)
 
 for name in "${names[@]}"; do
     R=$ROOTS_DIR/$name
@@ -251,14 +296,17 @@ EOF
     build_ids "$R" "$T/$name-ids.json"
     export CT_ROOT=$R CT_IDS=$T/$name-ids.json CT_HOST_IDS=$T/host-ids.json
 
-    for case in abort segv c; do
+    for case in abort segv c backward; do
         for uid in 0 65534; do
+            [ "$case" = backward ] && [ "$uid" != 0 ] && continue
             tag=$name.$case.$uid
             if [ "$case" = c ]; then
                 [ -x "$R$W/prog" ] || continue
                 in_root "$name" "$uid" "$T/$tag.out" "$W/prog"
+            elif [ "$case" = backward ]; then
+                in_root "$name" "$uid" "$T/$tag.out" /usr/bin/python3 "$W/crash.py" segv backward
             else
-                in_root "$name" "$uid" "$T/$tag.out" /usr/bin/python3 "$W/crash.py" "$case"
+                in_root "$name" "$uid" "$T/$tag.out" /usr/bin/python3 "$W/crash.py" "$case" forward
             fi
             B=$(next_bundle) || { fail "$tag: no bundle"; sed 's/^/  | /' "$T/$tag.out" >&2; continue; }
             echo "-- $tag: $(head -c 300 "$T/$tag.out" | head -3 | tr '\n' ' ')"
@@ -286,7 +334,7 @@ EOF
             # --- enrichment: stacks.json, made through the process's root
             cp_member "$B" capture.json > "$T/$tag.capture.json"
             check "$tag: the enrich step is ok" \
-                json "$T/$tag.capture.json" "[x for x in d['steps'] if x['name'] == 'enrich'][0]['status'] == 'ok' or sys.exit(print([x for x in d['steps'] if x['name'] == 'enrich']))"
+                json "$T/$tag.capture.json" "[x for x in d['steps'] if x['name'] == 'enrich'][0]['status'] == 'ok' or sys.exit(repr([x for x in d['steps'] if x['name'] == 'enrich']))"
             S=$T/$tag.stacks.json
             cp_member "$B" stacks.json > "$S" 2> /dev/null || { fail "$tag: no stacks.json"; echo '{}' > "$S"; }
             check "$tag: stacks.json: binaries through the process's root, sealed" \
@@ -294,7 +342,7 @@ EOF
             sn() { check "$tag: stacks.json: $1" "$PY" "$T/check.py" - "$S" "$2"; }
             sn "libc.so.6 has the root's build-id, and every libc frame carries it" \
                 'root_build_id(s["native"], "libc.so.6") and frames_build_ids(s["native"], "libc.so.6")'
-            if [ "$case" = segv ]; then
+            if [ "$case" = segv ] || [ "$case" = backward ]; then
                 sn "the crashed thread faulted in the root's libc (strlen), and has symbolized libc frames" \
                     'base(crashed(s["native"])["frames"][0]["module"]) == "libc.so.6" and frames_in(s["native"], "libc.so.6", crashed(s["native"]))'
             else
@@ -316,10 +364,21 @@ EOF
                     sn "the crashed thread runs _PyEval_EvalFrameDefault in the root's python" \
                         '"_PyEval_EvalFrameDefault" in [f["function"] for f in frames_in(s["native"], "python3", crashed(s["native"]))]'
                 fi
-                sn "libtorch_cpu.so has the root's build-id, found in the root" \
-                    'root_build_id(s["native"], "libtorch_cpu.so") and found_in_root(s["native"], "libtorch_cpu.so", "<root>/")'
-                sn "the crashed thread has symbolized libtorch_cpu.so frames (the autograd engine)" \
-                    'any("autograd" in f["function"] for f in frames_in(s["native"], "libtorch_cpu.so", crashed(s["native"])))'
+                if [ "$case" = backward ]; then
+                    sn "libtorch_cpu.so has the root's build-id, found in the root" \
+                        'root_build_id(s["native"], "libtorch_cpu.so") and found_in_root(s["native"], "libtorch_cpu.so", "<root>/")'
+                    sn "the crashed thread has symbolized libtorch_cpu.so frames (the autograd engine)" \
+                        'any("autograd" in f["function"] for f in frames_in(s["native"], "libtorch_cpu.so", crashed(s["native"])))'
+                else
+                    # forward: libtorch_python.so applies the Function (Debian's 2.14 exports no
+                    # THPFunction_apply: there the frames are named by module + offset)
+                    sn "libtorch_python.so has the root's build-id, found in the root, and frames on the crashed thread" \
+                        'root_build_id(s["native"], "libtorch_python.so") and found_in_root(s["native"], "libtorch_python.so", "<root>/") and [f for f in crashed(s["native"])["frames"] if base(f.get("module")).startswith("libtorch_python.so")]'
+                    if [ "$want" = 3.13 ]; then
+                        sn "the crashed thread has libtorch_python.so's THPFunction_apply (the Function applied in forward)" \
+                            'any("THPFunction_apply" in f["function"] for f in frames_in(s["native"], "libtorch_python.so", crashed(s["native"])))'
+                    fi
+                fi
             fi
             # --- offline: the bundle analyzed with the root as --sysroot, stacks.json ignored
             A=$T/$tag.analysis.json
@@ -331,21 +390,33 @@ EOF
             an "libc.so.6 found under the root, the root's build-id" \
                 "root_build_id(r, 'libc.so.6') and found_in_root(r, 'libc.so.6', '$R/')"
             an "the crashed thread has a symbolized libc frame" 'frames_in(r, "libc.so.6", crashed(r))'
+            an "every native frame of every thread is named (a function, or module + offset of a stripped module)" \
+                'show(unnamed(r)) == []'
             check "$tag: analyze --sysroot: the same crashed-thread functions as stacks.json" \
                 "$PY" "$T/check.py" "$A" "$S" 'show([f["function"] for f in crashed(r)["frames"]]) == [f["function"] for f in crashed(s["native"])["frames"]]'
             if [ "$case" = c ]; then
                 an "the program's frames inner_abort, outer_call, main, with file and line" \
                     'show([(f["function"], base(f["file"])) for f in crashed(r)["frames"] if base(f.get("module")) == "prog"][:3]) == [("inner_abort", "prog.c"), ("outer_call", "prog.c"), ("main", "prog.c")]'
             else
-                an "the interpreter and libtorch_cpu.so found under the root, with the root's build-ids" \
-                    "root_build_id(r, 'python3') and found_in_root(r, 'python3', '$R/') and root_build_id(r, 'libtorch_cpu.so') and found_in_root(r, 'libtorch_cpu.so', '$R/')"
-                an "the crashed thread has symbolized python and libtorch_cpu.so frames" \
-                    'frames_in(r, "python3", crashed(r)) and any("autograd" in f["function"] for f in frames_in(r, "libtorch_cpu.so", crashed(r)))'
+                tmod=$([ "$case" = backward ] && echo libtorch_cpu.so || echo libtorch_python.so)
+                an "the interpreter and $tmod found under the root, with the root's build-ids" \
+                    "root_build_id(r, 'python3') and found_in_root(r, 'python3', '$R/') and root_build_id(r, '$tmod') and found_in_root(r, '$tmod', '$R/')"
+                if [ "$case" = backward ]; then
+                    an "the crashed thread has symbolized python and libtorch_cpu.so frames" \
+                        'frames_in(r, "python3", crashed(r)) and any("autograd" in f["function"] for f in frames_in(r, "libtorch_cpu.so", crashed(r)))'
+                elif [ "$want" = 3.13 ]; then
+                    an "the crashed thread has symbolized python and libtorch_python.so frames (THPFunction_apply)" \
+                        'frames_in(r, "python3", crashed(r)) and any("THPFunction_apply" in f["function"] for f in frames_in(r, "libtorch_python.so", crashed(r)))'
+                fi
                 an "the interpreter is named: CPython $want.x in the root's python3" \
                     "show(r['python'] and r['python']['version']).startswith('$want.') and base(r['python']['module']).startswith('python$want')"
                 # Python frames: need 3.13/3.14 support (analyze/native/python*.c)
                 inner=$([ "$case" = abort ] && echo "$L_ABORT" || echo "$L_SEGV")
-                exp="[('stage_three', $inner), ('stage_two', $L_TWO), ('stage_one', $L_ONE), ('backward', $L_BACK), ('run_backward', $L_RUNB), ('<module>', $L_MOD)]"
+                if [ "$case" = backward ]; then
+                    exp="[('stage_three', $inner), ('stage_two', $L_TWO), ('stage_one', $L_ONE), ('backward', $L_BACK), ('run_backward', $L_RUNB), ('<module>', $L_MOD)]"
+                else
+                    exp="[('stage_three', $inner), ('stage_two', $L_TWO), ('stage_one', $L_ONE), ('forward', $L_FNF), ('forward', $L_NETF), ('run_forward', $L_RUNF), ('<module>', $L_MODF)]"
+                fi
                 if [ -n "${CP_CONTAINER_NO_PYFRAMES:-}" ]; then
                     echo "skip: $tag: Python frames (CP_CONTAINER_NO_PYFRAMES)"
                 else
@@ -364,6 +435,54 @@ EOF
                     "$PY" "$T/check.py" "$H" - 'show(module(r, "libc.so.6").get("problem") or "").startswith("build-id mismatch") and not module(r, "libc.so.6").get("found_at")'
             fi
         done
+    done
+
+    # --- no core: an uncaught torch RuntimeError in the forward pass, reported by the Python hook
+    # through the socket mounted into the container; the agent on the host snapshots the live
+    # process (its host pid from SO_PEERCRED, the request's pid being the container's own)
+    if [ ! -d "$R/run/crashpack" ]; then
+        mkdir -p "$R/run/crashpack" && made_run+=("$R/run/crashpack")
+    fi
+    pyver=$(grep '^python3=' "$stamp" | cut -d' ' -f2 | cut -d. -f1,2)
+    site=$R$W/home/.local/lib/python$pyver/site-packages
+    mkdir -p "$site" "$R$W/hookstate"
+    cp -r "$CP_SRC/python/crashpack" "$CP_SRC/python/_crashpack_hook.py" "$CP_SRC/python/crashpack-hook.pth" "$site/"
+    chmod -R a+rX "$R$W/home"
+    chmod 1777 "$R$W/hookstate"
+    for uid in 0 65534; do
+        tag=$name.hook.$uid
+        in_root_hook "$name" "$uid" 0 "$T/$tag.off" /usr/bin/python3 "$W/crash.py" raise forward
+        in_root_hook "$name" "$uid" 1 "$T/$tag.on" /usr/bin/python3 "$W/crash.py" raise forward
+        echo "-- $tag: $(head -1 "$T/$tag.on") / $(tail -1 "$T/$tag.on.err")"
+        check "$tag: exit status 1 with and without the hook" [ "$(cat "$T/$tag.off.rc") $(cat "$T/$tag.on.rc")" = "1 1" ]
+        # (the lines before it are torch's own start-up warnings: UCX's carry a time stamp and a pid)
+        check "$tag: stderr ends in torch's RuntimeError; the traceback is byte-identical with the hook" \
+            bash -c "tail -1 '$T/$tag.on.err' | grep -q '^RuntimeError: mat1 and mat2 shapes cannot be multiplied' && diff <(sed -n '/^Traceback/,\$p' '$T/$tag.off.err') <(sed -n '/^Traceback/,\$p' '$T/$tag.on.err')"
+        B=$(next_bundle) || { fail "$tag: no bundle from the agent"; sed 's/^/  | /' "$T/$tag.on.err" "$T/agent.log" >&2; continue; }
+        nspid=$(sed -n 's/^pid \([0-9]*\) .*/\1/p' "$T/$tag.on" | head -1)
+        cp_member "$B" manifest.json > "$T/$tag.manifest.json" || fail "$tag: no manifest"
+        M=$T/$tag.manifest.json
+        check "$tag: a snapshot by the hook, of uid $uid" \
+            json "$M" "d['uid'] == $uid and d['death']['kind'] == 'exception' and d['death']['trigger'] == 'hook' or sys.exit(repr(d.get('death')))"
+        check "$tag: manifest: the container's pid namespace, ns_pids ending with the pid it saw (${nspid:-?}), its root" \
+            json "$M" "d['namespaces']['pid'] != '$HOST_PIDNS' and str(d['ns_pids'][-1]) == '${nspid:-x}' and d['ns_pids'][0] == d['pid'] and d.get('root') == '$R' or sys.exit(repr((d.get('namespaces'), d.get('ns_pids'), d.get('root'))))"
+        if [ "$uid" != 0 ]; then
+            check "$tag: uid $uid can read its bundle, nobody else but root" \
+                bash -c "[ \$(stat -c %a:%U:%G '$B') = 640:root:root ] && setpriv --reuid=$uid --regid=$uid --clear-groups cat '$B' > /dev/null"
+        fi
+        A=$T/$tag.analysis.json
+        timeout 400 "$CP_BIN/crashpack" analyze --json --sysroot "$R" "$B" > "$A" 2> "$A.err" || true
+        [ -s "$A" ] || echo '{}' > "$A"
+        check "$tag: report: torch's RuntimeError and its message" \
+            json "$A" "d['exception']['type'] == 'RuntimeError' and 'mat1 and mat2 shapes cannot be multiplied (4x8 and 16x16)' in d['exception']['message'] or sys.exit(repr(d.get('exception', {}).get('type')))"
+        exp="[('<module>', $L_MODF), ('run_forward', $L_RUNF), ('forward', $L_NETF), ('forward', $L_FNF), ('stage_one', $L_ONE), ('stage_two', $L_TWO), ('stage_three', $L_RAISE)]"
+        check "$tag: report: the exception's frames in the script, outermost first (the forward pass)" \
+            json "$A" "[(f['function'], f['line']) for f in d['exception']['frames'] if f['file'] == '$W/crash.py'] == $exp or sys.exit(repr([(f['function'], f['file'], f['line']) for f in d['exception']['frames']]))"
+        check "$tag: report: the raising thread is the core's MainThread, by its tid in the container" \
+            json "$A" "d['process']['crashed_tid_source'] == 'exception' and [t['python']['name'] for t in d['threads'] if t['tid'] == d['process']['crashed_tid'] and t.get('python')] == ['MainThread'] or sys.exit(repr((d['process'].get('crashed_tid'), [(t['tid'], (t.get('python') or {}).get('name')) for t in d['threads']])))"
+        check "$tag: report: every native frame of every thread is named" "$PY" "$T/check.py" "$A" - 'show(unnamed(r)) == []'
+        check "$tag: report: the interpreter is CPython $want, found in the root" \
+            json "$A" "d['python']['version'].startswith('$want.') and [m for m in d['modules'] if m['path'].split('/')[-1].startswith('python3') and (m.get('found_at') or '').startswith('$R/')] or sys.exit(repr(d.get('python')))"
     done
 done
 finish

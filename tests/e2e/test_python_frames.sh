@@ -23,7 +23,9 @@
 #                    installed is skipped with one line saying so.
 #   damaged frames   py_corrupt_frames.py rewrites its own frames (a self-link, a two-frame cycle,
 #                    a bad code pointer) before it crashes: the analysis completes, the frames before
-#                    the damage are right, and the thread says what stopped the walk (unmerged)
+#                    the damage are right, and the thread says what stopped the walk (unmerged);
+#                    3.13+ also damage _Py_DebugOffsets (a size too small, no cookie) or set its
+#                    free_threaded flag: that build is refused as free-threaded, by the flag
 #   cut bundles      the torch bundle cut short at several offsets: never a crash
 #   two runtimes     pyenv 3.12 with pyenv's libpython3.13 loaded by ctypes (py_two_runtimes.py): the
 #                    running runtime is reported, the never-started one is counted, not chosen
@@ -279,7 +281,7 @@ for v in $PYENV_VERSIONS; do
 
     # damaged frames (and, 3.13+, a damaged _Py_DebugOffsets table) under this version
     modes="loop code"
-    case $v in 3.1[3-9]) modes="$modes dbgsize dbgcookie" ;; esac
+    case $v in 3.1[3-9]) modes="$modes dbgsize dbgcookie dbgft" ;; esac
     for mode in $modes; do
         n=d$mode$v
         pid=$(PYBIN=$bin pycrash_plain "$FIX/py_corrupt_frames.py" "$mode")
@@ -296,6 +298,8 @@ for v in $PYENV_VERSIONS; do
                   'not r["python"]["supported"] and "_Py_DebugOffsets are inconsistent" in r["python"]["error"] and all(t["python_frames"] == [] for t in r["threads"])' ;;
         dbgcookie) jc "$n" "no debug-offsets cookie: the generated table is used, and says so; the frames are right" \
                   'r["python"]["supported"] and r["python"]["layout_source"] == "table" and "xdebugpy" in r["python"]["layout_check"] and [f["function"] for f in crashed(r)["python_frames"]] == ["string_at", "corrupt_and_crash", "middle", "outer", "<module>"] and crashed(r)["python_merge"] == "ok"' ;;
+        dbgft) jc "$n" "debug offsets that say free-threaded: refused as a free-threaded build, named, no frames" \
+                  'not r["python"]["supported"] and "free-threaded (Py_GIL_DISABLED" in r["python"]["error"] and r["python"]["version"].startswith("'$v'.") and all(t["python_frames"] == [] for t in r["threads"])' ;;
         esac
     done
 done

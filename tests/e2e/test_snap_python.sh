@@ -121,25 +121,9 @@ assert all(x[1] == 'threading.py' for x in f[:i + 1]), f[:i]
     pid=
 }
 
-# four_case TAG PYTHON [DUMP_AS_PYTHON_SEES_IT DUMP_ON_THE_HOST [FIXTURE]]: a hung process with four
-# Python threads (py_four_threads.py), one spinning with the GIL: the slim snapshot's Python frames
-# equal faulthandler's dump of the same moment (function, file, line, innermost first) thread by
-# thread, the names are threading's, and the spinner holds the GIL
-four_case() {
-    local tag=$1 py=$2 dump=${3:-$T/$1.fh} hostdump=${4:-$T/$1.fh} fx=${5:-$FIX/py_four_threads.py} i
-    "$py" "$fx" "$dump" > "$T/$tag.out" 2>&1 &
-    pid=$!
-    for ((i = 0; i < 300; i++)); do grep -q '^ready' "$T/$tag.out" 2>/dev/null && break; sleep 0.1; done
-    grep -q '^ready' "$T/$tag.out" || { fail "$tag: py_four_threads did not get ready"; kill -9 $pid; wait $pid 2>/dev/null; pid=; return; }
-    for ((i = 0; i < 300; i++)); do [ "$(ls /proc/$pid/task | wc -l)" = 4 ] && break; sleep 0.1; done
-    check "$tag: four threads left" [ "$(ls /proc/$pid/task | wc -l)" = 4 ]
-    "$CP_BIN/crashpack" snap -c "$T/conf" --json "$pid" > "$T/$tag.snap.out" 2> "$T/$tag.snap.err"
-    local bundle
-    bundle=$(json "$T/$tag.snap.out" 'd["bundle"]["path"]')
-    "$CP_BIN/crashpack" analyze --json "$bundle" > "$T/$tag.json" 2> "$T/$tag.err"
-    kill -9 "$pid"; wait "$pid" 2>/dev/null; pid=
-    check "$tag: four Python threads: frames equal faulthandler's, names, the spinner holds the GIL" \
-        python3 - "$T/$tag.json" "$hostdump" <<'PY'
+# four_check.py REPORT FAULTHANDLER_DUMP: every Python thread's frames equal the dump's, the names
+# are threading's, and only the spinner holds the GIL
+cat > "$T/four_check.py" <<'PY'
 import json, re, sys
 d = json.load(open(sys.argv[1]))
 fh, cur = {}, None
@@ -172,6 +156,68 @@ for b in bad:
     print(b, file=sys.stderr)
 sys.exit(1 if bad else 0)
 PY
+
+# four_case TAG PYTHON [DUMP_AS_PYTHON_SEES_IT DUMP_ON_THE_HOST [FIXTURE]]: a hung process with four
+# Python threads (py_four_threads.py), one spinning with the GIL: the slim snapshot's Python frames
+# equal faulthandler's dump of the same moment (function, file, line, innermost first) thread by
+# thread, the names are threading's, and the spinner holds the GIL
+# With FOUR_CONTAINER=ROOT, PYTHON runs in its own pid (and mount) namespace inside ROOT (an
+# `unshare -p` container): the process is found on the host by the pid it printed (its NSpid), the
+# snapshot is taken from the host by its host pid, and the manifest must name the container: a pid
+# namespace that is not the host's, ns_pids ending with the pid the process saw, ROOT as its root.
+four_case() {
+    local tag=$1 py=$2 dump=${3:-$T/$1.fh} hostdump=${4:-$T/$1.fh} fx=${5:-$FIX/py_four_threads.py} i
+    local starter= nspid= q
+    "$py" "$fx" "$dump" > "$T/$tag.out" 2>&1 &
+    pid=$!
+    for ((i = 0; i < 300; i++)); do grep -q '^ready' "$T/$tag.out" 2>/dev/null && break; sleep 0.1; done
+    grep -q '^ready' "$T/$tag.out" || { fail "$tag: py_four_threads did not get ready"; kill -9 $pid; wait $pid 2>/dev/null; pid=; return; }
+    if [ -n "${FOUR_CONTAINER:-}" ]; then
+        # $! is unshare; the Python process is a descendant whose innermost NSpid is the pid it printed
+        starter=$pid pid=
+        nspid=$(sed -n 's/^ready \([0-9]*\)$/\1/p' "$T/$tag.out" | head -1)
+        local kids=$starter k
+        for ((i = 0; i < 4; i++)); do # unshare -> the namespace's init (sh) -> python
+            k=
+            for q in $kids; do k="$k $(cat /proc/$q/task/*/children 2> /dev/null)"; done
+            kids=$k
+            for q in $kids; do
+                [ "$(awk '/^NSpid:/ {print $NF}' /proc/$q/status 2>/dev/null)" = "$nspid" ] && pid=$q
+            done
+        done
+        [ -n "$pid" ] || { fail "$tag: no process of the container has pid $nspid in its namespace"; kill -9 -- $starter; wait $starter 2>/dev/null; return; }
+        check "$tag: the process runs in its own pid namespace (host pid $pid, pid $nspid inside)" \
+            bash -c "[ '$pid' != '$nspid' ] && [ \"\$(readlink /proc/$pid/ns/pid)\" != \"\$(readlink /proc/self/ns/pid)\" ]"
+    fi
+    for ((i = 0; i < 300; i++)); do [ "$(ls /proc/$pid/task | wc -l)" = 4 ] && break; sleep 0.1; done
+    check "$tag: four threads left" [ "$(ls /proc/$pid/task | wc -l)" = 4 ]
+    local pidns
+    pidns=$(readlink /proc/$pid/ns/pid)
+    "$CP_BIN/crashpack" snap -c "$T/conf" --json "$pid" > "$T/$tag.snap.out" 2> "$T/$tag.snap.err"
+    local bundle
+    bundle=$(json "$T/$tag.snap.out" 'd["bundle"]["path"]')
+    "$CP_BIN/crashpack" analyze --json "$bundle" > "$T/$tag.json" 2> "$T/$tag.err"
+    local reports=$T/$tag.json
+    if [ -n "$starter" ]; then
+        # offline too: the slim core alone (no stacks.json), the files from the root
+        "$CP_BIN/crashpack" analyze --json --no-stacks --sysroot "$FOUR_CONTAINER" "$bundle" > "$T/$tag.offline.json" 2> "$T/$tag.offline.err"
+        reports="$reports $T/$tag.offline.json"
+    fi
+    local hostpid=$pid
+    kill -9 "$pid"; wait "$pid" 2>/dev/null; pid=
+    if [ -n "$starter" ]; then
+        wait "$starter" 2>/dev/null
+        cp_member "$bundle" manifest.json > "$T/$tag.manifest.json" 2> /dev/null
+        check "$tag: manifest: the container's pid namespace ($pidns), ns_pids [host pid, $nspid], root $FOUR_CONTAINER" \
+            json "$T/$tag.manifest.json" "d['namespaces']['pid'] == '$pidns' and d['ns_pids'][-1] == $nspid and d['ns_pids'][0] == d['pid'] and d.get('root') == '$FOUR_CONTAINER' or sys.exit(repr((d.get('namespaces'), d.get('ns_pids'), d.get('root'))))"
+        check "$tag: analysis: thread ids are the container's, as in a kernel core (MainThread $nspid), host_tid the host's ($hostpid)" \
+            json "$T/$tag.json" "[(t['tid'], t.get('host_tid')) for t in d['threads'] if (t.get('python') or {}).get('name') == 'MainThread'] == [($nspid, $hostpid)] or sys.exit(repr([(t['tid'], t.get('host_tid')) for t in d['threads']]))"
+    fi
+    local rep
+    for rep in $reports; do
+        check "$tag: four Python threads ($(basename "$rep")): frames equal faulthandler's, names, the spinner holds the GIL" \
+            python3 "$T/four_check.py" "$rep" "$hostdump"
+    done
 }
 
 snap_case system "$PY" system
@@ -201,6 +247,15 @@ if [ -x "$SID/usr/bin/python3.14" ] && [ -n "$CHROOT" ]; then
     snap_case sid3.14 "$T/py314" 3.14 "$W/$fixture" python3.14
     cp "$FIX/py_four_threads.py" "$SID$W/"
     four_case four-sid3.14 "$T/py314" "$W/four.fh" "$SID$W/four.fh" "$W/py_four_threads.py"
+    # the same as a container: its own mount and pid namespaces (not their init), snapped from the host
+    if command -v unshare > /dev/null; then
+        printf '#!/bin/sh\nexec unshare -m -p --fork --mount-proc=%s/proc %s %s /bin/sh -c %s sh /usr/bin/python3.14 "$@"\n' \
+            "$SID" "$CHROOT" "$SID" "'\"\$@\"; exit \$?'" > "$T/py314ns"
+        chmod +x "$T/py314ns"
+        FOUR_CONTAINER=$SID four_case four-sid3.14-pidns "$T/py314ns" "$W/four-ns.fh" "$SID$W/four-ns.fh" "$W/py_four_threads.py"
+    else
+        echo "note: no unshare: the pid-namespace snapshot case is skipped"
+    fi
     rm -rf "${SID:?}$W"
 else
     echo "note: no Debian sid root with python3.14 at $SID (${SID_WHY:-scripts/mkroot.sh}); its snapshot case is skipped"
