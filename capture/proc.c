@@ -369,6 +369,11 @@ static cJSON *json_lines_of(int dirfd, const char *dir, size_t cap_entries, int 
             snprintf(p, sizeof(p), "%s/wchan", e->d_name);
             char *wchan = read_file_at(dfd, p, 256, &len, &tr);
             cJSON_AddNumberToObject(o, "tid", atoi(e->d_name));
+            /* the tid the process sees (its pid namespace): the one a core holds */
+            snprintf(p, sizeof(p), "%s/status", e->d_name);
+            char *status = read_file_at(dfd, p, 1 << 16, &len, &tr);
+            cJSON_AddNumberToObject(o, "ns_tid", cp_nspid_last(status, atoi(e->d_name)));
+            free(status);
             cJSON_AddStringToObject(o, "name", comm ? comm : "");
             cJSON_AddStringToObject(o, "state", state);
             cJSON_AddStringToObject(o, "wchan", wchan ? wchan : "");

@@ -388,8 +388,14 @@ static cJSON *classify(const cJSON *t, const cJSON *st, const struct cp_jindex *
             cJSON_AddStringToObject(o, "mutex_symbol", cp_jstr(fx, "symbol"));
         else
             cJSON_AddNullToObject(o, "mutex_symbol");
-        double owner;
-        if (!strcmp(state, "mutex_wait") && cp_jnum(fx, "mutex_owner", &owner) && owner > 0)
+        /* the owner in the core's terms: a core with the process's own (namespace) tids (this
+         * thread's tid is snap.json's ns_tid) takes glibc's word as it is; an older snapshot's
+         * core held host tids (mutex_owner, translated by snap) */
+        double owner, tid = 0, nst = 0;
+        int ns_core = cp_jnum(t, "tid", &tid) && cp_jnum(st, "ns_tid", &nst) && nst == tid;
+        const char *ok = ns_core && cJSON_HasObjectItem(fx, "mutex_owner_ns") ? "mutex_owner_ns"
+                                                                               : "mutex_owner";
+        if (!strcmp(state, "mutex_wait") && cp_jnum(fx, ok, &owner) && owner > 0)
             cJSON_AddNumberToObject(o, "mutex_owner", owner);
         else
             cJSON_AddNullToObject(o, "mutex_owner");

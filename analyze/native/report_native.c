@@ -32,12 +32,21 @@ static cJSON *str_or_null(const cJSON *o, const char *key)
 
 /* Contract order: tid, name, crashed, state first; then the rest of the thread. */
 /* threads_json: proc/threads.json indexed by tid (one lookup per thread, not a pass) */
-static cJSON *shape_thread(cJSON *t, const struct cp_jindex *threads_json)
+/* threads_ns: the same by ns_tid. A core's tids are the process's own (its pid namespace);
+ * threads.json has the host's tid and, since it records them, the ns_tid too. */
+static cJSON *shape_thread(cJSON *t, const struct cp_jindex *threads_json,
+                           const struct cp_jindex *threads_ns)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON *tid = take(t, "tid"), *crashed = take(t, "crashed");
-    const cJSON *info = cJSON_IsNumber(tid) ? cp_jindex_find(threads_json, tid->valuedouble) : NULL;
+    const cJSON *info = cJSON_IsNumber(tid) ? cp_jindex_find(threads_ns, tid->valuedouble) : NULL;
+    if (!info && cJSON_IsNumber(tid))
+        info = cp_jindex_find(threads_json, tid->valuedouble);
+    double host;
+    int other = info && cJSON_IsNumber(tid) && cp_jnum(info, "tid", &host) && host != tid->valuedouble;
     cp_json_set(o, "tid", tid);
+    if (other)
+        cJSON_AddNumberToObject(o, "host_tid", host);
     cp_json_set(o, "name", str_or_null(info, "name"));
     cp_json_set(o, "crashed", crashed ? crashed : cJSON_CreateFalse());
     cp_json_set(o, "state", cJSON_IsTrue(crashed) ? cJSON_CreateString("crashed")
@@ -87,13 +96,15 @@ void report_native_merge(cJSON *r, cJSON *nat, const cJSON *threads_json)
     cp_utf8_clean_tree(nat);
     merge_process(r, nat);
     cJSON *threads = take(nat, "threads"), *shaped = cJSON_CreateArray();
-    struct cp_jindex info;
+    struct cp_jindex info, info_ns;
     cp_jindex_build(&info, threads_json, "tid");
+    cp_jindex_build(&info_ns, threads_json, "ns_tid");
     while (threads && threads->child)
         cJSON_AddItemToArray(shaped,
                              shape_thread(cJSON_DetachItemViaPointer(threads, threads->child),
-                                          &info));
+                                          &info, &info_ns));
     cp_jindex_free(&info);
+    cp_jindex_free(&info_ns);
     cJSON_Delete(threads);
     cp_json_set(r, "threads", shaped);
     cp_json_set(r, "unwinder", take(nat, "unwinder"));
