@@ -491,16 +491,7 @@ static cJSON *manifest(struct cap *c)
     cJSON_AddStringToObject(m, "time_utc", iso);
     cJSON_AddNumberToObject(m, "pid", c->pid);
     cJSON_AddNumberToObject(m, "tid", c->tid);
-    if (c->ns_tid == c->tid && c->tid == c->pid && c->procfd >= 0) {
-        /* snap and --event are given the host's pid only: the pid the process itself sees (in a
-         * container, its own pid namespace) is the last NSpid value */
-        size_t sl;
-        int st;
-        char *status = read_file_at(c->procfd, "status", 1 << 16, &sl, &st);
-        c->ns_tid = cp_nspid_last(status, c->ns_tid);
-        free(status);
-    }
-    cJSON_AddNumberToObject(m, "ns_tid", c->ns_tid);
+    cJSON *nstid = cJSON_AddNumberToObject(m, "ns_tid", c->ns_tid);
     cJSON *sig = cJSON_AddObjectToObject(m, "signal");
     cJSON_AddNumberToObject(sig, "number", c->sig);
     const char *abbr = sigabbrev_np(c->sig);
@@ -558,6 +549,12 @@ static cJSON *manifest(struct cap *c)
             free(cg);
         }
         char *status = read_file_at(c->procfd, "status", 1 << 16, &len, &tr);
+        if (c->ns_tid == c->tid && c->tid == c->pid) {
+            /* snap and --event are given the host's pid only: the pid the process itself sees
+             * (in a container, its own pid namespace) is the last NSpid value */
+            c->ns_tid = cp_nspid_last(status, c->ns_tid);
+            cJSON_SetNumberValue(nstid, c->ns_tid);
+        }
         char *p = status ? strstr(status, "\nNSpid:") : NULL;
         if (p) {
             cJSON *nsp = cJSON_AddArrayToObject(m, "ns_pids");

@@ -598,12 +598,11 @@ void hang_analyze_json(cJSON *r, const cJSON *snap, const cJSON *fds_json)
     cp_jindex_build(&byid, threads, "tid");
     cJSON_ArrayForEach(t, threads)
     {
-        double tid = 0, host = 0;
+        double tid = 0;
         cp_jnum(t, "tid", &tid);
-        const cJSON *st = !snap ? NULL : cp_jindex_find(&snapns, tid) ? cp_jindex_find(&snapns, tid)
-                                                                      : cp_jindex_find(&snapix, tid);
-        if (st && cp_jnum(st, "tid", &host) && host != tid && !cJSON_HasObjectItem(t, "host_tid"))
-            cJSON_AddNumberToObject(t, "host_tid", host); /* in a container: the host's tid */
+        const cJSON *st = snap ? cp_jindex_find(&snapns, tid) : NULL;
+        if (snap && !st)
+            st = cp_jindex_find(&snapix, tid);
         cJSON *hs = classify(t, st, &fds);
         cJSON_DeleteItemFromObjectCaseSensitive(t, "hang_state");
         cJSON_AddItemToObject(t, "hang_state", hs);
