@@ -1,6 +1,7 @@
 /* cmd_analyze.c - `crashpack analyze BUNDLE [--json] [--members]`: the options, then the report
- * library (analyze/report/report.h) builds the crashpack-report/1 object and prints it as JSON or
- * text. Text and JSON are printed from the one report object, so they never disagree.
+ * library (analyze/report/report.h) builds the crashpack-report/1 object, printed as JSON or
+ * rendered as text (render/render.h). Both come from the one report object, so they never
+ * disagree.
  *
  * Every string from the bundle is untrusted: the JSON report carries it as valid UTF-8 (invalid
  * bytes become U+FFFD), the text output goes through the terminal policy (cp_text_put, utf8.h).
@@ -10,6 +11,8 @@
  */
 #include "cmdopt.h"
 #include "commands.h"
+#include "kbarg.h"
+#include "render.h"
 #include "report.h"
 #include "utf8.h"
 
@@ -65,7 +68,8 @@ static void usage(FILE *out)
 struct analyze_args {
     int json;
     const char *path;
-    struct report_opts R; /* --members, --explain, --no-stacks, --no-cache, --db, the core's */
+    struct report_opts R; /* --members, --explain, --no-stacks, --no-cache, the core's */
+    const char *db;       /* --db */
     const char *debug_dirs[MAX_DEBUG_DIRS];
 };
 
@@ -97,7 +101,7 @@ static int parse_args(struct analyze_args *A, int argc, char **argv)
         case O_INPROC: A->R.native.in_process = 1; break;
         case O_NOSTACKS: A->R.no_stacks = 1; break;
         case O_NOCACHE: A->R.no_cache = 1; break;
-        case O_DB: A->R.db = optarg; break;
+        case O_DB: A->db = optarg; break;
         case O_SYSROOT: mo->sysroot = optarg; break;
         case O_DEBUGDIR:
             if (mo->ndebug_dirs == MAX_DEBUG_DIRS)
@@ -153,14 +157,16 @@ int cmd_analyze(int argc, char **argv)
         return rc;
 
     struct report_status st;
+    A.R.kb = cp_kb_input(A.db);
     cJSON *r = report_build(A.path, &A.R, &st); /* forks the core analysis first (report.h) */
+    kb_close(A.R.kb);
     if (!r) {
         fprintf(stderr, "crashpack analyze: ");
         cp_text_put(stderr, st.error);
         fputc('\n', stderr);
         return CP_EXIT_PROBLEM;
     }
-    report_print_notes(stderr, "crashpack analyze", r, &st, A.json);
+    render_notes(stderr, "crashpack analyze", r, st.diagnose_error, st.native_failed, A.json);
     if (A.json) {
         char *s = cJSON_Print(r);
         if (!s) {
@@ -172,7 +178,7 @@ int cmd_analyze(int argc, char **argv)
         fputc('\n', stdout);
         free(s);
     } else {
-        report_print_text(stdout, r, A.R.members_only);
+        render_text(stdout, r, A.R.members_only);
     }
     cJSON_Delete(r);
     if (fflush(stdout) != 0 || ferror(stdout)) {

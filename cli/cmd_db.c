@@ -4,10 +4,12 @@
  * complete (kb_add_report decides; this file prints what it did). */
 #include "cmdopt.h"
 #include "commands.h"
+#include "kbarg.h"
 #include "jpath.h"
 #include "kb.h"
 #include "listjson.h"
 #include "query.h"
+#include "render.h"
 #include "report.h"
 #include "rule.h"
 #include "timearg.h"
@@ -33,6 +35,14 @@ static const char footer[] =
     "Exit status: 0 ok, 1 a problem (a bundle that could not be added), 2 usage error,\n"
     "3 no knowledge base yet, or no such crash.\n";
 
+static int do_add(void *p);
+static int do_list(void *p);
+static int do_show(void *p);
+static int do_groups(void *p);
+static int do_jobs(void *p);
+static int do_search(void *p);
+static int do_stats(void *p);
+
 static const struct cp_subverb subverbs[] = {
     {"add", "db report-json diagnose", "BUNDLE... | --report-json FILE [--diagnose] [--db PATH]",
      "Analyzes each bundle and stores the crash. A crash added again is never doubled: the more\n"
@@ -40,28 +50,28 @@ static const struct cp_subverb subverbs[] = {
      "unwound; the same bundle again is stored again), and every add is kept as a source\n"
      "(`db show`). A bundle that cannot be analyzed changes nothing (exit 1). --report-json\n"
      "stores report JSON (one report, or an array of them) as it is, or with its diagnoses made\n"
-     "again from the rule base (--diagnose).\n", 0, -1, "BUNDLE"},
+     "again from the rule base (--diagnose).\n", 0, -1, "BUNDLE", do_add},
     {"list", "db limit json", "[--limit N] [--json] [--db PATH]",
      "Newest crashes first (default 50).\n"
-     "  --json       one JSON object (format crashpack-db-list/1)\n", 0, 0, ""},
+     "  --json       one JSON object (format crashpack-db-list/1)\n", 0, 0, "", do_list},
     {"show", "db json", "ID [--json] [--db PATH]",
      "One crash with its diagnoses, how complete it is, and every add of it (path, hash, user).\n"
-     "  --json       one JSON object (format crashpack-db-show/1)\n", 1, 1, "ID"},
+     "  --json       one JSON object (format crashpack-db-show/1)\n", 1, 1, "ID", do_show},
     {"groups", "db limit json", "[--limit N] [--json] [--db PATH]",
      "Crashes grouped by fingerprint: count, first/last seen, hosts, top diagnosis.\n"
-     "  --json       one JSON object (format crashpack-db-groups/1)\n", 0, 0, ""},
+     "  --json       one JSON object (format crashpack-db-groups/1)\n", 0, 0, "", do_groups},
     {"jobs", "db limit json", "[JOB...] [--limit N] [--json] [--db PATH]",
      "Crashes grouped by job (SLURM_JOB_ID, TORCHELASTIC_RUN_ID, MASTER_ADDR:MASTER_PORT) in time\n"
      "order: the first failing rank, and the later failures that look like its consequences.\n"
-     "  --json       one JSON object (format crashpack-db-jobs/1)\n", 0, -1, "JOB"},
+     "  --json       one JSON object (format crashpack-db-jobs/1)\n", 0, -1, "JOB", do_jobs},
     {"search", "db host rule category job fingerprint since until limit json",
      "[TEXT] [--host H] [--rule R] [--category C] [--job J] [--fingerprint F]\n"
      "       [--since TIME] [--until TIME] [--limit N] [--json] [--db PATH]",
      "TEXT matches signature, diagnosis titles and evidence, exe.\n"
-     "  --json       one JSON object (format crashpack-db-list/1)\n", 0, 1, "TEXT"},
+     "  --json       one JSON object (format crashpack-db-list/1)\n", 0, 1, "TEXT", do_search},
     {"stats", "db json", "[--json] [--db PATH]",
      "Crashes per week, per diagnosis category, per host.\n"
-     "  --json       one JSON object (format crashpack-db-stats/1)\n", 0, 0, ""},
+     "  --json       one JSON object (format crashpack-db-stats/1)\n", 0, 0, "", do_stats},
 };
 #define NSUB ((int)(sizeof(subverbs) / sizeof(subverbs[0])))
 
@@ -156,21 +166,9 @@ static int db_failed(const struct dopts *o)
     return o->missing ? CP_EXIT_NOTFOUND : CP_EXIT_PROBLEM;
 }
 
-static sqlite3 *open_db(struct dopts *o, int create)
+static struct kb *open_db(struct dopts *o, int create)
 {
-    sqlite3 *db = NULL;
-    char err[1024];
-    if (!create && access(o->db, F_OK)) {
-        o->missing = 1;
-        fprintf(stderr, "crashpack db: no knowledge base at %s yet (`crashpack db add BUNDLE` creates it)\n",
-                o->db);
-        return NULL;
-    }
-    if (kb_open(o->db, create, &db, err, sizeof(err))) {
-        fprintf(stderr, "crashpack db: %s\n", err);
-        return NULL;
-    }
-    return db;
+    return cp_kb_open("crashpack db", o->db, create ? KB_CREATE : KB_WRITE, &o->missing);
 }
 
 /* Prints at most max bytes of s (0: all) through the terminal policy (utf8.h): stored strings
@@ -217,7 +215,7 @@ static void print_failed(const char *path, const struct kb_result *res)
 
 /* Prints what kb_add_report did with one report (src: where it came from); 0, or -1 when it was
  * not stored (an SQL error, a failed diagnosis, no crash identity). */
-static int add_one(sqlite3 *db, cJSON *r, const struct kb_source *src, struct rulebase *rb)
+static int add_one(struct kb *db, cJSON *r, const struct kb_source *src, struct rulebase *rb)
 {
     char err[1024];
     const char *path = src && !strcmp(src->kind, "bundle") ? src->path : NULL;
@@ -274,7 +272,7 @@ static int add_one(sqlite3 *db, cJSON *r, const struct kb_source *src, struct ru
 
 /* Adds the reports of a --report-json file (one object or an array). 0, or the number of reports
  * not stored; -1 when the file is not readable JSON. */
-static int add_report_json(sqlite3 *db, struct dopts *o)
+static int add_report_json(struct kb *db, struct dopts *o)
 {
     char err[1024];
     cJSON *j = rule_read_file(o->report_json, err, sizeof(err));
@@ -305,7 +303,7 @@ static int add_report_json(sqlite3 *db, struct dopts *o)
         return -1;
     }
     struct rulebase *rb = NULL;
-    if (o->diagnose && rulebase_open(NULL, o->db, &rb, err, sizeof(err))) {
+    if (o->diagnose && rulebase_open(NULL, db, &rb, err, sizeof(err))) {
         fprintf(stderr, "crashpack db: %s\n", err);
         cJSON_Delete(j);
         return -1;
@@ -328,9 +326,10 @@ static int add_report_json(sqlite3 *db, struct dopts *o)
     return bad;
 }
 
-static int do_add(struct dopts *o)
+static int do_add(void *p)
 {
-    sqlite3 *db = open_db(o, 1);
+    struct dopts *o = p;
+    struct kb *db = open_db(o, 1);
     if (!db)
         return db_failed(o);
     int bad = 0;
@@ -350,7 +349,7 @@ static int do_add(struct dopts *o)
         struct kb_source src = {"bundle", path, hash, -1};
         if (kb_file_xxh64(path, hash, &size, err, sizeof(err)) == 0)
             src.size = size;
-        struct report_opts ro = {.db = o->db};
+        struct report_opts ro = {.kb = db};
         struct report_status st;
         cJSON *r = report_build(path, &ro, &st);
         if (!r) {
@@ -368,7 +367,7 @@ static int do_add(struct dopts *o)
             bad++;
             continue;
         }
-        report_print_notes(stderr, "crashpack db", r, &st, 1);
+        render_notes(stderr, "crashpack db", r, st.diagnose_error, st.native_failed, 1);
         bad += add_one(db, r, &src, NULL) != 0;
         cJSON_Delete(r);
     }
@@ -456,9 +455,10 @@ static int list_out(cJSON *rows, const char *err, const struct dopts *o)
     return rc;
 }
 
-static int do_list(struct dopts *o)
+static int do_list(void *p)
 {
-    sqlite3 *db = open_db(o, 0);
+    struct dopts *o = p;
+    struct kb *db = open_db(o, 0);
     if (!db)
         return db_failed(o);
     char err[1024];
@@ -467,9 +467,10 @@ static int do_list(struct dopts *o)
     return rc;
 }
 
-static int do_search(struct dopts *o)
+static int do_search(void *p)
 {
-    sqlite3 *db = open_db(o, 0);
+    struct dopts *o = p;
+    struct kb *db = open_db(o, 0);
     if (!db)
         return db_failed(o);
     char err[1024];
@@ -504,69 +505,73 @@ static cJSON *completeness_doc(const cJSON *d)
     return kb_completeness_json(&k);
 }
 
-static void print_completeness(const cJSON *d)
+/* Every add of the crash (kb_show_crash's sources) as the document's sources[]. */
+static void sources_doc(cJSON *j, const cJSON *c)
 {
-    struct kb_completeness k;
-    if (!d || kb_completeness_from_json(d, &k)) {
-        fputs("unknown (stored before completeness scores)", stdout);
-        return;
-    }
-    printf("core analysis %s, core %s, bundle %s, %d intact member%s, %d thread%s unwound",
-           k.analysis ? "complete" : "incomplete", k.core ? "intact" : "missing or cut short",
-           k.bundle ? "complete" : "cut short", k.members, k.members == 1 ? "" : "s", k.threads,
-           k.threads == 1 ? "" : "s");
-}
-
-/* Every add of the crash, oldest first; the one whose analysis is stored marked '*'. */
-static void print_sources(const cJSON *srcs)
-{
-    int n = cJSON_GetArraySize(srcs);
-    printf("%-12s%d add%s (* the stored analysis)\n", "sources", n, n == 1 ? "" : "s");
+    cJSON *srcs = cJSON_AddArrayToObject(j, "sources");
     const cJSON *e;
-    cJSON_ArrayForEach(e, srcs)
+    cJSON_ArrayForEach(e, cp_jkey(c, "sources"))
     {
-        char t[32];
-        const char *oc = cp_jstr_or(e, "outcome", "?");
-        fmt_time(cp_jnum_or(e, "added", 0), t, sizeof(t));
-        printf("  %c %-10s %s  by ", source_is_stored(oc) ? '*' : ' ', oc, t);
-        if (cJSON_IsNumber(cp_jkey(e, "added_uid"))) {
-            put(stdout, cp_jstr_or(e, "added_user", "?"), 32);
-            printf(" (uid %lld)", (long long)cp_jnum_or(e, "added_uid", 0));
-        } else {
-            fputs("unknown", stdout);
-        }
-        printf("  %s ", cp_jstr_or(e, "kind", "bundle"));
-        put(stdout, cp_jstr(e, "path"), 0);
-        fputc('\n', stdout);
-        printf("%15s", "");
-        if (cp_jstr(e, "xxh64"))
-            printf("xxh64 %s", cp_jstr(e, "xxh64"));
-        else
-            fputs("no hash", stdout);
+        cJSON *so = cJSON_CreateObject();
+        const char *oc = cp_jstr(e, "outcome");
+        cp_doc_str(so, "kind", cp_jstr(e, "kind"));
+        cp_doc_str(so, "path", cp_jstr(e, "path"));
+        cp_doc_str(so, "xxh64", cp_jstr(e, "xxh64"));
         if (cJSON_IsNumber(cp_jkey(e, "size")))
-            printf(", %lld bytes", (long long)cp_jnum_or(e, "size", 0));
-        fputc('\n', stdout);
-        if (!cJSON_IsNull(cp_jkey(e, "completeness_detail")) && cp_jkey(e, "completeness_detail")) {
-            printf("%15s", "");
-            print_completeness(cp_jkey(e, "completeness_detail"));
-            fputc('\n', stdout);
-        }
-        if (cp_jstr(e, "reason")) {
-            printf("%15s", "");
-            put(stdout, cp_jstr(e, "reason"), 300);
-            fputc('\n', stdout);
-        }
-        if (cp_jstr(e, "error")) {
-            printf("%15serror: ", "");
-            put(stdout, cp_jstr(e, "error"), 300);
-            fputc('\n', stdout);
-        }
+            cJSON_AddNumberToObject(so, "size", cp_jnum_or(e, "size", 0));
+        else
+            cJSON_AddNullToObject(so, "size");
+        cp_doc_time(so, "added", cp_jnum_or(e, "added", 0));
+        cJSON *by = cJSON_AddObjectToObject(so, "added_by");
+        if (cJSON_IsNumber(cp_jkey(e, "added_uid")))
+            cJSON_AddNumberToObject(by, "uid", cp_jnum_or(e, "added_uid", 0));
+        else
+            cJSON_AddNullToObject(by, "uid");
+        cp_doc_str(by, "user", cp_jstr(e, "added_user"));
+        cp_doc_str(so, "outcome", oc);
+        cJSON_AddBoolToObject(so, "stored", oc && source_is_stored(oc));
+        cJSON_AddItemToObject(so, "completeness", completeness_doc(cp_jkey(e, "completeness_detail")));
+        cp_doc_str(so, "reason", cp_jstr(e, "reason"));
+        cp_doc_str(so, "error", cp_jstr(e, "error"));
+        cJSON_AddItemToArray(srcs, so);
     }
 }
 
-static int do_show(struct dopts *o)
+/* kb_show_crash's record as a crashpack-db-show/1 document, which `db show` prints as JSON or
+ * renders as text (render_db_show). */
+static cJSON *show_doc(const cJSON *c)
 {
-    sqlite3 *db = open_db(o, 0);
+    cJSON *j = cp_doc_new("crashpack-db-show/1");
+    static const char *names[] = {"id", "time", "host", "exe", "signal", "crash_kind", "signature",
+                                  "fingerprint", "job", "rank", "local_rank", "bundle_path"};
+    for (int i = 0; i < 12; i++) {
+        const cJSON *v = cp_jkey(c, names[i]);
+        if (i == 1) { /* time and time_utc */
+            cp_doc_time(j, "time", cp_jnum_or(c, "time", 0));
+        } else if (i == 4) { /* signal: an object, as in the report */
+            cp_doc_signal(j, cp_jstr(c, "signal"));
+        } else if (i == 11) { /* bundle.path, as in the report; and the file's hash */
+            cJSON *b = cJSON_AddObjectToObject(j, "bundle");
+            cp_doc_str(b, "path", cp_jstr(c, "bundle_path"));
+            cp_doc_str(b, "xxh64", cp_jstr(c, "bundle_xxh64"));
+        } else if (cJSON_IsNumber(v)) {
+            cJSON_AddNumberToObject(j, names[i], v->valuedouble);
+        } else {
+            cp_doc_str(j, names[i], cJSON_GetStringValue(v));
+        }
+    }
+    const cJSON *ds = cp_jkey(c, "diagnoses");
+    cJSON_AddNumberToObject(j, "seen", cp_jnum_or(c, "seen", 0));
+    cJSON_AddItemToObject(j, "diagnoses", ds ? cJSON_Duplicate(ds, 1) : cJSON_CreateArray());
+    cJSON_AddItemToObject(j, "completeness", completeness_doc(cp_jkey(c, "completeness_detail")));
+    sources_doc(j, c);
+    return j;
+}
+
+static int do_show(void *p)
+{
+    struct dopts *o = p;
+    struct kb *db = open_db(o, 0);
     if (!db)
         return db_failed(o);
     char err[1024];
@@ -580,111 +585,13 @@ static int do_show(struct dopts *o)
             fprintf(stderr, "crashpack db: no crash %lld (`crashpack db list` shows them)\n", o->id);
         return found ? CP_EXIT_PROBLEM : CP_EXIT_NOTFOUND;
     }
-    const cJSON *ds = cp_jkey(c, "diagnoses");
-    if (o->json) {
-        cJSON *j = cp_doc_new("crashpack-db-show/1");
-        static const char *names[] = {"id", "time", "host", "exe", "signal", "crash_kind", "signature",
-                                      "fingerprint", "job", "rank", "local_rank", "bundle_path"};
-        for (int i = 0; i < 12; i++) {
-            const cJSON *v = cp_jkey(c, names[i]);
-            if (i == 1) /* time and time_utc */
-                cp_doc_time(j, "time", cp_jnum_or(c, "time", 0));
-            else if (i == 4) /* signal: an object, as in the report */
-                cp_doc_signal(j, cp_jstr(c, "signal"));
-            else if (i == 11) { /* bundle.path, as in the report; and the file's hash */
-                cJSON *b = cJSON_AddObjectToObject(j, "bundle");
-                cp_doc_str(b, "path", cp_jstr(c, "bundle_path"));
-                cp_doc_str(b, "xxh64", cp_jstr(c, "bundle_xxh64"));
-            }
-            else if (cJSON_IsNumber(v))
-                cJSON_AddNumberToObject(j, names[i], v->valuedouble);
-            else
-                cp_doc_str(j, names[i], cJSON_GetStringValue(v));
-        }
-        cJSON_AddNumberToObject(j, "seen", cp_jnum_or(c, "seen", 0));
-        cJSON_AddItemToObject(j, "diagnoses", ds ? cJSON_Duplicate(ds, 1) : cJSON_CreateArray());
-        cJSON_AddItemToObject(j, "completeness", completeness_doc(cp_jkey(c, "completeness_detail")));
-        cJSON *srcs = cJSON_AddArrayToObject(j, "sources");
-        const cJSON *e;
-        cJSON_ArrayForEach(e, cp_jkey(c, "sources"))
-        {
-            cJSON *so = cJSON_CreateObject();
-            const char *oc = cp_jstr(e, "outcome");
-            cp_doc_str(so, "kind", cp_jstr(e, "kind"));
-            cp_doc_str(so, "path", cp_jstr(e, "path"));
-            cp_doc_str(so, "xxh64", cp_jstr(e, "xxh64"));
-            if (cJSON_IsNumber(cp_jkey(e, "size")))
-                cJSON_AddNumberToObject(so, "size", cp_jnum_or(e, "size", 0));
-            else
-                cJSON_AddNullToObject(so, "size");
-            cp_doc_time(so, "added", cp_jnum_or(e, "added", 0));
-            cJSON *by = cJSON_AddObjectToObject(so, "added_by");
-            if (cJSON_IsNumber(cp_jkey(e, "added_uid")))
-                cJSON_AddNumberToObject(by, "uid", cp_jnum_or(e, "added_uid", 0));
-            else
-                cJSON_AddNullToObject(by, "uid");
-            cp_doc_str(by, "user", cp_jstr(e, "added_user"));
-            cp_doc_str(so, "outcome", oc);
-            cJSON_AddBoolToObject(so, "stored", oc && source_is_stored(oc));
-            cJSON_AddItemToObject(so, "completeness", completeness_doc(cp_jkey(e, "completeness_detail")));
-            cp_doc_str(so, "reason", cp_jstr(e, "reason"));
-            cp_doc_str(so, "error", cp_jstr(e, "error"));
-            cJSON_AddItemToArray(srcs, so);
-        }
-        int rc = cp_doc_print(stdout, j) ? CP_EXIT_PROBLEM : CP_EXIT_OK;
-        cJSON_Delete(c);
-        return rc;
-    } else {
-        char t[32];
-        fmt_time(cp_jnum_or(c, "time", 0), t, sizeof(t));
-        static const char *names[] = {"id",     "time",       "host",       "exe",
-                                      "signal", "crash_kind", "signature",  "fingerprint",
-                                      "job",    "rank",       "local_rank", "bundle_path"};
-        static const char *labels[] = {"id", "time", "host", "exe", "signal", "kind", "signature",
-                                       "fingerprint", "job", "rank", "local rank", "bundle"};
-        for (int i = 0; i < 12; i++) {
-            printf("%-12s", labels[i]);
-            const cJSON *v = cp_jkey(c, names[i]);
-            if (i == 1)
-                fputs(t, stdout);
-            else if (cJSON_IsNumber(v)) /* an INTEGER column (id, rank, local_rank) */
-                printf("%.15g", v->valuedouble);
-            else
-                put(stdout, cJSON_GetStringValue(v), 0);
-            fputc('\n', stdout);
-        }
-        printf("%-12s", "complete");
-        print_completeness(cp_jkey(c, "completeness_detail"));
-        fputc('\n', stdout);
-        printf("%-12s%d time(s) with this fingerprint\n", "seen", (int)cp_jnum_or(c, "seen", 0));
-        print_sources(cp_jkey(c, "sources"));
-        const cJSON *d, *e;
-        int i = 0;
-        cJSON_ArrayForEach(d, ds)
-        {
-            printf("%d. ", ++i);
-            put(stdout, cJSON_GetStringValue(cJSON_GetObjectItem(d, "title")), 0);
-            printf(" [");
-            put(stdout, cJSON_GetStringValue(cJSON_GetObjectItem(d, "rule")), 0);
-            printf("]\n");
-            const char *co = cJSON_GetStringValue(cJSON_GetObjectItem(d, "consequence_of"));
-            if (co) {
-                fputs("   likely a consequence of ", stdout);
-                put(stdout, co, 0);
-                fputc('\n', stdout);
-            }
-            cJSON_ArrayForEach(e, cJSON_GetObjectItem(d, "evidence"))
-            {
-                fputs("   evidence: ", stdout);
-                put(stdout, cJSON_GetStringValue(e), 0);
-                fputc('\n', stdout);
-            }
-        }
-        if (i == 0)
-            puts("no diagnosis: no known failure pattern matched");
-    }
+    cJSON *doc = show_doc(c);
     cJSON_Delete(c);
-    return 0;
+    if (o->json)
+        return cp_doc_print(stdout, doc) ? CP_EXIT_PROBLEM : CP_EXIT_OK;
+    render_db_show(stdout, doc);
+    cJSON_Delete(doc);
+    return CP_EXIT_OK;
 }
 
 /* ---- groups ---- */
@@ -718,9 +625,10 @@ static int json_groups(const cJSON *rows, const struct dopts *o)
     return cp_doc_print(stdout, doc) ? CP_EXIT_PROBLEM : CP_EXIT_OK;
 }
 
-static int do_groups(struct dopts *o)
+static int do_groups(void *p)
 {
-    sqlite3 *db = open_db(o, 0);
+    struct dopts *o = p;
+    struct kb *db = open_db(o, 0);
     if (!db)
         return db_failed(o);
     char err[1024];
@@ -811,7 +719,7 @@ static void job_json(cJSON *jobs, const char *job, const struct job_row *rows, s
 }
 
 /* Prints one job (or, with `jobs` set, appends it there as JSON). Returns 1 when it has crashes. */
-static int show_job(sqlite3 *db, const char *job, cJSON *jobs)
+static int show_job(struct kb *db, const char *job, cJSON *jobs)
 {
     char err[1024]; /* a failed query lists no crashes */
     cJSON *crashes = kb_job_crashes(db, job, err, sizeof(err));
@@ -883,9 +791,10 @@ static int show_job(sqlite3 *db, const char *job, cJSON *jobs)
     return 1;
 }
 
-static int do_jobs(struct dopts *o)
+static int do_jobs(void *p)
 {
-    sqlite3 *db = open_db(o, 0);
+    struct dopts *o = p;
+    struct kb *db = open_db(o, 0);
     if (!db)
         return db_failed(o);
     int shown = 0;
@@ -944,9 +853,10 @@ static void stat_block(const char *title, const cJSON *rows, cJSON *doc, const c
     }
 }
 
-static int do_stats(struct dopts *o)
+static int do_stats(void *p)
 {
-    sqlite3 *db = open_db(o, 0);
+    struct dopts *o = p;
+    struct kb *db = open_db(o, 0);
     if (!db)
         return db_failed(o);
     char err[1024];
@@ -986,18 +896,5 @@ int cmd_db(int argc, char **argv)
     int rc = parse(&o, sv, argc - 1, argv + 1);
     if (rc >= 0)
         return rc;
-    const char *c = sv->name;
-    if (!strcmp(c, "add"))
-        return do_add(&o);
-    if (!strcmp(c, "list"))
-        return do_list(&o);
-    if (!strcmp(c, "show"))
-        return do_show(&o);
-    if (!strcmp(c, "groups"))
-        return do_groups(&o);
-    if (!strcmp(c, "jobs"))
-        return do_jobs(&o);
-    if (!strcmp(c, "search"))
-        return do_search(&o);
-    return do_stats(&o);
+    return sv->run(&o);
 }

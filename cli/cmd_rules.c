@@ -2,9 +2,12 @@
  * and the team's own rules kept in the knowledge base (db/kb.h). */
 #include "cmdopt.h"
 #include "commands.h"
+#include "kbarg.h"
 #include "listjson.h"
 #include "kb.h"
 #include "query.h"
+#include "render.h"
+#include "report.h"
 #include "rule.h"
 #include "utf8.h"
 
@@ -29,25 +32,32 @@ static const char footer[] =
     "Exit status: 0 ok, 1 a problem (a rule test failed, a rule was rejected), 2 usage error,\n"
     "3 no such rule, crash, file or knowledge base.\n";
 
+static int do_list(void *p);
+static int do_show(void *p);
+static int do_test(void *p);
+static int do_add(void *p);
+static int do_export(void *p);
+static int do_match(void *p);
+
 static const struct cp_subverb subverbs[] = {
     {"list", "db json", "[--json] [--db PATH]",
      "Every effective rule: id, source, category, confidence, title.\n"
-     "  --json       one JSON object (format crashpack-rules-list/1)\n", 0, 0, ""},
-    {"show", "db json", "ID [--json] [--db PATH]", "One rule, as JSON (the rule file format, docs/rules.md).\n", 1, 1, "ID"},
+     "  --json       one JSON object (format crashpack-rules-list/1)\n", 0, 0, "", do_list},
+    {"show", "db json", "ID [--json] [--db PATH]", "One rule, as JSON (the rule file format, docs/rules.md).\n", 1, 1, "ID", do_show},
     {"test", "db", "[ID...] [--db PATH]",
      "Runs each rule against its own positive and near-miss cases; fails when a rule lacks them,\n"
      "the positive case does not match, the near-miss matches, or they differ in more than one\n"
-     "condition.\n", 0, -1, "ID"},
+     "condition.\n", 0, -1, "ID", do_test},
     {"add", "db from-crash output", "FILE | --from-crash ID [-o FILE] [--db PATH]",
      "Adds (or replaces, by id) a user rule from a JSON file. --from-crash drafts a rule from a\n"
      "crash stored in the knowledge base (printed or written to -o, not stored: edit it, then\n"
-     "`rules add` it).\n", 0, 1, "FILE"},
-    {"import", "db", "FILE [--db PATH]", "Adds the rules of a JSON file (one rule or an array).\n", 1, 1, "FILE"},
+     "`rules add` it).\n", 0, 1, "FILE", do_add},
+    {"import", "db", "FILE [--db PATH]", "Adds the rules of a JSON file (one rule or an array).\n", 1, 1, "FILE", do_add},
     {"export", "db all output", "[--all] [-o FILE] [--db PATH]",
-     "The user rules (--all: every effective rule) as a JSON array.\n", 0, 0, ""},
+     "The user rules (--all: every effective rule) as a JSON array.\n", 0, 0, "", do_export},
     {"match", "db json", "REPORT.json [--json] [--db PATH]",
      "Matches the rules against a saved report (crashpack analyze --json) and prints the ranked\n"
-     "diagnoses (--json: the report's diagnoses[] array).\n", 1, 1, "REPORT.json"},
+     "diagnoses (--json: the report's diagnoses[] array).\n", 1, 1, "REPORT.json", do_match},
 };
 #define NSUB ((int)(sizeof(subverbs) / sizeof(subverbs[0])))
 
@@ -61,6 +71,7 @@ static void usage(FILE *out)
 
 struct ropts {
     const char *db, *out;
+    struct kb *kb; /* the knowledge base as an input (user rules), opened on first use */
     int json, all;
     const char *from_crash;
     char dbbuf[PATH_MAX];
@@ -119,7 +130,9 @@ static struct rulebase *open_rb(struct ropts *o)
 {
     struct rulebase *rb = NULL;
     char err[1024];
-    if (rulebase_open(NULL, o->db, &rb, err, sizeof(err))) {
+    if (!o->kb)
+        o->kb = kb_open_input(o->db);
+    if (rulebase_open(NULL, o->kb, &rb, err, sizeof(err))) {
         fprintf(stderr, "crashpack rules: %s\n", err);
         return NULL;
     }
@@ -157,8 +170,9 @@ static void put_col(FILE *out, const char *s, int width)
     fprintf(out, "%*s ", (int)(strlen(s) < (size_t)width ? width - strlen(s) : 0), "");
 }
 
-static int do_list(struct ropts *o)
+static int do_list(void *p)
 {
+    struct ropts *o = p;
     struct rulebase *rb = open_rb(o);
     if (!rb)
         return CP_EXIT_PROBLEM;
@@ -189,8 +203,9 @@ static int do_list(struct ropts *o)
     return 0;
 }
 
-static int do_show(struct ropts *o)
+static int do_show(void *p)
 {
+    struct ropts *o = p;
     struct rulebase *rb = open_rb(o);
     if (!rb)
         return CP_EXIT_PROBLEM;
@@ -205,8 +220,9 @@ static int do_show(struct ropts *o)
     return rc ? CP_EXIT_PROBLEM : CP_EXIT_OK;
 }
 
-static int do_test(struct ropts *o)
+static int do_test(void *p)
 {
+    struct ropts *o = p;
     struct rulebase *rb = open_rb(o);
     if (!rb)
         return CP_EXIT_PROBLEM;
@@ -253,12 +269,10 @@ static int do_test(struct ropts *o)
 
 static int store_rules(struct ropts *o, cJSON *rules)
 {
-    sqlite3 *db = NULL;
     char err[1024];
-    if (kb_open(o->db, 1, &db, err, sizeof(err))) {
-        fprintf(stderr, "crashpack rules: %s\n", err);
+    struct kb *db = cp_kb_open("crashpack rules", o->db, KB_CREATE, NULL);
+    if (!db)
         return CP_EXIT_PROBLEM;
-    }
     int bad = 0, n = 0;
     cJSON *r;
     cJSON_ArrayForEach(r, rules)
@@ -284,17 +298,19 @@ static int store_rules(struct ropts *o, cJSON *rules)
     return bad ? 1 : 0;
 }
 
-static int do_add(struct ropts *o)
+static int do_add(void *p)
 {
+    struct ropts *o = p;
     char err[1024];
     if (o->from_crash) {
         long long id = strtoll(o->from_crash, NULL, 10); /* checked by parse() */
-        sqlite3 *db = NULL;
-        if (access(o->db, F_OK) && errno == ENOENT) {
+        struct kb *db = NULL;
+        int orc = kb_open(o->db, KB_WRITE, &db, err, sizeof(err));
+        if (orc == KB_ENOENT) {
             fprintf(stderr, "crashpack rules: no knowledge base at %s\n", o->db);
             return CP_EXIT_NOTFOUND;
         }
-        if (kb_open(o->db, 0, &db, err, sizeof(err))) {
+        if (orc) {
             fprintf(stderr, "crashpack rules: %s\n", err);
             return CP_EXIT_PROBLEM;
         }
@@ -330,8 +346,9 @@ static int do_add(struct ropts *o)
     return rc;
 }
 
-static int do_export(struct ropts *o)
+static int do_export(void *p)
 {
+    struct ropts *o = p;
     struct rulebase *rb = open_rb(o);
     if (!rb)
         return CP_EXIT_PROBLEM;
@@ -359,8 +376,9 @@ static int do_export(struct ropts *o)
     return rc ? CP_EXIT_PROBLEM : CP_EXIT_OK;
 }
 
-static int do_match(struct ropts *o)
+static int do_match(void *p)
 {
+    struct ropts *o = p;
     char err[1024];
     FILE *f = fopen(o->args[0], "r");
     if (!f) {
@@ -388,7 +406,9 @@ static int do_match(struct ropts *o)
         cJSON_Delete(r);
         return CP_EXIT_PROBLEM;
     }
-    if (diagnose(r, o->db, err, sizeof(err)) < 0) {
+    if (!o->kb)
+        o->kb = kb_open_input(o->db);
+    if (report_rediagnose(r, o->kb, err, sizeof(err)) < 0) {
         fprintf(stderr, "crashpack rules: %s\n", err);
         cJSON_Delete(r);
         return CP_EXIT_PROBLEM;
@@ -397,7 +417,7 @@ static int do_match(struct ropts *o)
     if (o->json)
         rc = write_json(NULL, cJSON_GetObjectItem(r, "diagnoses"));
     else
-        diagnose_print(stdout, r);
+        render_text_diagnoses(stdout, r);
     cJSON_Delete(r);
     return rc ? CP_EXIT_PROBLEM : CP_EXIT_OK;
 }
@@ -416,16 +436,7 @@ int cmd_rules(int argc, char **argv)
     int rc = parse(&o, sv, argc - 1, argv + 1);
     if (rc >= 0)
         return rc;
-    const char *c = sv->name;
-    if (!strcmp(c, "list"))
-        return do_list(&o);
-    if (!strcmp(c, "show"))
-        return do_show(&o);
-    if (!strcmp(c, "test"))
-        return do_test(&o);
-    if (!strcmp(c, "add") || !strcmp(c, "import"))
-        return do_add(&o);
-    if (!strcmp(c, "export"))
-        return do_export(&o);
-    return do_match(&o);
+    rc = sv->run(&o);
+    kb_close(o.kb);
+    return rc;
 }

@@ -5,9 +5,9 @@
  * (common/lazylib.h): their build-time versions are shown, and they are not loaded for this. */
 #include "cmdopt.h"
 #include "commands.h"
+#include "kb.h"
 
 #include <cjson/cJSON.h>
-#include <sqlite3.h>
 #include <zstd.h>
 
 #include <stdio.h>
@@ -56,7 +56,7 @@ int cmd_version(int argc, char **argv)
         {"zstd", CP_BUILT_ZSTD, ZSTD_versionString()},
         {"cjson", CP_BUILT_CJSON, cJSON_Version()},
         {"libdw", CP_BUILT_LIBDW, NULL},
-        {"sqlite", CP_BUILT_SQLITE, sqlite3_libversion()},
+        {"sqlite", CP_BUILT_SQLITE, kb_engine_version()},
         {"libxml2", CP_BUILT_LIBXML2, NULL},
         {"libzip", CP_BUILT_LIBZIP, NULL},
         {"libdeflate", CP_BUILT_DEFLATE, NULL},

@@ -20,11 +20,14 @@
 void cp_opt_subset(const struct option *all, const char *names, struct option *out, int cap);
 
 /* One sub-verb of `crashpack rules` or `crashpack db`: its options (names in the verb's table),
- * its synopsis and description for --help, and how many arguments it takes (max -1: any). */
+ * its synopsis and description for --help, how many arguments it takes (max -1: any), and the
+ * function that runs it (given the verb's parsed options; returns the exit status). The verb's
+ * table is the one place that names a sub-verb: parsing, help and dispatch all read it. */
 struct cp_subverb {
     const char *name, *opts, *synopsis, *help;
     int min_args, max_args;
     const char *args_name;
+    int (*run)(void *opts);
 };
 
 /* The sub-verb `name` of table sv (n entries), or NULL after the one-line error naming it and

@@ -3,7 +3,7 @@
  * first frame outside libc, the Xid codes and the log error categories it had; its tests are a
  * positive case made of those facts and a near-miss that changes only the first condition, so a
  * fresh draft already passes `crashpack rules test`. */
-#include "kb.h"
+#include "kb_internal.h"
 #include "errmsg.h"
 #include "jpath.h"
 #include "query.h"
@@ -14,9 +14,10 @@
 
 static int boring(const char *fn, const char *mod)
 {
-    static const char *skip[] = {"raise", "abort", "__pthread_kill*", "pthread_kill*", "__GI_*", "gsignal",
-                                 "__libc_*", "__assert*", "std::terminate*", "__cxa_*", "__gnu_cxx::*",
-                                 "_start", "__restore_rt", "malloc_printerr", "__fortify_fail"};
+    static const char *skip[] = {
+        "raise",        "abort",    "__pthread_kill*", "pthread_kill*",   "__GI_*",
+        "gsignal",      "__libc_*", "__assert*",       "std::terminate*", "__cxa_*",
+        "__gnu_cxx::*", "_start",   "__restore_rt",    "malloc_printerr", "__fortify_fail"};
     if (!fn || !*fn || !strcmp(fn, "??"))
         return 1;
     for (size_t i = 0; i < sizeof(skip) / sizeof(skip[0]); i++)
@@ -25,56 +26,11 @@ static int boring(const char *fn, const char *mod)
     return mod && (strstr(mod, "libc.so") || strstr(mod, "libstdc++") || strstr(mod, "libgcc_s"));
 }
 
-cJSON *kb_draft_rule(sqlite3 *db, long long id, char *err, size_t errlen)
+/* The first condition: the crash kind, else the signal; else none (the first frame below then
+ * stands first). */
+static void draft_kind(cJSON *all, cJSON *pos, const cJSON *facts)
 {
-    sqlite3_stmt *q = NULL;
-    if (sqlite3_prepare_v2(db,
-                           "SELECT fingerprint, signature, facts, top_category, exe FROM crashes WHERE id = ?1",
-                           -1, &q, NULL) != SQLITE_OK) {
-        cp_errmsg(err, errlen, "knowledge base: %s", sqlite3_errmsg(db));
-        return NULL;
-    }
-    sqlite3_bind_int64(q, 1, id);
-    if (sqlite3_step(q) != SQLITE_ROW) {
-        sqlite3_finalize(q);
-        cp_errmsg(err, errlen, "no crash %lld in the knowledge base", id);
-        return NULL;
-    }
-    const char *fp = (const char *)sqlite3_column_text(q, 0);
-    const char *sig = (const char *)sqlite3_column_text(q, 1);
-    const char *fj = (const char *)sqlite3_column_text(q, 2);
-    const char *cat = (const char *)sqlite3_column_text(q, 3);
-    cJSON *facts = fj ? cJSON_Parse(fj) : NULL;
-    if (!facts)
-        facts = cJSON_CreateObject();
-
-    cJSON *r = cJSON_CreateObject();
-    char rid[64], title[512];
-    snprintf(rid, sizeof(rid), "team-%.12s", fp && *fp ? fp : "crash");
-    for (char *p = rid; *p; p++)
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-'))
-            *p = '-';
-    if (!fp || !*fp)
-        snprintf(rid, sizeof(rid), "team-crash-%lld", id);
-    snprintf(title, sizeof(title), "TODO: name this failure (%s)", sig ? sig : "no signature");
-    cJSON_AddStringToObject(r, "id", rid);
-    cJSON_AddNumberToObject(r, "version", 1);
-    cJSON_AddStringToObject(r, "title", title);
-    cJSON_AddStringToObject(r, "category", cat ? cat : "team");
-    cJSON_AddNumberToObject(r, "confidence", 0.6);
-    cJSON_AddStringToObject(r, "diagnosis", "TODO: what went wrong, in a sentence a colleague on call understands.");
-    cJSON *acts = cJSON_AddArrayToObject(r, "actions");
-    cJSON_AddItemToArray(acts, cJSON_CreateString("TODO: what to do about it"));
-    cJSON *refs = cJSON_AddArrayToObject(r, "references");
-    char from[128];
-    snprintf(from, sizeof(from), "crashpack knowledge base crash %lld", id);
-    cJSON_AddItemToArray(refs, cJSON_CreateString(from));
-
-    cJSON *all = cJSON_CreateArray();
-    cJSON *pos = cJSON_CreateObject(), *neg = NULL;
     const char *kind = cp_jstr_ne(facts, "crash_kind"), *signal = cp_jstr_ne(facts, "signal");
-    /* first condition: the crash kind, else the signal, else "any crash kind" is not possible: the
-     * first frame below stands first then */
     if (kind) {
         cJSON *c = cJSON_CreateObject();
         cJSON_AddStringToObject(c, "crash_kind", kind);
@@ -88,6 +44,11 @@ cJSON *kb_draft_rule(sqlite3 *db, long long id, char *err, size_t errlen)
         cJSON *sg = cJSON_AddObjectToObject(pr, "signal");
         cJSON_AddStringToObject(sg, "name", signal);
     }
+}
+
+/* The crashed thread's first frame outside libc and the C++ runtime. */
+static void draft_frame(cJSON *all, cJSON *pos, const cJSON *facts)
+{
     const cJSON *f;
     cJSON_ArrayForEach(f, cJSON_GetObjectItem(facts, "frames"))
     {
@@ -106,8 +67,13 @@ cJSON *kb_draft_rule(sqlite3 *db, long long id, char *err, size_t errlen)
         cJSON_AddStringToObject(one, "module", mod ? mod : "");
         cJSON_AddItemToArray(frs, one);
         cJSON_AddItemToArray(ths, t);
-        break;
+        return;
     }
+}
+
+/* The Xid codes, and the first log error's category. */
+static void draft_evidence(cJSON *all, cJSON *pos, const cJSON *facts)
+{
     const cJSON *x = cJSON_GetObjectItem(facts, "xid");
     if (cJSON_GetArraySize(x) > 0) {
         cJSON *c = cJSON_CreateObject(), *xo = cJSON_AddObjectToObject(c, "xid");
@@ -129,6 +95,84 @@ cJSON *kb_draft_rule(sqlite3 *db, long long id, char *err, size_t errlen)
         cJSON *lg = cJSON_AddObjectToObject(pos, "log"), *es = cJSON_AddArrayToObject(lg, "errors");
         cJSON_AddItemToArray(es, cJSON_Duplicate(le, 1));
     }
+}
+
+/* The near-miss case: the positive case with the first condition's fact changed. */
+static cJSON *draft_near_miss(const cJSON *pos, const cJSON *all)
+{
+    cJSON *neg = cJSON_Duplicate(pos, 1);
+    const cJSON *first = cJSON_GetArrayItem(all, 0);
+    const char *k = first && first->child ? first->child->string : "";
+    if (!strcmp(k, "crash_kind"))
+        cJSON_ReplaceItemInObject(neg, "crash_kind", cJSON_CreateString("not-this-kind"));
+    else if (!strcmp(k, "signal"))
+        cJSON_ReplaceItemInObject(
+            cJSON_GetObjectItem(cJSON_GetObjectItem(neg, "process"), "signal"), "name",
+            cJSON_CreateString("SIGNONE"));
+    else if (!strcmp(k, "frame"))
+        cJSON_DeleteItemFromObject(neg, "threads");
+    else if (!strcmp(k, "xid"))
+        cJSON_DeleteItemFromObject(neg, "gpu");
+    else if (!strcmp(k, "log_error"))
+        cJSON_DeleteItemFromObject(neg, "log");
+    return neg;
+}
+
+/* The draft's head: id (from the fingerprint), title, category, the TODOs for a person. */
+static cJSON *draft_head(long long id, const char *fp, const char *sig, const char *cat)
+{
+    cJSON *r = cJSON_CreateObject();
+    char rid[64], title[512];
+    snprintf(rid, sizeof(rid), "team-%.12s", fp && *fp ? fp : "crash");
+    for (char *p = rid; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-'))
+            *p = '-';
+    if (!fp || !*fp)
+        snprintf(rid, sizeof(rid), "team-crash-%lld", id);
+    snprintf(title, sizeof(title), "TODO: name this failure (%s)", sig ? sig : "no signature");
+    cJSON_AddStringToObject(r, "id", rid);
+    cJSON_AddNumberToObject(r, "version", 1);
+    cJSON_AddStringToObject(r, "title", title);
+    cJSON_AddStringToObject(r, "category", cat ? cat : "team");
+    cJSON_AddNumberToObject(r, "confidence", 0.6);
+    cJSON_AddStringToObject(
+        r, "diagnosis", "TODO: what went wrong, in a sentence a colleague on call understands.");
+    cJSON *acts = cJSON_AddArrayToObject(r, "actions");
+    cJSON_AddItemToArray(acts, cJSON_CreateString("TODO: what to do about it"));
+    cJSON *refs = cJSON_AddArrayToObject(r, "references");
+    char from[128];
+    snprintf(from, sizeof(from), "crashpack knowledge base crash %lld", id);
+    cJSON_AddItemToArray(refs, cJSON_CreateString(from));
+    return r;
+}
+
+cJSON *kb_draft_rule(struct kb *kb, long long id, char *err, size_t errlen)
+{
+    const struct sql_arg a[] = {SQL_INT_ARG(id)};
+    char e[512];
+    cJSON *rows = sql_rows(
+        kb->c, "SELECT fingerprint, signature, facts, top_category, exe FROM crashes WHERE id = ?1",
+        a, 1, e, sizeof(e));
+    if (!rows) {
+        cp_errmsg(err, errlen, "knowledge base: %s", e);
+        return NULL;
+    }
+    const cJSON *row = cJSON_GetArrayItem(rows, 0);
+    if (!row) {
+        cJSON_Delete(rows);
+        cp_errmsg(err, errlen, "no crash %lld in the knowledge base", id);
+        return NULL;
+    }
+    const char *fj = cp_jstr(row, "facts");
+    cJSON *facts = fj ? cJSON_Parse(fj) : NULL;
+    if (!facts)
+        facts = cJSON_CreateObject();
+    cJSON *r = draft_head(id, cp_jstr(row, "fingerprint"), cp_jstr(row, "signature"),
+                          cp_jstr(row, "top_category"));
+    cJSON *all = cJSON_CreateArray(), *pos = cJSON_CreateObject();
+    draft_kind(all, pos, facts);
+    draft_frame(all, pos, facts);
+    draft_evidence(all, pos, facts);
     if (cJSON_GetArraySize(all) == 0) {
         cJSON *c = cJSON_CreateObject();
         cJSON_AddStringToObject(c, "crash_kind", "TODO");
@@ -136,25 +180,11 @@ cJSON *kb_draft_rule(sqlite3 *db, long long id, char *err, size_t errlen)
     }
     cJSON *when = cJSON_AddObjectToObject(r, "when");
     cJSON_AddItemToObject(when, "all", all);
-    /* near-miss: the positive case with the first condition's fact changed */
-    neg = cJSON_Duplicate(pos, 1);
-    const cJSON *first = cJSON_GetArrayItem(all, 0);
-    const char *k = first && first->child ? first->child->string : "";
-    if (!strcmp(k, "crash_kind"))
-        cJSON_ReplaceItemInObject(neg, "crash_kind", cJSON_CreateString("not-this-kind"));
-    else if (!strcmp(k, "signal"))
-        cJSON_ReplaceItemInObject(cJSON_GetObjectItem(cJSON_GetObjectItem(neg, "process"), "signal"),
-                                  "name", cJSON_CreateString("SIGNONE"));
-    else if (!strcmp(k, "frame"))
-        cJSON_DeleteItemFromObject(neg, "threads");
-    else if (!strcmp(k, "xid"))
-        cJSON_DeleteItemFromObject(neg, "gpu");
-    else if (!strcmp(k, "log_error"))
-        cJSON_DeleteItemFromObject(neg, "log");
+    cJSON *neg = draft_near_miss(pos, all);
     cJSON *tests = cJSON_AddObjectToObject(r, "tests");
     cJSON_AddItemToObject(tests, "positive", pos);
     cJSON_AddItemToObject(tests, "near_miss", neg);
     cJSON_Delete(facts);
-    sqlite3_finalize(q);
+    cJSON_Delete(rows);
     return r;
 }

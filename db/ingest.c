@@ -1,6 +1,7 @@
 /* ingest.c - storing analyzed crashes and user rules in the knowledge base (see kb.h). */
+#include "jobid.h"
 #include "jpath.h"
-#include "kb.h"
+#include "kb_internal.h"
 #include "errmsg.h"
 #include "xxh64.h"
 
@@ -13,61 +14,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static int env_int(const cJSON *env, const char *a, const char *b)
-{
-    const char *s = cp_jstr_ne_at(env, a);
-    if (!s && b)
-        s = cp_jstr_ne_at(env, b);
-    if (!s)
-        return -1;
-    char *end;
-    long v = strtol(s, &end, 10);
-    return *end || v < 0 || v > 1000000000 ? -1 : (int)v;
-}
-
-void kb_job_of(const cJSON *report, char *job, size_t joblen, int *rank, int *local_rank)
-{
-    const cJSON *env = cp_jpath(report, "process.env");
-    const char *s;
-    job[0] = 0;
-    if ((s = cp_jstr_ne_at(env, "SLURM_JOB_ID")))
-        snprintf(job, joblen, "slurm:%s", s);
-    else if ((s = cp_jstr_ne_at(env, "TORCHELASTIC_RUN_ID")))
-        snprintf(job, joblen, "torchelastic:%s", s);
-    else if ((s = cp_jstr_ne_at(report, "process.death.job")) ||
-             (s = cp_jstr_ne_at(env, "CRASHPACK_JOB_ID"))) {
-        /* crashpack run's id (the death's, or the environment's): "slurm-ID[.STEP]" and
-         * "torchelastic-ID" when it came from the scheduler, so that a bundle without the
-         * environment (a reported exit, an OOM kill) joins the same job as one with it */
-        if (!strncmp(s, "slurm-", 6))
-            snprintf(job, joblen, "slurm:%.*s", (int)strcspn(s + 6, "."), s + 6);
-        else if (!strncmp(s, "torchelastic-", 13))
-            snprintf(job, joblen, "torchelastic:%s", s + 13);
-        else
-            snprintf(job, joblen, "run:%s", s);
-    }
-    else if ((s = cp_jstr_ne_at(env, "MASTER_ADDR")) && cp_jstr_ne_at(env, "MASTER_PORT"))
-        snprintf(job, joblen, "master:%s:%s", s, cp_jstr_ne_at(env, "MASTER_PORT"));
-    *rank = env_int(env, "RANK", "SLURM_PROCID");
-    *local_rank = env_int(env, "LOCAL_RANK", "SLURM_LOCALID");
-}
-
-static void bind_str(sqlite3_stmt *st, int i, const char *s)
-{
-    if (s)
-        sqlite3_bind_text(st, i, s, -1, SQLITE_TRANSIENT);
-    else
-        sqlite3_bind_null(st, i);
-}
-
-static void bind_num(sqlite3_stmt *st, int i, const cJSON *v)
-{
-    if (cJSON_IsNumber(v))
-        sqlite3_bind_double(st, i, v->valuedouble);
-    else
-        sqlite3_bind_null(st, i);
-}
-
 /* The facts a drafted rule starts from (rules add --from-crash): crash kind, signal, the crashed
  * thread's top frames and Python frames, Xid codes, log error categories and texts. */
 static char *kb_facts(const cJSON *r)
@@ -78,7 +24,8 @@ static char *kb_facts(const cJSON *r)
         cJSON_AddStringToObject(f, "crash_kind", s);
     if ((s = cp_jstr_ne_at(r, "process.signal.name")))
         cJSON_AddStringToObject(f, "signal", s);
-    cJSON *fr = cJSON_AddArrayToObject(f, "frames"), *py = cJSON_AddArrayToObject(f, "python_frames");
+    cJSON *fr = cJSON_AddArrayToObject(f, "frames"),
+          *py = cJSON_AddArrayToObject(f, "python_frames");
     const cJSON *t;
     cJSON_ArrayForEach(t, cp_jpath(r, "threads"))
     {
@@ -151,9 +98,10 @@ static double now(void)
 
 static long long score_of(const struct kb_completeness *c)
 {
-    return (long long)(c->analysis != 0) * 100000000000000LL + (long long)(c->core != 0) * 10000000000000LL +
-           (long long)(c->bundle != 0) * 1000000000000LL + (long long)KB_CAP(c->members, 999999) * 1000000LL +
-           KB_CAP(c->threads, 999999);
+    return (long long)(c->analysis != 0) * 100000000000000LL +
+           (long long)(c->core != 0) * 10000000000000LL +
+           (long long)(c->bundle != 0) * 1000000000000LL +
+           (long long)KB_CAP(c->members, 999999) * 1000000LL + KB_CAP(c->threads, 999999);
 }
 
 long long kb_completeness(const cJSON *r, struct kb_completeness *c)
@@ -174,7 +122,8 @@ long long kb_completeness(const cJSON *r, struct kb_completeness *c)
             c->core = 1;
     }
     const cJSON *t;
-    cJSON_ArrayForEach(t, cp_jpath(r, "threads")) c->threads += cJSON_GetArraySize(cp_jpath(t, "frames")) > 0;
+    cJSON_ArrayForEach(t, cp_jpath(r, "threads")) c->threads +=
+        cJSON_GetArraySize(cp_jpath(t, "frames")) > 0;
     return score_of(c);
 }
 
@@ -196,7 +145,8 @@ int kb_completeness_from_json(const cJSON *j, struct kb_completeness *c)
     const cJSON *a = cp_jpath(j, "analysis_complete"), *k = cp_jpath(j, "core"),
                 *b = cp_jpath(j, "bundle_complete"), *m = cp_jpath(j, "members"),
                 *t = cp_jpath(j, "threads_unwound");
-    if (!cJSON_IsBool(a) || !cJSON_IsBool(k) || !cJSON_IsBool(b) || !cJSON_IsNumber(m) || !cJSON_IsNumber(t))
+    if (!cJSON_IsBool(a) || !cJSON_IsBool(k) || !cJSON_IsBool(b) || !cJSON_IsNumber(m) ||
+        !cJSON_IsNumber(t))
         return -1;
     c->analysis = cJSON_IsTrue(a);
     c->core = cJSON_IsTrue(k);
@@ -206,8 +156,8 @@ int kb_completeness_from_json(const cJSON *j, struct kb_completeness *c)
     return 0;
 }
 
-void kb_completeness_diff(const struct kb_completeness *x, const struct kb_completeness *y, char *buf,
-                          size_t len)
+void kb_completeness_diff(const struct kb_completeness *x, const struct kb_completeness *y,
+                          char *buf, size_t len)
 {
     buf[0] = 0;
     if (!x->analysis != !y->analysis)
@@ -228,11 +178,16 @@ void kb_completeness_diff(const struct kb_completeness *x, const struct kb_compl
 const char *kb_outcome_name(enum kb_outcome o)
 {
     switch (o) {
-    case KB_ADDED: return "added";
-    case KB_REPLACED: return "replaced";
-    case KB_UPDATED: return "updated";
-    case KB_KEPT: return "kept";
-    default: return "failed";
+    case KB_ADDED:
+        return "added";
+    case KB_REPLACED:
+        return "replaced";
+    case KB_UPDATED:
+        return "updated";
+    case KB_KEPT:
+        return "kept";
+    default:
+        return "failed";
     }
 }
 
@@ -285,94 +240,93 @@ void kb_text_xxh64(const char *str, char out[17])
 
 /* ---- storing ---- */
 
-/* The crash_sources row of one add. crash_id 0: none. */
-static int insert_source(sqlite3 *db, int64_t crash_id, const struct kb_source *src, const char *detail,
-                         long long score, const char *outcome, const char *reason, const char *error)
+/* The crash_sources row of one add. crash_id 0: none. 0 or -1. */
+static int insert_source(struct kb *kb, int64_t crash_id, const struct kb_source *src,
+                         const char *detail, long long score, const char *outcome,
+                         const char *reason, const char *error)
 {
-    sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(db,
-                                "INSERT INTO crash_sources(crash_id, kind, path, xxh64, size, added,"
-                                " added_uid, added_user, completeness, completeness_detail, outcome,"
-                                " reason, error) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,"
-                                " ?12, ?13)",
-                                -1, &st, NULL);
-    if (rc != SQLITE_OK)
-        return rc;
+    struct sqlstmt *st = NULL;
+    if (sql_prepare(kb->c,
+                    "INSERT INTO crash_sources(crash_id, kind, path, xxh64, size, added,"
+                    " added_uid, added_user, completeness, completeness_detail, outcome,"
+                    " reason, error) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,"
+                    " ?12, ?13)",
+                    &st))
+        return -1;
     if (crash_id > 0)
-        sqlite3_bind_int64(st, 1, crash_id);
-    bind_str(st, 2, src && src->kind ? src->kind : "bundle");
-    bind_str(st, 3, src ? src->path : NULL);
-    bind_str(st, 4, src && src->xxh64 && src->xxh64[0] ? src->xxh64 : NULL);
+        sql_bind_int(st, 1, crash_id);
+    sql_bind_text(st, 2, src && src->kind ? src->kind : "bundle");
+    sql_bind_text(st, 3, src ? src->path : NULL);
+    sql_bind_text(st, 4, src && src->xxh64 && src->xxh64[0] ? src->xxh64 : NULL);
     if (src && src->size >= 0)
-        sqlite3_bind_int64(st, 5, src->size);
-    sqlite3_bind_double(st, 6, now());
+        sql_bind_int(st, 5, src->size);
+    sql_bind_real(st, 6, now());
     uid_t uid = getuid();
-    sqlite3_bind_int64(st, 7, (sqlite3_int64)uid);
+    sql_bind_int(st, 7, (long long)uid);
     struct passwd pw, *pp = NULL;
     char pwbuf[4096];
     if (getpwuid_r(uid, &pw, pwbuf, sizeof(pwbuf), &pp) == 0 && pp && pp->pw_name)
-        bind_str(st, 8, pp->pw_name);
+        sql_bind_text(st, 8, pp->pw_name);
     if (score >= 0)
-        sqlite3_bind_int64(st, 9, score);
-    bind_str(st, 10, detail);
-    bind_str(st, 11, outcome);
-    bind_str(st, 12, reason && reason[0] ? reason : NULL);
-    bind_str(st, 13, error && error[0] ? error : NULL);
-    rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
-    sqlite3_finalize(st);
+        sql_bind_int(st, 9, score);
+    sql_bind_text(st, 10, detail);
+    sql_bind_text(st, 11, outcome);
+    sql_bind_text(st, 12, reason && reason[0] ? reason : NULL);
+    sql_bind_text(st, 13, error && error[0] ? error : NULL);
+    int rc = sql_step(st) == SQL_DONE ? 0 : -1;
+    sql_finalize(st);
     return rc;
 }
 
 /* The crash an earlier add of path belongs to, 0 when none. */
-static int64_t crash_of_path(sqlite3 *db, const char *path)
+static int64_t crash_of_path(struct kb *kb, const char *path)
 {
     int64_t id = 0;
-    sqlite3_stmt *q = NULL;
-    if (path && sqlite3_prepare_v2(db,
-                                   "SELECT crash_id FROM crash_sources WHERE path = ?1 AND crash_id IS NOT NULL"
-                                   " ORDER BY id DESC LIMIT 1",
-                                   -1, &q, NULL) == SQLITE_OK) {
-        sqlite3_bind_text(q, 1, path, -1, SQLITE_TRANSIENT);
-        if (sqlite3_step(q) == SQLITE_ROW)
-            id = sqlite3_column_int64(q, 0);
+    struct sqlstmt *q = NULL;
+    if (path &&
+        !sql_prepare(kb->c,
+                     "SELECT crash_id FROM crash_sources WHERE path = ?1 AND crash_id IS NOT NULL"
+                     " ORDER BY id DESC LIMIT 1",
+                     &q)) {
+        sql_bind_text(q, 1, path);
+        if (sql_step(q) == SQL_ROW)
+            id = sql_col_int(q, 0);
     }
-    sqlite3_finalize(q);
+    sql_finalize(q);
     return id;
 }
 
-static int commit_or_rollback(sqlite3 *db, int rc, char *err, size_t errlen)
+static int record_failure(struct kb *kb, const struct kb_source *src, const char *error,
+                          struct kb_result *res)
 {
-    if (rc != SQLITE_OK || sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
-        cp_errmsg(err, errlen, "knowledge base: %s", sqlite3_errmsg(db));
-        sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    res->outcome = KB_FAILED;
+    res->id = crash_of_path(kb, src ? src->path : NULL);
+    snprintf(res->reason, sizeof(res->reason), "%s", error ? error : "?");
+    return insert_source(kb, res->id, src, NULL, -1, "failed", NULL, res->reason);
+}
+
+static int begin(struct kb *kb, char *err, size_t errlen)
+{
+    if (sql_begin_write(kb->c)) {
+        cp_errmsg(err, errlen, "knowledge base: %s", sql_errmsg(kb->c));
         return -1;
     }
     return 0;
 }
 
-static int record_failure(sqlite3 *db, const struct kb_source *src, const char *error, struct kb_result *res)
-{
-    res->outcome = KB_FAILED;
-    res->id = crash_of_path(db, src ? src->path : NULL);
-    snprintf(res->reason, sizeof(res->reason), "%s", error ? error : "?");
-    return insert_source(db, res->id, src, NULL, -1, "failed", NULL, res->reason);
-}
-
-int kb_add_failure(sqlite3 *db, const struct kb_source *src, const char *error, struct kb_result *res,
-                   char *err, size_t errlen)
+int kb_add_failure(struct kb *kb, const struct kb_source *src, const char *error,
+                   struct kb_result *res, char *err, size_t errlen)
 {
     memset(res, 0, sizeof(*res));
-    if (kb_exec_retry(db, "BEGIN IMMEDIATE", NULL) != SQLITE_OK) {
-        cp_errmsg(err, errlen, "knowledge base: %s", sqlite3_errmsg(db));
+    if (begin(kb, err, errlen))
         return -1;
-    }
-    return commit_or_rollback(db, record_failure(db, src, error, res), err, errlen);
+    return kb_commit_or_rollback(kb, record_failure(kb, src, error, res) == 0, err, errlen);
 }
 
-/* The columns a report fills, ?1..?19 of both statements below (?12 is the time added). */
+/* The columns a report fills, ?1..?22 of both statements of store_crash (?12 is the time added). */
 #define CRASH_COLS                                                                                 \
-    "crash_key, time, host, exe, signal, signature, fingerprint, top_rule, top_title, diagnoses,"   \
-    " bundle_path, added, job, rank, local_rank, crash_kind, top_category, top_consequence_of,"     \
+    "crash_key, time, host, exe, signal, signature, fingerprint, top_rule, top_title, diagnoses,"  \
+    " bundle_path, added, job, rank, local_rank, crash_kind, top_category, top_consequence_of,"    \
     " facts, completeness, completeness_detail, bundle_xxh64"
 
 /* ---- gpu_faults: what a later crash on the same GPU or host carries as history ---- */
@@ -399,266 +353,314 @@ static const char *uuid_of(const cJSON *r, const char *pci)
     return NULL;
 }
 
-static int insert_fault(sqlite3 *db, int64_t crash_id, const char *scope, const cJSON *time,
-                        const char *host, const char *pci, const char *uuid, const cJSON *code,
-                        const char *kind, const char *text)
+struct fault {
+    const char *scope;
+    const cJSON *time;
+    const char *host, *pci, *uuid;
+    const cJSON *code;
+    const char *kind, *text;
+};
+
+static int insert_fault(struct kb *kb, int64_t crash_id, const struct fault *f)
 {
-    sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(db,
-                                "INSERT INTO gpu_faults(crash_id, scope, time, host, pci, uuid, code,"
-                                " kind, text) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                                -1, &st, NULL);
-    if (rc == SQLITE_OK) {
-        sqlite3_bind_int64(st, 1, crash_id);
-        bind_str(st, 2, scope);
-        bind_num(st, 3, time);
-        bind_str(st, 4, host);
-        bind_str(st, 5, pci);
-        bind_str(st, 6, uuid);
-        bind_num(st, 7, code);
-        bind_str(st, 8, kind);
-        bind_str(st, 9, text);
-        rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+    struct sqlstmt *st = NULL;
+    int rc = -1;
+    if (!sql_prepare(kb->c,
+                     "INSERT INTO gpu_faults(crash_id, scope, time, host, pci, uuid, code,"
+                     " kind, text) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                     &st)) {
+        sql_bind_int(st, 1, crash_id);
+        sql_bind_text(st, 2, f->scope);
+        sql_bind_json_num(st, 3, f->time);
+        sql_bind_text(st, 4, f->host);
+        sql_bind_text(st, 5, f->pci);
+        sql_bind_text(st, 6, f->uuid);
+        sql_bind_json_num(st, 7, f->code);
+        sql_bind_text(st, 8, f->kind);
+        sql_bind_text(st, 9, f->text);
+        rc = sql_step(st) == SQL_DONE ? 0 : -1;
     }
-    sqlite3_finalize(st);
+    sql_finalize(st);
     return rc;
 }
 
 /* The record's faults, replaced with the stored report's: its own GPUs' active hardware Xids
- * (scope own: evidence.c decided they name this process or one of its GPUs), and the host's MCE lines
- * and AER lines of a PCIe port (pcieport), which belong to the whole host. */
-static int store_faults(sqlite3 *db, int64_t crash_id, const cJSON *r)
+ * (scope own: evidence.c decided they name this process or one of its GPUs), and the host's MCE
+ * lines and AER lines of a PCIe port (pcieport), which belong to the whole host. */
+static int store_faults(struct kb *kb, int64_t crash_id, const cJSON *r)
 {
-    sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(db, "DELETE FROM gpu_faults WHERE crash_id = ?1", -1, &st, NULL);
-    if (rc == SQLITE_OK) {
-        sqlite3_bind_int64(st, 1, crash_id);
-        rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
-    }
-    sqlite3_finalize(st);
+    const struct sql_arg a[] = {SQL_INT_ARG(crash_id)};
+    int rc = sql_run(kb->c, "DELETE FROM gpu_faults WHERE crash_id = ?1", a, 1, NULL, 0);
     const char *host = cp_jstr_ne_at(r, "host.hostname");
     int n = 0;
     const cJSON *x;
     cJSON_ArrayForEach(x, cp_jpath(r, "gpu.xid"))
     {
-        if (rc != SQLITE_OK || n >= KB_FAULTS_PER_CRASH)
+        if (rc || n >= KB_FAULTS_PER_CRASH)
             break;
         const char *scope = cp_jstr_ne_at(x, "scope"), *pci = cp_jstr_ne_at(x, "pci");
-        if (!scope || strcmp(scope, "own") ||
-            cJSON_IsFalse(cp_jpath(x, "active")) || !hardware_blame(cp_jstr_ne_at(x, "blame")))
+        if (!scope || strcmp(scope, "own") || cJSON_IsFalse(cp_jpath(x, "active")) ||
+            !hardware_blame(cp_jstr_ne_at(x, "blame")))
             continue;
         const cJSON *t = cp_jpath(x, "time");
-        const char *kind = cp_jstr_ne_at(x, "name") ? cp_jstr_ne_at(x, "name") : cp_jstr_ne_at(x, "mnemonic");
-        const char *text = cp_jstr_ne_at(x, "line") ? cp_jstr_ne_at(x, "line") : cp_jstr_ne_at(x, "text");
-        rc = insert_fault(db, crash_id, "gpu", cJSON_IsNumber(t) ? t : cp_jpath(r, "host.time"), host,
-                          pci, uuid_of(r, pci), cp_jpath(x, "code"), kind, text);
+        struct fault f = {
+            "gpu",
+            cJSON_IsNumber(t) ? t : cp_jpath(r, "host.time"),
+            host,
+            pci,
+            uuid_of(r, pci),
+            cp_jpath(x, "code"),
+            cp_jstr_ne_at(x, "name") ? cp_jstr_ne_at(x, "name") : cp_jstr_ne_at(x, "mnemonic"),
+            cp_jstr_ne_at(x, "line") ? cp_jstr_ne_at(x, "line") : cp_jstr_ne_at(x, "text")};
+        rc = insert_fault(kb, crash_id, &f);
         n++;
     }
     cJSON_ArrayForEach(x, cp_jpath(r, "kernel_log.lines"))
     {
-        if (rc != SQLITE_OK || n >= KB_FAULTS_PER_CRASH)
+        if (rc || n >= KB_FAULTS_PER_CRASH)
             break;
         const char *cls = cp_jstr_ne_at(x, "class"), *text = cp_jstr_ne_at(x, "text");
         const char *kind = NULL;
         if (cls && !strcmp(cls, "mce"))
             kind = "mce";
-        else if (cls && !strcmp(cls, "pcie") && text && strstr(text, "pcieport") && strstr(text, "AER"))
+        else if (cls && !strcmp(cls, "pcie") && text && strstr(text, "pcieport") &&
+                 strstr(text, "AER"))
             kind = "aer";
         if (!kind || !host)
             continue;
-        rc = insert_fault(db, crash_id, "host", cp_jpath(x, "time"), host, NULL, NULL, NULL, kind, text);
+        struct fault f = {"host", cp_jpath(x, "time"), host, NULL, NULL, NULL, kind, text};
+        rc = insert_fault(kb, crash_id, &f);
         n++;
     }
     return rc;
 }
 
-int kb_add_report(sqlite3 *db, const cJSON *r, const struct kb_source *src, struct kb_result *res,
+/* ---- kb_add_report ---- */
+
+/* One add in progress: the report, where it came from, and what is decided on the way. */
+struct add {
+    const cJSON *r;
+    const struct kb_source *src;
+    char key[512]; /* the crash's identity: host|boot|pid|tid|time */
+    struct kb_completeness comp, old;
+    long long score, old_score;
+    char *detail;     /* comp as JSON text */
+    const char *hash; /* the source's xxh64, or NULL */
+    int64_t id;       /* the stored record, 0: none yet */
+    int old_known, same_bundle;
+};
+
+/* The crash's identity, or 0 when the report has none (no pid and no time). */
+static int crash_key(struct add *A)
+{
+    const cJSON *pid = cp_jpath(A->r, "process.pid"), *tid = cp_jpath(A->r, "process.crashed_tid"),
+                *t = cp_jpath(A->r, "host.time");
+    if (!cJSON_IsNumber(pid) && !cJSON_IsNumber(t))
+        return 0;
+    snprintf(A->key, sizeof(A->key), "%s|%s|%.0f|%.0f|%.6f",
+             cp_jstr_ne_at(A->r, "host.hostname") ? cp_jstr_ne_at(A->r, "host.hostname") : "",
+             cp_jstr_ne_at(A->r, "host.boot_id") ? cp_jstr_ne_at(A->r, "host.boot_id") : "",
+             cJSON_IsNumber(pid) ? pid->valuedouble : -1,
+             cJSON_IsNumber(tid) ? tid->valuedouble : -1, cJSON_IsNumber(t) ? t->valuedouble : -1);
+    return 1;
+}
+
+/* The stored record of this crash, if any (under the write lock): its id, completeness and
+ * bundle hash. 0 or -1. */
+static int find_stored(struct kb *kb, struct add *A)
+{
+    struct sqlstmt *q = NULL;
+    if (sql_prepare(kb->c,
+                    "SELECT id, completeness, completeness_detail, bundle_xxh64 FROM crashes"
+                    " WHERE crash_key = ?1",
+                    &q))
+        return -1;
+    sql_bind_text(q, 1, A->key);
+    int rc = sql_step(q);
+    if (rc == SQL_ROW) {
+        A->id = sql_col_int(q, 0);
+        const char *dj = sql_col_text(q, 2);
+        cJSON *d = dj ? cJSON_Parse(dj) : NULL;
+        if (!sql_col_is_null(q, 1) && !kb_completeness_from_json(d, &A->old)) {
+            A->old_known = 1;
+            A->old_score = score_of(&A->old);
+        }
+        cJSON_Delete(d);
+        const char *oh = sql_col_text(q, 3);
+        A->same_bundle = A->hash && oh && !strcmp(oh, A->hash);
+    }
+    sql_finalize(q);
+    return rc == SQL_ERROR ? -1 : 0;
+}
+
+/* Whether the report replaces the stored record (the "keep the more complete record" rule): 1
+ * store it, 0 keep what is stored; res->outcome and res->reason say which and why. */
+static int decide(struct add *A, struct kb_result *res)
+{
+    if (!A->id) {
+        res->outcome = KB_ADDED;
+        return 1;
+    }
+    if (!A->old_known) {
+        res->legacy = 1;
+        /* a record from before completeness scores: only a complete analysis of a complete
+         * bundle replaces it */
+        res->outcome = A->comp.analysis && A->comp.bundle ? KB_REPLACED : KB_KEPT;
+        return res->outcome == KB_REPLACED;
+    }
+    if (A->same_bundle && A->score >= A->old_score) {
+        res->outcome = KB_UPDATED;
+        snprintf(res->reason, sizeof(res->reason), "the same bundle again");
+        return 1;
+    }
+    if (A->score > A->old_score) {
+        res->outcome = KB_REPLACED;
+        kb_completeness_diff(&A->comp, &A->old, res->reason, sizeof(res->reason));
+        return 1;
+    }
+    res->outcome = KB_KEPT;
+    kb_completeness_diff(&A->old, &A->comp, res->reason, sizeof(res->reason));
+    return 0;
+}
+
+/* Binds the report's columns (CRASH_COLS, ?1..?22) to st. */
+static void bind_crash(struct sqlstmt *st, const struct add *A, const char *djson,
+                       const char *facts)
+{
+    const cJSON *r = A->r, *ds = cp_jpath(r, "diagnoses");
+    const cJSON *top = cJSON_IsArray(ds) ? cJSON_GetArrayItem(ds, 0) : NULL;
+    int is_bundle = !A->src || !A->src->kind || !strcmp(A->src->kind, "bundle");
+    char job[256];
+    int rank, lrank;
+    cp_report_job(r, job, sizeof(job), &rank, &lrank);
+    sql_bind_text(st, 1, A->key);
+    sql_bind_json_num(st, 2, cp_jpath(r, "host.time"));
+    sql_bind_text(st, 3, cp_jstr_ne_at(r, "host.hostname"));
+    sql_bind_text(st, 4, cp_jstr_ne_at(r, "process.exe"));
+    sql_bind_text(st, 5, cp_jstr_ne_at(r, "process.signal.name"));
+    sql_bind_text(st, 6, cp_jstr_ne_at(r, "signature"));
+    sql_bind_text(st, 7, cp_jstr_ne_at(r, "fingerprint"));
+    sql_bind_text(st, 8, cp_jstr_ne_at(top, "rule"));
+    sql_bind_text(st, 9, cp_jstr_ne_at(top, "title"));
+    sql_bind_text(st, 10, djson ? djson : "[]");
+    sql_bind_text(st, 11, is_bundle && A->src ? A->src->path : NULL);
+    if (!A->id)
+        sql_bind_real(st, 12, now());
+    sql_bind_text(st, 13, job[0] ? job : NULL);
+    if (rank >= 0)
+        sql_bind_int(st, 14, rank);
+    if (lrank >= 0)
+        sql_bind_int(st, 15, lrank);
+    sql_bind_text(st, 16, cp_jstr_ne_at(r, "crash_kind"));
+    sql_bind_text(st, 17, cp_jstr_ne_at(top, "category"));
+    sql_bind_text(st, 18, cp_jstr_ne_at(top, "consequence_of"));
+    sql_bind_text(st, 19, facts);
+    sql_bind_int(st, 20, A->score);
+    sql_bind_text(st, 21, A->detail);
+    sql_bind_text(st, 22, A->hash);
+    if (A->id)
+        sql_bind_int(st, 23, A->id);
+}
+
+/* Writes the report into the record (a new one, or the stored one it replaces), its GPU faults,
+ * and marks the analysis stored until now as superseded. 0 or -1. */
+static int store_crash(struct kb *kb, struct add *A, enum kb_outcome outcome)
+{
+    const cJSON *ds = cp_jpath(A->r, "diagnoses");
+    char *djson = cJSON_IsArray(ds) ? cJSON_PrintUnformatted(ds) : NULL;
+    char *facts = kb_facts(A->r);
+    const char *sql =
+        A->id
+            ? "UPDATE crashes SET crash_key=?1, time=?2, host=?3, exe=?4, signal=?5, signature=?6,"
+              " fingerprint=?7, top_rule=?8, top_title=?9, diagnoses=?10, bundle_path=?11, job=?13,"
+              " rank=?14, local_rank=?15, crash_kind=?16, top_category=?17, top_consequence_of=?18,"
+              " facts=?19, completeness=?20, completeness_detail=?21, bundle_xxh64=?22"
+              " WHERE id=?23 RETURNING id"
+            : "INSERT INTO crashes(" CRASH_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,"
+              " ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22) RETURNING id";
+    struct sqlstmt *st = NULL;
+    int rc = sql_prepare(kb->c, sql, &st);
+    if (!rc) {
+        bind_crash(st, A, djson, facts);
+        rc = sql_step(st) == SQL_ROW ? 0 : -1;
+        if (!rc)
+            A->id = sql_col_int(st, 0);
+    }
+    sql_finalize(st);
+    free(djson);
+    free(facts);
+    if (!rc)
+        rc = store_faults(kb, A->id, A->r);
+    if (!rc && outcome != KB_ADDED) { /* the analysis that was stored until now is no longer */
+        const struct sql_arg a[] = {SQL_INT_ARG(A->id)};
+        rc = sql_run(kb->c,
+                     "UPDATE crash_sources SET outcome = 'superseded' WHERE crash_id = ?1"
+                     " AND outcome IN ('added', 'replaced', 'updated')",
+                     a, 1, NULL, 0);
+    }
+    return rc;
+}
+
+/* The source row's reason, whole: it outlives the outcome (a replacing add is superseded later). */
+static void source_reason(const struct kb_result *res, char *why, size_t len)
+{
+    if (res->legacy)
+        snprintf(why, len, "%s",
+                 res->outcome == KB_REPLACED
+                     ? "the stored record predated completeness scores;"
+                       " this was a complete bundle with a complete analysis"
+                     : "the stored record predates completeness scores");
+    else if (res->outcome == KB_REPLACED)
+        snprintf(why, len, "more complete than the stored record: %s", res->reason);
+    else if (res->outcome == KB_UPDATED)
+        snprintf(why, len, "the same bundle again");
+    else if (res->outcome == KB_KEPT)
+        snprintf(why, len,
+                 res->reason[0] ? "the stored record is more complete: %s"
+                                : "equally complete: the stored record stays%s",
+                 res->reason);
+    else
+        why[0] = 0;
+}
+
+int kb_add_report(struct kb *kb, const cJSON *r, const struct kb_source *src, struct kb_result *res,
                   char *err, size_t errlen)
 {
     memset(res, 0, sizeof(*res));
-    char key[512], job[256];
-    const cJSON *pid = cp_jpath(r, "process.pid"), *tid = cp_jpath(r, "process.crashed_tid"),
-                *t = cp_jpath(r, "host.time");
-    int has_identity = cJSON_IsNumber(pid) || cJSON_IsNumber(t);
-    if (has_identity)
-        snprintf(key, sizeof(key), "%s|%s|%.0f|%.0f|%.6f",
-                 cp_jstr_ne_at(r, "host.hostname") ? cp_jstr_ne_at(r, "host.hostname") : "",
-                 cp_jstr_ne_at(r, "host.boot_id") ? cp_jstr_ne_at(r, "host.boot_id") : "",
-                 cJSON_IsNumber(pid) ? pid->valuedouble : -1,
-                 cJSON_IsNumber(tid) ? tid->valuedouble : -1,
-                 cJSON_IsNumber(t) ? t->valuedouble : -1);
-    struct kb_completeness comp, old;
-    long long score = kb_completeness(r, &comp);
-    cJSON *cj = kb_completeness_json(&comp);
-    char *detail = cJSON_PrintUnformatted(cj);
+    struct add A = {.r = r, .src = src, .old_score = -1};
+    int has_identity = crash_key(&A);
+    A.score = kb_completeness(r, &A.comp);
+    cJSON *cj = kb_completeness_json(&A.comp);
+    A.detail = cJSON_PrintUnformatted(cj);
     cJSON_Delete(cj);
-    const char *aerr = cp_jstr_ne_at(r, "analysis.error");
-    const char *hash = src && src->xxh64 && src->xxh64[0] ? src->xxh64 : NULL;
-
-    if (kb_exec_retry(db, "BEGIN IMMEDIATE", NULL) != SQLITE_OK) {
-        cp_errmsg(err, errlen, "knowledge base: %s", sqlite3_errmsg(db));
-        free(detail);
+    A.hash = src && src->xxh64 && src->xxh64[0] ? src->xxh64 : NULL;
+    if (begin(kb, err, errlen)) {
+        free(A.detail);
         return -1;
     }
     int rc;
     if (!has_identity) {
-        rc = record_failure(db, src, "no crash identity in the report (no pid and no time: the manifest"
-                            " is unreadable)", res);
-        free(detail);
-        return commit_or_rollback(db, rc, err, errlen);
-    }
-
-    /* the stored record of this crash, if any, under the write lock */
-    sqlite3_stmt *q = NULL;
-    int64_t id = 0;
-    int old_known = 0, same_bundle = 0;
-    long long old_score = -1;
-    rc = sqlite3_prepare_v2(db,
-                            "SELECT id, completeness, completeness_detail, bundle_xxh64 FROM crashes"
-                            " WHERE crash_key = ?1",
-                            -1, &q, NULL);
-    if (rc == SQLITE_OK) {
-        sqlite3_bind_text(q, 1, key, -1, SQLITE_TRANSIENT);
-        rc = sqlite3_step(q);
-        if (rc == SQLITE_ROW) {
-            id = sqlite3_column_int64(q, 0);
-            const char *dj = (const char *)sqlite3_column_text(q, 2);
-            cJSON *d = dj ? cJSON_Parse(dj) : NULL;
-            if (sqlite3_column_type(q, 1) != SQLITE_NULL && !kb_completeness_from_json(d, &old)) {
-                old_known = 1;
-                old_score = score_of(&old);
-            }
-            cJSON_Delete(d);
-            const char *oh = (const char *)sqlite3_column_text(q, 3);
-            same_bundle = hash && oh && !strcmp(oh, hash);
-        }
-        rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : rc;
-    }
-    sqlite3_finalize(q);
-
-    int store = 1; /* write the report's fields into the record */
-    if (rc != SQLITE_OK) {
-        store = 0;
-    } else if (!id) {
-        res->outcome = KB_ADDED;
-    } else if (!old_known) {
-        res->legacy = 1;
-        /* a record from before completeness scores: only a complete analysis of a complete
-         * bundle replaces it */
-        if (comp.analysis && comp.bundle) {
-            res->outcome = KB_REPLACED;
-        } else {
-            res->outcome = KB_KEPT;
-            store = 0;
-        }
-    } else if (same_bundle && score >= old_score) {
-        res->outcome = KB_UPDATED;
-        snprintf(res->reason, sizeof(res->reason), "the same bundle again");
-    } else if (score > old_score) {
-        res->outcome = KB_REPLACED;
-        kb_completeness_diff(&comp, &old, res->reason, sizeof(res->reason));
+        rc = record_failure(kb, src,
+                            "no crash identity in the report (no pid and no time: the manifest"
+                            " is unreadable)",
+                            res);
     } else {
-        res->outcome = KB_KEPT;
-        store = 0;
-        kb_completeness_diff(&old, &comp, res->reason, sizeof(res->reason));
-    }
-
-    if (rc == SQLITE_OK && store) {
-        int rank, lrank;
-        kb_job_of(r, job, sizeof(job), &rank, &lrank);
-        const cJSON *ds = cp_jpath(r, "diagnoses");
-        const cJSON *top = cJSON_IsArray(ds) ? cJSON_GetArrayItem(ds, 0) : NULL;
-        char *djson = cJSON_IsArray(ds) ? cJSON_PrintUnformatted(ds) : NULL;
-        char *facts = kb_facts(r);
-        const char *sql =
-            id ? "UPDATE crashes SET crash_key=?1, time=?2, host=?3, exe=?4, signal=?5, signature=?6,"
-                 " fingerprint=?7, top_rule=?8, top_title=?9, diagnoses=?10, bundle_path=?11, job=?13,"
-                 " rank=?14, local_rank=?15, crash_kind=?16, top_category=?17, top_consequence_of=?18,"
-                 " facts=?19, completeness=?20, completeness_detail=?21, bundle_xxh64=?22"
-                 " WHERE id=?23 RETURNING id"
-               : "INSERT INTO crashes(" CRASH_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,"
-                 " ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22) RETURNING id";
-        sqlite3_stmt *st = NULL;
-        rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
-        if (rc == SQLITE_OK) {
-            int is_bundle = !src || !src->kind || !strcmp(src->kind, "bundle");
-            bind_str(st, 1, key);
-            bind_num(st, 2, t);
-            bind_str(st, 3, cp_jstr_ne_at(r, "host.hostname"));
-            bind_str(st, 4, cp_jstr_ne_at(r, "process.exe"));
-            bind_str(st, 5, cp_jstr_ne_at(r, "process.signal.name"));
-            bind_str(st, 6, cp_jstr_ne_at(r, "signature"));
-            bind_str(st, 7, cp_jstr_ne_at(r, "fingerprint"));
-            bind_str(st, 8, cp_jstr_ne_at(top, "rule"));
-            bind_str(st, 9, cp_jstr_ne_at(top, "title"));
-            bind_str(st, 10, djson ? djson : "[]");
-            bind_str(st, 11, is_bundle && src ? src->path : NULL);
-            if (!id)
-                sqlite3_bind_double(st, 12, now());
-            bind_str(st, 13, job[0] ? job : NULL);
-            if (rank >= 0)
-                sqlite3_bind_int(st, 14, rank);
-            if (lrank >= 0)
-                sqlite3_bind_int(st, 15, lrank);
-            bind_str(st, 16, cp_jstr_ne_at(r, "crash_kind"));
-            bind_str(st, 17, cp_jstr_ne_at(top, "category"));
-            bind_str(st, 18, cp_jstr_ne_at(top, "consequence_of"));
-            bind_str(st, 19, facts);
-            sqlite3_bind_int64(st, 20, score);
-            bind_str(st, 21, detail);
-            bind_str(st, 22, hash);
-            if (id)
-                sqlite3_bind_int64(st, 23, id);
-            rc = sqlite3_step(st);
-            if (rc == SQLITE_ROW)
-                id = sqlite3_column_int64(st, 0);
-            rc = rc == SQLITE_ROW ? SQLITE_OK : rc;
-        }
-        sqlite3_finalize(st);
-        free(djson);
-        free(facts);
-        if (rc == SQLITE_OK)
-            rc = store_faults(db, id, r);
-        /* the analysis that was stored until now is no longer */
-        if (rc == SQLITE_OK && res->outcome != KB_ADDED) {
-            rc = sqlite3_prepare_v2(db,
-                                    "UPDATE crash_sources SET outcome = 'superseded' WHERE crash_id = ?1"
-                                    " AND outcome IN ('added', 'replaced', 'updated')",
-                                    -1, &st, NULL);
-            if (rc == SQLITE_OK) {
-                sqlite3_bind_int64(st, 1, id);
-                rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
-            }
-            sqlite3_finalize(st);
+        rc = find_stored(kb, &A);
+        if (!rc && decide(&A, res))
+            rc = store_crash(kb, &A, res->outcome);
+        res->id = A.id;
+        if (!rc) {
+            char why[400];
+            source_reason(res, why, sizeof(why));
+            rc = insert_source(kb, A.id, src, A.detail, A.score, kb_outcome_name(res->outcome), why,
+                               cp_jstr_ne_at(r, "analysis.error"));
         }
     }
-    res->id = id;
-    if (rc == SQLITE_OK) {
-        /* the source row's reason, whole: it outlives the outcome (a replacing add is superseded
-         * later) */
-        char why[400];
-        if (res->legacy)
-            snprintf(why, sizeof(why), "%s", res->outcome == KB_REPLACED
-                                                 ? "the stored record predated completeness scores;"
-                                                   " this was a complete bundle with a complete analysis"
-                                                 : "the stored record predates completeness scores");
-        else if (res->outcome == KB_REPLACED)
-            snprintf(why, sizeof(why), "more complete than the stored record: %s", res->reason);
-        else if (res->outcome == KB_UPDATED)
-            snprintf(why, sizeof(why), "the same bundle again");
-        else if (res->outcome == KB_KEPT)
-            snprintf(why, sizeof(why), res->reason[0] ? "the stored record is more complete: %s"
-                                                      : "equally complete: the stored record stays%s",
-                     res->reason);
-        else
-            why[0] = 0;
-        rc = insert_source(db, id, src, detail, score, kb_outcome_name(res->outcome), why, aerr);
-    }
-    free(detail);
-    return commit_or_rollback(db, rc, err, errlen);
+    free(A.detail);
+    return kb_commit_or_rollback(kb, rc == 0, err, errlen);
 }
 
-int kb_put_rule(sqlite3 *db, const cJSON *rule, char *err, size_t errlen)
+int kb_put_rule(struct kb *kb, const cJSON *rule, char *err, size_t errlen)
 {
     const char *rid = cp_jstr_ne_at(rule, "id");
     if (!rid) {
@@ -670,23 +672,15 @@ int kb_put_rule(sqlite3 *db, const cJSON *rule, char *err, size_t errlen)
     cJSON_DeleteItemFromObjectCaseSensitive(copy, "overrides");
     char *js = cJSON_PrintUnformatted(copy);
     cJSON_Delete(copy);
-    sqlite3_stmt *st = NULL;
-    int rc = kb_exec_retry(db, "BEGIN IMMEDIATE", NULL);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO user_rules(id, json, added) VALUES (?1, ?2, ?3)",
-                                -1, &st, NULL);
-    if (rc == SQLITE_OK) {
-        sqlite3_bind_text(st, 1, rid, -1, SQLITE_TRANSIENT);
-        bind_str(st, 2, js);
-        sqlite3_bind_double(st, 3, now());
-        rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
-    }
-    sqlite3_finalize(st);
-    free(js);
-    if (rc != SQLITE_OK || sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
-        cp_errmsg(err, errlen, "knowledge base: %s", sqlite3_errmsg(db));
-        sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    if (begin(kb, err, errlen)) {
+        free(js);
         return -1;
     }
-    return 0;
+    const struct sql_arg a[] = {SQL_TEXT_ARG(rid), SQL_TEXT_ARG(js), SQL_REAL_ARG(now())};
+    int rc = sql_run(kb->c,
+                     "INSERT INTO user_rules(id, json, added) VALUES (?1, ?2, ?3)"
+                     " ON CONFLICT(id) DO UPDATE SET json = excluded.json, added = excluded.added",
+                     a, 3, NULL, 0);
+    free(js);
+    return kb_commit_or_rollback(kb, rc == 0, err, errlen);
 }

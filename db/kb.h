@@ -1,9 +1,19 @@
-/* kb.h - the knowledge base: one SQLite file per node holding every analyzed crash and the team's
- * own rules (user_rules, overlaid on the built-ins by rules/rule.h).
+/* kb.h - the knowledge base: every analyzed crash of a node (or, later, of a fleet) and the team's
+ * own rules (user_rules, overlaid on the built-ins by rules/rule.h), behind one opaque handle.
  *
- * kb_open() sets WAL mode and a busy timeout and brings the schema forward (PRAGMA user_version is
- * the schema version; each migration runs in its own transaction). Writers use BEGIN IMMEDIATE, so
- * concurrent `crashpack db add` runs queue on the busy timeout instead of failing.
+ * struct kb is the only way in: nothing outside db/ sees an engine type, a connection or SQL.
+ * The backend is chosen by where the knowledge base is (kb_open's `where`): a file path is the
+ * embedded SQLite backend (the default, one file per node); the statements themselves go through
+ * db/sql.h, so that a PostgreSQL backend is a second driver under the same schema and queries.
+ *
+ * kb_open() brings the schema forward (the version is kept in the kb_meta table; each migration
+ * runs in its own write transaction). Writers take the write lock when their transaction starts,
+ * so concurrent adds queue instead of failing, and a read-then-write (keep the more complete
+ * record) sees no other writer in between.
+ *
+ * Analysis reads the knowledge base as an optional, read-only input (kb_open_input): the command
+ * layer opens it and passes it to the report (user rules, GPU history); without one the report is
+ * the same minus those parts.
  *
  * Library code: never prints or exits.
  */
@@ -11,19 +21,40 @@
 #define CRASHPACK_KB_H
 
 #include <cjson/cJSON.h>
-#include <sqlite3.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #define KB_SCHEMA_VERSION 4
 
-/* Opens (create: creating the file and its directory) and migrates. 0 or -1 with err. */
-int kb_open(const char *path, int create, sqlite3 **out, char *err, size_t errlen);
-/* Applies migrations 1..target to an open database (tests build an old schema with it). */
-int kb_migrate(sqlite3 *db, int target, char *err, size_t errlen);
-int kb_schema_version(sqlite3 *db);
-/* sqlite3_exec retried (up to ~30 s) while the database is busy or locked. */
-int kb_exec_retry(sqlite3 *db, const char *sql, char **errmsg);
+struct kb;
+
+/* How kb_open opens: read only, read and write, or read and write creating it (and its
+ * directory) when it is not there. */
+enum kb_access { KB_READ, KB_WRITE, KB_CREATE };
+/* kb_open's result when there is no knowledge base at `where` (KB_READ, KB_WRITE). */
+#define KB_ENOENT (-2)
+
+/* Opens the knowledge base at `where` and, when writable, migrates it. 0, KB_ENOENT (err says
+ * where), or -1 with err. A read-only open does not migrate: a knowledge base of an older schema
+ * is read as it is, one of a newer schema is refused. */
+int kb_open(const char *where, enum kb_access how, struct kb **out, char *err, size_t errlen);
+/* The knowledge base at `where` as an analysis input, read-only: NULL when there is none, it
+ * cannot be opened, or it holds no knowledge base (no user_rules table): the analysis then runs
+ * without it. where NULL: none. */
+struct kb *kb_open_input(const char *where);
+void kb_close(struct kb *kb); /* NULL is fine */
+/* Where it is (kb_open's `where`), and its schema version (-1 when unreadable). */
+const char *kb_where(const struct kb *kb);
+int kb_schema_version(struct kb *kb);
+/* The default knowledge base: $CRASHPACK_DB, else /var/lib/crashpack/kb.sqlite for root, else
+ * $XDG_DATA_HOME/crashpack/kb.sqlite (~/.local/share/...). Returns buf or NULL. */
+char *kb_default_path(char *buf, size_t len);
+/* The embedded engine's name and library version, for `crashpack version`. */
+const char *kb_engine(void);
+const char *kb_engine_version(void);
+/* For tests of migrations: a new knowledge base at path with the schema of `version` (1..
+ * KB_SCHEMA_VERSION). 0 or -1 with err. */
+int kb_create_at_version(const char *path, int version, char *err, size_t errlen);
 
 /* How complete a report is, component by component, compared in this order (the first difference
  * decides): the core analysis completed without an error; the core member is there and not cut
@@ -72,11 +103,11 @@ const char *kb_outcome_name(enum kb_outcome o);
  * outcome; the rows of an earlier stored analysis that is replaced become "superseded". The
  * record's bundle path is src->path for a bundle, NULL for report JSON. -1 with err on an SQL
  * error (nothing changed). */
-int kb_add_report(sqlite3 *db, const cJSON *report, const struct kb_source *src, struct kb_result *res,
+int kb_add_report(struct kb *kb, const cJSON *report, const struct kb_source *src, struct kb_result *res,
                   char *err, size_t errlen);
 /* Records that src could not be analyzed (error: why) and changes no crash. The failure belongs to
  * the crash an earlier add of the same path belongs to, if there is one (res->id), else to none. */
-int kb_add_failure(sqlite3 *db, const struct kb_source *src, const char *error, struct kb_result *res,
+int kb_add_failure(struct kb *kb, const struct kb_source *src, const char *error, struct kb_result *res,
                    char *err, size_t errlen);
 
 /* XXH64 (bundle/xxh64.h) of a file as 16 hex digits, and its size: 0, or -1 with err. */
@@ -85,10 +116,6 @@ int kb_file_xxh64(const char *path, char out[17], long long *size, char *err, si
 void kb_text_xxh64(const char *s, char out[17]);
 
 /* User rules: insert or replace by id (validated by the caller). */
-int kb_put_rule(sqlite3 *db, const cJSON *rule, char *err, size_t errlen);
-
-/* The job of a report from its environment: "slurm:ID", "torchelastic:ID" or "master:ADDR:PORT",
- * and RANK / LOCAL_RANK (SLURM_PROCID / SLURM_LOCALID), -1 when unknown. */
-void kb_job_of(const cJSON *report, char *job, size_t joblen, int *rank, int *local_rank);
+int kb_put_rule(struct kb *kb, const cJSON *rule, char *err, size_t errlen);
 
 #endif

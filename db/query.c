@@ -1,88 +1,22 @@
 /* query.c - the knowledge base's read queries (see query.h). */
 #include "query.h"
+#include "kb_internal.h"
 #include "errmsg.h"
 #include "jpath.h"
 
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
-
-/* A value to bind to ?N (N = its index + 1): text (NULL binds nothing: the parameter stays
- * NULL), an integer or a real. */
-struct bind {
-    char type; /* 't', 'i', 'd' */
-    const char *s;
-    long long i;
-    double d;
-};
-
-#define TEXT(v) {'t', (v), 0, 0}
-#define INT(v) {'i', NULL, (v), 0}
-#define REAL(v) {'d', NULL, 0, (v)}
-
-/* One result row as an object keyed by the column names. */
-static cJSON *row_json(sqlite3_stmt *q)
-{
-    cJSON *o = cJSON_CreateObject();
-    int n = sqlite3_column_count(q);
-    for (int i = 0; o && i < n; i++) {
-        const char *name = sqlite3_column_name(q, i);
-        switch (sqlite3_column_type(q, i)) {
-        case SQLITE_NULL:
-            cJSON_AddNullToObject(o, name);
-            break;
-        case SQLITE_INTEGER:
-        case SQLITE_FLOAT:
-            cJSON_AddNumberToObject(o, name, sqlite3_column_double(q, i));
-            break;
-        default:
-            cJSON_AddStringToObject(o, name, (const char *)sqlite3_column_text(q, i));
-        }
-    }
-    return o;
-}
-
-/* Runs sql with binds; its rows as an array of row_json objects, or NULL with err (SQLite's
- * message). */
-static cJSON *rows(sqlite3 *db, const char *sql, const struct bind *b, int nb, char *err,
-                   size_t errlen)
-{
-    sqlite3_stmt *q = NULL;
-    if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) != SQLITE_OK) {
-        cp_errmsg(err, errlen, "%s", sqlite3_errmsg(db));
-        return NULL;
-    }
-    for (int i = 0; i < nb; i++) {
-        if (b[i].type == 't' && b[i].s)
-            sqlite3_bind_text(q, i + 1, b[i].s, -1, SQLITE_TRANSIENT);
-        else if (b[i].type == 'i')
-            sqlite3_bind_int64(q, i + 1, b[i].i);
-        else if (b[i].type == 'd')
-            sqlite3_bind_double(q, i + 1, b[i].d);
-    }
-    cJSON *arr = cJSON_CreateArray();
-    int rc = SQLITE_ERROR;
-    while (arr && (rc = sqlite3_step(q)) == SQLITE_ROW)
-        cJSON_AddItemToArray(arr, row_json(q));
-    if (!arr || rc != SQLITE_DONE) {
-        cp_errmsg(err, errlen, "%s", arr ? sqlite3_errmsg(db) : "out of memory");
-        cJSON_Delete(arr);
-        arr = NULL;
-    }
-    sqlite3_finalize(q);
-    return arr;
-}
 
 #define ROW_COLS "id, time, host, job, rank, signal, top_title, signature"
 
-cJSON *kb_list_crashes(sqlite3 *db, int limit, char *err, size_t errlen)
+cJSON *kb_list_crashes(struct kb *kb, int limit, char *err, size_t errlen)
 {
-    const struct bind b[] = {INT(limit)};
-    return rows(db, "SELECT " ROW_COLS " FROM crashes ORDER BY time DESC, id DESC LIMIT ?1", b, 1,
-                err, errlen);
+    const struct sql_arg b[] = {SQL_INT_ARG(limit)};
+    return sql_rows(kb->c, "SELECT " ROW_COLS " FROM crashes ORDER BY time DESC, id DESC LIMIT ?1",
+                    b, 1, err, errlen);
 }
 
-cJSON *kb_search_crashes(sqlite3 *db, const struct kb_filter *f, char *err, size_t errlen)
+cJSON *kb_search_crashes(struct kb *kb, const struct kb_filter *f, char *err, size_t errlen)
 {
     char like[1024];
     snprintf(like, sizeof(like), "%%%s%%", f->text ? f->text : "");
@@ -97,23 +31,25 @@ cJSON *kb_search_crashes(sqlite3 *db, const struct kb_filter *f, char *err, size
         " AND (?6 IS NULL OR fingerprint = ?6) AND coalesce(time, 0) >= ?7"
         " AND coalesce(time, 0) <= ?8"
         " ORDER BY time DESC, id DESC LIMIT ?9";
-    const struct bind b[] = {TEXT(like),   TEXT(f->host),        TEXT(f->rule),
-                             TEXT(f->category), TEXT(f->job), TEXT(f->fingerprint),
-                             REAL(f->since), REAL(f->until),    INT(f->limit)};
-    return rows(db, sql, b, 9, err, errlen);
+    const struct sql_arg b[] = {
+        SQL_TEXT_ARG(like),        SQL_TEXT_ARG(f->host),  SQL_TEXT_ARG(f->rule),
+        SQL_TEXT_ARG(f->category), SQL_TEXT_ARG(f->job),   SQL_TEXT_ARG(f->fingerprint),
+        SQL_REAL_ARG(f->since),    SQL_REAL_ARG(f->until), SQL_INT_ARG(f->limit)};
+    return sql_rows(kb->c, sql, b, 9, err, errlen);
 }
 
-cJSON *kb_show_crash(sqlite3 *db, long long id, int *found, char *err, size_t errlen)
+cJSON *kb_show_crash(struct kb *kb, long long id, int *found, char *err, size_t errlen)
 {
-    const struct bind b[] = {INT(id)};
+    const struct sql_arg b[] = {SQL_INT_ARG(id)};
     *found = 1;
-    cJSON *all = rows(db,
-                      "SELECT id, time, host, exe, signal, crash_kind, signature, fingerprint, job,"
-                      " rank, local_rank, bundle_path, bundle_xxh64, completeness_detail,"
-                      " (SELECT COUNT(*) FROM crashes c2 WHERE c2.fingerprint = crashes.fingerprint)"
-                      " AS seen, diagnoses"
-                      " FROM crashes WHERE id = ?1",
-                      b, 1, err, errlen);
+    cJSON *all =
+        sql_rows(kb->c,
+                 "SELECT id, time, host, exe, signal, crash_kind, signature, fingerprint, job,"
+                 " rank, local_rank, bundle_path, bundle_xxh64, completeness_detail,"
+                 " (SELECT COUNT(*) FROM crashes c2 WHERE c2.fingerprint = crashes.fingerprint)"
+                 " AS seen, diagnoses"
+                 " FROM crashes WHERE id = ?1",
+                 b, 1, err, errlen);
     if (!all)
         return NULL;
     cJSON *c = cJSON_DetachItemFromArray(all, 0);
@@ -128,11 +64,12 @@ cJSON *kb_show_crash(sqlite3 *db, long long id, int *found, char *err, size_t er
     const char *cd = cp_jstr(c, "completeness_detail");
     cJSON *cdj = cd ? cJSON_Parse(cd) : NULL;
     cp_json_set(c, "completeness_detail", cdj ? cdj : cJSON_CreateNull());
-    cJSON *src = rows(db,
-                      "SELECT id, kind, path, xxh64, size, added, added_uid, added_user, completeness,"
-                      " completeness_detail, outcome, reason, error FROM crash_sources"
-                      " WHERE crash_id = ?1 ORDER BY id",
-                      b, 1, err, errlen);
+    cJSON *src =
+        sql_rows(kb->c,
+                 "SELECT id, kind, path, xxh64, size, added, added_uid, added_user, completeness,"
+                 " completeness_detail, outcome, reason, error FROM crash_sources"
+                 " WHERE crash_id = ?1 ORDER BY id",
+                 b, 1, err, errlen);
     if (!src) {
         cJSON_Delete(c);
         return NULL;
@@ -148,7 +85,7 @@ cJSON *kb_show_crash(sqlite3 *db, long long id, int *found, char *err, size_t er
     return c;
 }
 
-cJSON *kb_groups(sqlite3 *db, int limit, char *err, size_t errlen)
+cJSON *kb_groups(struct kb *kb, int limit, char *err, size_t errlen)
 {
     const char *sql =
         "SELECT fingerprint, COUNT(*) AS count, MIN(time) AS first, MAX(time) AS last,"
@@ -160,29 +97,30 @@ cJSON *kb_groups(sqlite3 *db, int limit, char *err, size_t errlen)
         "   GROUP BY top_title ORDER BY COUNT(*) DESC, top_title LIMIT 1) AS top_title,"
         " MAX(signature) AS signature"
         " FROM crashes c GROUP BY fingerprint ORDER BY count DESC, MAX(time) DESC LIMIT ?1";
-    const struct bind b[] = {INT(limit)};
-    return rows(db, sql, b, 1, err, errlen);
+    const struct sql_arg b[] = {SQL_INT_ARG(limit)};
+    return sql_rows(kb->c, sql, b, 1, err, errlen);
 }
 
-cJSON *kb_jobs(sqlite3 *db, int limit, char *err, size_t errlen)
+cJSON *kb_jobs(struct kb *kb, int limit, char *err, size_t errlen)
 {
-    const struct bind b[] = {INT(limit)};
-    return rows(db,
-                "SELECT job FROM crashes WHERE job IS NOT NULL GROUP BY job"
-                " ORDER BY MAX(time) DESC LIMIT ?1",
-                b, 1, err, errlen);
+    const struct sql_arg b[] = {SQL_INT_ARG(limit)};
+    return sql_rows(kb->c,
+                    "SELECT job FROM crashes WHERE job IS NOT NULL GROUP BY job"
+                    " ORDER BY MAX(time) DESC LIMIT ?1",
+                    b, 1, err, errlen);
 }
 
-cJSON *kb_job_crashes(sqlite3 *db, const char *job, char *err, size_t errlen)
+cJSON *kb_job_crashes(struct kb *kb, const char *job, char *err, size_t errlen)
 {
-    const struct bind b[] = {TEXT(job)};
-    return rows(db,
-                "SELECT id, time, host, rank, top_title, top_category, top_consequence_of, top_rule"
-                " FROM crashes WHERE job = ?1 ORDER BY time, id",
-                b, 1, err, errlen);
+    const struct sql_arg b[] = {SQL_TEXT_ARG(job)};
+    return sql_rows(
+        kb->c,
+        "SELECT id, time, host, rank, top_title, top_category, top_consequence_of, top_rule"
+        " FROM crashes WHERE job = ?1 ORDER BY time, id",
+        b, 1, err, errlen);
 }
 
-cJSON *kb_stats(sqlite3 *db, char *err, size_t errlen)
+cJSON *kb_stats(struct kb *kb, char *err, size_t errlen)
 {
     static const struct {
         const char *name, *sql;
@@ -194,16 +132,16 @@ cJSON *kb_stats(sqlite3 *db, char *err, size_t errlen)
         {"per_host", "SELECT host AS key, COUNT(*) AS count FROM crashes GROUP BY 1"
                      " ORDER BY 2 DESC, 1 LIMIT 50"},
     };
-    cJSON *tot = rows(db,
-                      "SELECT COUNT(*) AS crashes, COUNT(DISTINCT fingerprint) AS fingerprints,"
-                      " COUNT(DISTINCT host) AS hosts FROM crashes",
-                      NULL, 0, err, errlen);
+    cJSON *tot = sql_rows(kb->c,
+                          "SELECT COUNT(*) AS crashes, COUNT(DISTINCT fingerprint) AS fingerprints,"
+                          " COUNT(DISTINCT host) AS hosts FROM crashes",
+                          NULL, 0, err, errlen);
     cJSON *s = tot ? cJSON_DetachItemFromArray(tot, 0) : NULL;
     cJSON_Delete(tot);
     if (!s)
         return NULL;
     for (size_t i = 0; i < sizeof(blocks) / sizeof(blocks[0]); i++) {
-        cJSON *b = rows(db, blocks[i].sql, NULL, 0, err, errlen);
+        cJSON *b = sql_rows(kb->c, blocks[i].sql, NULL, 0, err, errlen);
         if (!b) {
             cJSON_Delete(s);
             return NULL;
@@ -213,59 +151,25 @@ cJSON *kb_stats(sqlite3 *db, char *err, size_t errlen)
     return s;
 }
 
-sqlite3 *kb_open_user_rules(const char *path)
+cJSON *kb_user_rules(struct kb *kb, char *err, size_t errlen)
 {
-    struct stat st;
-    sqlite3 *db = NULL;
-    if (!path || stat(path, &st))
-        return NULL;
-    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
-        sqlite3_close(db); /* an unreadable file: built-in rules only, as without one */
-        return NULL;
-    }
-    sqlite3_busy_timeout(db, 5000);
-    sqlite3_stmt *q = NULL;
-    int have = sqlite3_prepare_v2(db,
-                                  "SELECT 1 FROM sqlite_master WHERE type='table' AND "
-                                  "name='user_rules'",
-                                  -1, &q, NULL) == SQLITE_OK &&
-               sqlite3_step(q) == SQLITE_ROW;
-    sqlite3_finalize(q);
-    if (!have) {
-        sqlite3_close(db);
-        return NULL;
-    }
-    return db;
+    return sql_rows(kb->c, "SELECT id, json FROM user_rules WHERE id IS NOT NULL ORDER BY id", NULL,
+                    0, err, errlen);
 }
 
-cJSON *kb_user_rules(sqlite3 *db, char *err, size_t errlen)
+cJSON *kb_fingerprint_seen(struct kb *kb, const char *fingerprint)
 {
-    return rows(db, "SELECT id, json FROM user_rules WHERE id IS NOT NULL ORDER BY id", NULL, 0,
-                err, errlen);
-}
-
-cJSON *kb_fingerprint_seen(const char *path, const char *fingerprint)
-{
-    struct stat st;
-    sqlite3 *db = NULL;
-    if (!path || stat(path, &st) ||
-        sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
-        sqlite3_close(db);
-        return NULL;
-    }
-    sqlite3_busy_timeout(db, 5000);
-    const struct bind b[] = {TEXT(fingerprint)};
-    cJSON *all = rows(db,
-                      "SELECT COUNT(*) AS count, MIN(time) AS first, MAX(time) AS last,"
-                      " COUNT(DISTINCT host) AS hosts FROM crashes WHERE fingerprint = ?1",
-                      b, 1, NULL, 0);
-    sqlite3_close(db);
+    const struct sql_arg b[] = {SQL_TEXT_ARG(fingerprint)};
+    cJSON *all = sql_rows(kb->c,
+                          "SELECT COUNT(*) AS count, MIN(time) AS first, MAX(time) AS last,"
+                          " COUNT(DISTINCT host) AS hosts FROM crashes WHERE fingerprint = ?1",
+                          b, 1, NULL, 0);
     cJSON *r = all ? cJSON_DetachItemFromArray(all, 0) : NULL;
     cJSON_Delete(all);
     return r ? r : cJSON_CreateObject(); /* an unreadable table: as unseen */
 }
 
-cJSON *kb_gpu_history(sqlite3 *db, const cJSON *r, double window_s, char *err, size_t errlen)
+cJSON *kb_gpu_history(struct kb *kb, const cJSON *r, double window_s, char *err, size_t errlen)
 {
     double ct = -1;
     cp_jnum_at(r, "host.time", &ct);
@@ -278,30 +182,29 @@ cJSON *kb_gpu_history(sqlite3 *db, const cJSON *r, double window_s, char *err, s
     const cJSON *uu = cp_jpath(sc, "uuids"), *pp = cp_jpath(sc, "pci");
     char *uuids = cJSON_IsArray(uu) ? cJSON_PrintUnformatted(uu) : NULL;
     char *pcis = cJSON_IsArray(pp) ? cJSON_PrintUnformatted(pp) : NULL;
-    const struct bind b[] = {REAL(ct - window_s), REAL(ct), TEXT(cp_jstr_ne_at(r, "host.hostname")),
-                             TEXT(uuids ? uuids : "[]"), TEXT(pcis ? pcis : "[]")};
+    const struct sql_arg b[] = {SQL_REAL_ARG(ct - window_s), SQL_REAL_ARG(ct),
+                                SQL_TEXT_ARG(cp_jstr_ne_at(r, "host.hostname")),
+                                SQL_TEXT_ARG(uuids ? uuids : "[]"),
+                                SQL_TEXT_ARG(pcis ? pcis : "[]")};
     /* another crash's fault (not this crash's record, analyzed again), before this one and inside
      * the window: one of this process's GPUs by UUID (wherever it was), or by PCI id on this host
      * when the UUID was unknown; or a fault of this whole host */
-    cJSON *a = rows(db,
-                    "SELECT f.crash_id AS crash_id, c.time AS crash_time, f.host AS host,"
-                    " f.scope AS scope, f.pci AS pci, f.uuid AS uuid, f.code AS code, f.kind AS kind,"
-                    " f.time AS time, ?2 - f.time AS age_s, f.text AS text"
-                    " FROM gpu_faults f JOIN crashes c ON c.id = f.crash_id"
-                    " WHERE f.time >= ?1 AND f.time < ?2"
-                    " AND NOT (c.host IS ?3 AND abs(c.time - ?2) < 0.001)"
-                    " AND ((f.scope = 'gpu' AND (f.uuid IN (SELECT value FROM json_each(?4))"
-                    "      OR (f.uuid IS NULL AND f.host IS ?3 AND f.pci IN (SELECT value FROM json_each(?5)))))"
-                    "   OR (f.scope = 'host' AND ?3 IS NOT NULL AND f.host IS ?3))"
-                    " GROUP BY f.scope, coalesce(f.uuid, f.pci), f.code, f.kind, f.time"
-                    " ORDER BY f.time DESC LIMIT 32",
-                    b, 5, err, errlen);
+    cJSON *a =
+        sql_rows(kb->c,
+                 "SELECT f.crash_id AS crash_id, c.time AS crash_time, f.host AS host,"
+                 " f.scope AS scope, f.pci AS pci, f.uuid AS uuid, f.code AS code, f.kind AS kind,"
+                 " f.time AS time, ?2 - f.time AS age_s, f.text AS text"
+                 " FROM gpu_faults f JOIN crashes c ON c.id = f.crash_id"
+                 " WHERE f.time >= ?1 AND f.time < ?2"
+                 " AND NOT (c.host IS ?3 AND abs(c.time - ?2) < 0.001)"
+                 " AND ((f.scope = 'gpu' AND (f.uuid IN (SELECT value FROM json_each(?4))"
+                 "      OR (f.uuid IS NULL AND f.host IS ?3 AND f.pci IN (SELECT value FROM "
+                 "json_each(?5)))))"
+                 "   OR (f.scope = 'host' AND ?3 IS NOT NULL AND f.host IS ?3))"
+                 " GROUP BY f.scope, coalesce(f.uuid, f.pci), f.code, f.kind, f.time"
+                 " ORDER BY f.time DESC LIMIT 32",
+                 b, 5, err, errlen);
     cJSON_free(uuids);
     cJSON_free(pcis);
     return a;
-}
-
-void kb_close(sqlite3 *db)
-{
-    sqlite3_close(db);
 }

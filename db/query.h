@@ -5,13 +5,13 @@
  *
  * A row is an object keyed by the column names below; SQL NULL is JSON null, INTEGER and REAL
  * columns are numbers, TEXT columns strings. Times are epoch seconds (REAL). Errors (err) are
- * SQLite's message, for the caller to prefix.
+ * the engine's message, for the caller to prefix.
  */
 #ifndef CRASHPACK_QUERY_H
 #define CRASHPACK_QUERY_H
 
 #include <cjson/cJSON.h>
-#include <sqlite3.h>
+#include "kb.h"
 #include <stddef.h>
 
 /* What `db search` filters on; NULL strings do not filter. text matches (LIKE %text%) signature,
@@ -25,8 +25,8 @@ struct kb_filter {
 
 /* Listings, newest first: [{id, time, host, job, rank, signal, top_title, signature}]. NULL with
  * err on an SQL error. */
-cJSON *kb_list_crashes(sqlite3 *db, int limit, char *err, size_t errlen);
-cJSON *kb_search_crashes(sqlite3 *db, const struct kb_filter *f, char *err, size_t errlen);
+cJSON *kb_list_crashes(struct kb *kb, int limit, char *err, size_t errlen);
+cJSON *kb_search_crashes(struct kb *kb, const struct kb_filter *f, char *err, size_t errlen);
 
 /* One crash: {id, time, host, exe, signal, crash_kind, signature, fingerprint, job, rank,
  * local_rank, bundle_path, bundle_xxh64, completeness_detail (kb_completeness_json's object, null
@@ -35,32 +35,29 @@ cJSON *kb_search_crashes(sqlite3 *db, const struct kb_filter *f, char *err, size
  * size, added, added_uid, added_user, completeness, completeness_detail (object or null),
  * outcome, reason, error}])}. NULL with *found 0 when there is no such id, or NULL with *found 1
  * and err on an SQL error. */
-cJSON *kb_show_crash(sqlite3 *db, long long id, int *found, char *err, size_t errlen);
+cJSON *kb_show_crash(struct kb *kb, long long id, int *found, char *err, size_t errlen);
 
 /* Crashes grouped by fingerprint, the largest groups first: [{fingerprint, count, first, last,
  * hosts (distinct), host_list ("a,b,c,d": the first 4 by name), top_title (the most common),
  * signature}]. */
-cJSON *kb_groups(sqlite3 *db, int limit, char *err, size_t errlen);
+cJSON *kb_groups(struct kb *kb, int limit, char *err, size_t errlen);
 
 /* The jobs with crashes, most recent first: [{job}]; and one job's crashes in time order:
  * [{id, time, host, rank, top_title, top_category, top_consequence_of, top_rule}]. */
-cJSON *kb_jobs(sqlite3 *db, int limit, char *err, size_t errlen);
-cJSON *kb_job_crashes(sqlite3 *db, const char *job, char *err, size_t errlen);
+cJSON *kb_jobs(struct kb *kb, int limit, char *err, size_t errlen);
+cJSON *kb_job_crashes(struct kb *kb, const char *job, char *err, size_t errlen);
 
 /* {crashes, fingerprints, hosts, per_week, per_category, per_host}; the per_* members are
  * [{key, count}] (per_week's key "YYYY-Www", the last 26 weeks; per_category's "undiagnosed" for
  * crashes without a diagnosis; per_host the 50 busiest). */
-cJSON *kb_stats(sqlite3 *db, char *err, size_t errlen);
+cJSON *kb_stats(struct kb *kb, char *err, size_t errlen);
 
-/* The knowledge base at path opened read-only for its user rules: NULL when there is no file,
- * it cannot be opened, or it has no user_rules table (then there are no user rules). */
-sqlite3 *kb_open_user_rules(const char *path);
 /* The user rules sorted by id, rows without an id left out: [{id, json (the rule's text)}]. */
-cJSON *kb_user_rules(sqlite3 *db, char *err, size_t errlen);
+cJSON *kb_user_rules(struct kb *kb, char *err, size_t errlen);
 
-/* How often the knowledge base at path has seen a fingerprint: {count, first, last, hosts}. NULL
- * when there is no file or it cannot be opened (no knowledge base); count 0 when unseen. */
-cJSON *kb_fingerprint_seen(const char *path, const char *fingerprint);
+/* How often the knowledge base has seen a fingerprint: {count, first, last, hosts}; an empty
+ * object (count 0: unseen) when the table cannot be read. */
+cJSON *kb_fingerprint_seen(struct kb *kb, const char *fingerprint);
 
 /* The hardware faults the knowledge base saw before this crash (report r, host.time) within
  * window_s: on one of its GPUs (gpu.scope: by UUID anywhere, by PCI id on the same host when the
@@ -69,13 +66,10 @@ cJSON *kb_fingerprint_seen(const char *path, const char *fingerprint);
  * time, age_s, text}], newest first, at most 32. A fault of another GPU is never in it. NULL with
  * err on an SQL error (a knowledge base older than schema 4 has no gpu_faults table) or when the
  * crash has no time. */
-cJSON *kb_gpu_history(sqlite3 *db, const cJSON *r, double window_s, char *err, size_t errlen);
+cJSON *kb_gpu_history(struct kb *kb, const cJSON *r, double window_s, char *err, size_t errlen);
 
 /* `crashpack rules add --from-crash ID`: a rule drafted from crash id's stored facts (draft.c),
  * or NULL with err (no such crash, an SQL error). */
-cJSON *kb_draft_rule(sqlite3 *db, long long id, char *err, size_t errlen);
-
-/* Closes a database from kb_open or kb_open_user_rules (NULL is fine). */
-void kb_close(sqlite3 *db);
+cJSON *kb_draft_rule(struct kb *kb, long long id, char *err, size_t errlen);
 
 #endif

@@ -1,4 +1,4 @@
-/* diagnose.c - ranked diagnoses from the rule base, and their text section (see rule.h).
+/* diagnose.c - ranked diagnoses from the rule base (see rule.h); their text is render/'s.
  *
  * Ranking reasons about causes: a rule lists in "consequence_of" the categories of failures that
  * would explain it (an NCCL timeout: gpu_hardware, nvlink, host_hardware, ...), and a cause lists in
@@ -12,7 +12,6 @@
  * timeout_ms and rank as data.
  */
 #include "rule.h"
-#include "query.h"
 #include "errmsg.h"
 #include "jpath.h"
 #include "utf8.h"
@@ -220,46 +219,19 @@ int rules_diagnose(struct rulebase *rb, cJSON *report, char *err, size_t errlen)
     return n;
 }
 
-struct rulebase *diagnose_open(const char *dbpath_or_NULL, char *err, size_t errlen)
+struct rulebase *diagnose_open(struct kb *kb, char *err, size_t errlen)
 {
-    char kb[PATH_MAX];
-    const char *path = dbpath_or_NULL ? dbpath_or_NULL : kb_default_path(kb, sizeof(kb));
     struct rulebase *rb = NULL;
-    if (rulebase_open(NULL, path, &rb, err, errlen))
+    if (rulebase_open(NULL, kb, &rb, err, errlen))
         return NULL;
     (void)rulebase_effective(rb, NULL, 0); /* parsed now: analyze opens the base while it waits */
     return rb;
 }
 
-int diagnose(cJSON *report, const char *dbpath_or_NULL, char *err, size_t errlen)
+int diagnose(cJSON *report, struct kb *kb, char *err, size_t errlen)
 {
-    struct rulebase *rb = diagnose_open(dbpath_or_NULL, err, errlen);
+    struct rulebase *rb = diagnose_open(kb, err, errlen);
     return diagnose_with(report, rb, err, errlen);
-}
-
-/* gpu.history: the knowledge base's hardware faults of this process's GPUs and of its host in the
- * hours before the crash (query.h kb_gpu_history), which the gpu_history leaf reads;
- * gpu.history_error says why there is none to read (no knowledge base, an older schema). */
-#define GPU_HISTORY_WINDOW_S (6 * 3600.0)
-static void gpu_history(cJSON *report, struct rulebase *rb)
-{
-    cJSON *gpu = cJSON_GetObjectItemCaseSensitive(report, "gpu");
-    if (!cJSON_IsObject(gpu))
-        return;
-    cJSON_DeleteItemFromObjectCaseSensitive(gpu, "history");
-    cJSON_DeleteItemFromObjectCaseSensitive(gpu, "history_error");
-    cJSON_DeleteItemFromObjectCaseSensitive(gpu, "history_window_s");
-    cJSON_AddNumberToObject(gpu, "history_window_s", GPU_HISTORY_WINDOW_S);
-    struct sqlite3 *kb = rulebase_kb(rb);
-    char e[300] = "";
-    cJSON *h = kb ? kb_gpu_history(kb, report, GPU_HISTORY_WINDOW_S, e, sizeof(e)) : NULL;
-    if (!kb)
-        snprintf(e, sizeof(e), "no knowledge base (--db, $CRASHPACK_DB)");
-    cJSON_AddItemToObject(gpu, "history", h ? h : cJSON_CreateArray());
-    if (h)
-        cJSON_AddNullToObject(gpu, "history_error");
-    else
-        cJSON_AddStringToObject(gpu, "history_error", e);
 }
 
 int diagnose_with(cJSON *report, struct rulebase *rb, char *err, size_t errlen)
@@ -284,7 +256,6 @@ int diagnose_with(cJSON *report, struct rulebase *rb, char *err, size_t errlen)
     }
     cJSON_AddNumberToObject(info, "builtin_rules", nb);
     cJSON_AddNumberToObject(info, "user_rules", nu);
-    gpu_history(report, rb);
     int n = rules_diagnose(rb, report, err, errlen);
     if (n < 0)
         cJSON_AddStringToObject(info, "error", err ? err : "matching failed");
@@ -294,76 +265,3 @@ int diagnose_with(cJSON *report, struct rulebase *rb, char *err, size_t errlen)
     return n;
 }
 
-void diagnose_print(FILE *out, const cJSON *report)
-{
-    const cJSON *ds = cJSON_GetObjectItemCaseSensitive(report, "diagnoses"), *d;
-    const char *ierr = cp_jstr(cJSON_GetObjectItemCaseSensitive(report, "diagnosis_info"), "error");
-    fputc('\n', out);
-    if (ierr) {
-        fputs("diagnosis could not run: ", out);
-        cp_text_put(out, ierr);
-        fputc('\n', out);
-        return;
-    }
-    if (cJSON_GetArraySize(ds) == 0) {
-        const char *sig = cp_jstr(report, "signature");
-        fputs("diagnosis no known failure pattern matched this crash (signature: ", out);
-        cp_text_put(out, sig ? sig : "none");
-        fputs(")\n", out);
-        return;
-    }
-    fputs("diagnoses (best first)\n", out);
-    int i = 0;
-    cJSON_ArrayForEach(d, ds)
-    {
-        char conf[16];
-        snprintf(conf, sizeof(conf), "%.2f", cp_jnum_or(d, "confidence", 0));
-        fprintf(out, "  %d. ", ++i);
-        cp_text_put(out, cp_jstr(d, "title") ? cp_jstr(d, "title") : "?");
-        fprintf(out, "  [%s, confidence %s, rule ",
-                cp_jstr(d, "category") ? cp_jstr(d, "category") : "?", conf);
-        cp_text_put(out, cp_jstr(d, "rule") ? cp_jstr(d, "rule") : "?");
-        fputs("]\n", out);
-        if (cp_jstr(d, "confidence_note")) {
-            fprintf(out, "     capped from %.2f: ", cp_jnum_or(d, "rule_confidence", 0));
-            cp_text_put(out, cp_jstr(d, "confidence_note"));
-            fputc('\n', out);
-        }
-        const char *co = cp_jstr(d, "consequence_of");
-        if (co) {
-            fputs("     likely a consequence of ", out);
-            cp_text_put(out, co);
-            fputc('\n', out);
-        }
-        const cJSON *e;
-        cJSON_ArrayForEach(e, cJSON_GetObjectItem(d, "evidence"))
-        {
-            fputs("     evidence: ", out);
-            cp_text_put(out, cJSON_GetStringValue(e) ? cJSON_GetStringValue(e) : "");
-            fputc('\n', out);
-        }
-        const cJSON *ef = cJSON_GetObjectItem(d, "evidence_fields");
-        if (cJSON_IsObject(ef) && ef->child) {
-            fputs("     fields:  ", out);
-            cJSON_ArrayForEach(e, ef)
-            {
-                fputc(' ', out);
-                cp_text_put(out, e->string ? e->string : "?");
-                fputc('=', out);
-                if (cJSON_IsString(e))
-                    cp_text_put(out, e->valuestring);
-                else if (cJSON_IsNumber(e))
-                    fprintf(out, "%.15g", e->valuedouble);
-                else
-                    fputs(cJSON_IsTrue(e) ? "true" : cJSON_IsFalse(e) ? "false" : "null", out);
-            }
-            fputc('\n', out);
-        }
-        cJSON_ArrayForEach(e, cJSON_GetObjectItem(d, "actions"))
-        {
-            fputs("     action:   ", out);
-            cp_text_put(out, cJSON_GetStringValue(e) ? cJSON_GetStringValue(e) : "");
-            fputc('\n', out);
-        }
-    }
-}

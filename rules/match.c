@@ -6,6 +6,7 @@
  */
 #include "jpath.h"
 #include "rule.h"
+#include "errmsg.h"
 
 #include <fnmatch.h>
 #include <math.h>
@@ -23,7 +24,7 @@ struct ctx {
     const cJSON *r;
     char *leaves; /* outcomes, may be NULL */
     size_t nleaves, cap;
-    int neg;      /* inside a "not" */
+    int neg;               /* inside a "not" */
     struct rule_scope *sc; /* may be NULL */
 };
 
@@ -88,7 +89,6 @@ static const regex_t *rx_get(const char *re)
 /* Checks a rule's regex by compiling it into the cache rx_get keeps: validating the rule base
  * (when it is loaded, and again when its rules are listed) and matching then compile each
  * pattern once per process. */
-int rule_regex_ok(const char *re, char *err, size_t errlen);
 int rule_regex_ok(const char *re, char *err, size_t errlen)
 {
     if (rx_get(re))
@@ -246,7 +246,8 @@ static int leaf_py_exception(struct ctx *c, const cJSON *v, cJSON *ev)
                 via = type;
             } else {
                 const cJSON *m;
-                cJSON_ArrayForEach(m, cp_jpath(e, "mro")) if (cJSON_IsString(m) && in_list(types, m->valuestring))
+                cJSON_ArrayForEach(m, cp_jpath(e, "mro")) if (cJSON_IsString(m) &&
+                                                              in_list(types, m->valuestring))
                 {
                     via = m->valuestring;
                     break;
@@ -264,10 +265,11 @@ static int leaf_py_exception(struct ctx *c, const cJSON *v, cJSON *ev)
             char *nl = strchr(first, '\n');
             if (nl)
                 *nl = 0;
-            ev_add(ev, "Python exception%s%s%s %s%s%s%s: %s", rel && strcmp(rel, "raised") ? " (" : "",
+            ev_add(ev, "Python exception%s%s%s %s%s%s%s: %s",
+                   rel && strcmp(rel, "raised") ? " (" : "",
                    rel && strcmp(rel, "raised") ? rel : "", rel && strcmp(rel, "raised") ? ")" : "",
-                   nz(type), via && strcmp(via, type) ? " (a " : "", via && strcmp(via, type) ? via : "",
-                   via && strcmp(via, type) ? ")" : "", first);
+                   nz(type), via && strcmp(via, type) ? " (a " : "",
+                   via && strcmp(via, type) ? via : "", via && strcmp(via, type) ? ")" : "", first);
         }
     }
     return hits > 0;
@@ -348,7 +350,8 @@ static double crash_time(const cJSON *r)
 /* xid: {codes, own_gpu, blame, window_s, only} */
 static int leaf_xid(struct ctx *c, const cJSON *v, cJSON *ev)
 {
-    const cJSON *codes = cp_jpath(v, "codes"), *blame = cp_jpath(v, "blame"), *own = cp_jpath(v, "own_gpu");
+    const cJSON *codes = cp_jpath(v, "codes"), *blame = cp_jpath(v, "blame"),
+                *own = cp_jpath(v, "own_gpu");
     double window = 0, ct = crash_time(c->r);
     cp_jnum_at(v, "window_s", &window);
     int only = cJSON_IsTrue(cp_jpath(v, "only"));
@@ -477,7 +480,8 @@ static int leaf_smi(struct ctx *c, const cJSON *v, cJSON *ev)
             snprintf(shown, sizeof(shown), "%s", cJSON_IsTrue(have) ? "true" : "false");
         } else if (cJSON_IsString(want) && cJSON_IsArray(have)) { /* e.g. throttle_reasons */
             const cJSON *e;
-            cJSON_ArrayForEach(e, have) if (cJSON_IsString(e) && rx_match(want->valuestring, e->valuestring))
+            cJSON_ArrayForEach(e, have) if (cJSON_IsString(e) &&
+                                            rx_match(want->valuestring, e->valuestring))
             {
                 m = 1;
                 snprintf(shown, sizeof(shown), "includes %s", e->valuestring);
@@ -519,9 +523,10 @@ static int leaf_checkpoint(struct ctx *c, const cJSON *v, cJSON *ev)
         return 0;
     const char *reason = cp_jstr_at(ck, "reason"), *newest = cp_jstr_at(ck, "newest_valid");
     ev_add(ev, "checkpoint %s: %s%s%s%s%s", path,
-           cJSON_IsTrue(have) ? "valid" : cJSON_IsFalse(have) ? "INVALID" : "unchecked",
-           reason ? " (" : "", reason ? reason : "", reason ? ")" : "",
-           newest ? "" : "");
+           cJSON_IsTrue(have)    ? "valid"
+           : cJSON_IsFalse(have) ? "INVALID"
+                                 : "unchecked",
+           reason ? " (" : "", reason ? reason : "", reason ? ")" : "", newest ? "" : "");
     if (newest)
         ev_add(ev, "newest valid checkpoint: %s", newest);
     return 1;
@@ -644,13 +649,18 @@ static int leaf_oom_kill(struct ctx *c, const cJSON *v, cJSON *ev)
         const char *memcg = cp_jstr_at(k, "oom_memcg"), *con = cp_jstr_at(k, "constraint");
         char limit[400];
         if (sc && !strcmp(sc, "cgroup"))
-            snprintf(limit, sizeof(limit), "the memory cgroup limit of %s", memcg ? memcg : "an unnamed cgroup");
+            snprintf(limit, sizeof(limit), "the memory cgroup limit of %s",
+                     memcg ? memcg : "an unnamed cgroup");
         else if (sc && !strcmp(sc, "global"))
             snprintf(limit, sizeof(limit), "the host's memory (global_oom)");
         else
             snprintf(limit, sizeof(limit), "%s", sc ? sc : "an unstated limit");
-        ev_add(ev, "kernel OOM killer killed %spid %.0f (%s): %s%s%s%s", own ? "this process, " : worker ? "DataLoader worker " : "", pid,
-               nz(cp_jstr_at(k, "comm")), limit, con ? " [" : "", con ? con : "", con ? "]" : "");
+        ev_add(ev, "kernel OOM killer killed %spid %.0f (%s): %s%s%s%s",
+               own      ? "this process, "
+               : worker ? "DataLoader worker "
+                        : "",
+               pid, nz(cp_jstr_at(k, "comm")), limit, con ? " [" : "", con ? con : "",
+               con ? "]" : "");
         const char *text = cp_jstr_at(k, "text");
         if (text)
             ev_add(ev, "kernel: %s", text);
@@ -687,8 +697,8 @@ static int leaf_gpu_history(struct ctx *c, const cJSON *v, cJSON *ev)
         if (!scope || (want && strcmp(want, scope)))
             continue;
         const char *uuid = cp_jstr_at(h, "uuid"), *pci = cp_jstr_at(h, "pci");
-        if (!strcmp(scope, "gpu") && !(uuid ? str_in(cp_jpath(sc, "uuids"), uuid)
-                                            : str_in(cp_jpath(sc, "pci"), pci)))
+        if (!strcmp(scope, "gpu") &&
+            !(uuid ? str_in(cp_jpath(sc, "uuids"), uuid) : str_in(cp_jpath(sc, "pci"), pci)))
             continue;
         double code = -1, age = -1, id = 0;
         cp_jnum_at(h, "code", &code);
@@ -707,13 +717,17 @@ static int leaf_gpu_history(struct ctx *c, const cJSON *v, cJSON *ev)
             snprintf(when, sizeof(when), "%.1f h earlier", age / 3600);
         const char *kind = cp_jstr_at(h, "kind"), *host = cp_jstr_at(h, "host");
         if (!strcmp(scope, "gpu"))
-            ev_add(ev, "history: this GPU (%s%s%s) had Xid %.0f%s%s%s %s, in crash #%.0f of the knowledge base%s%s",
-                   uuid ? uuid : "", uuid && pci ? ", " : "", pci ? pci : "", code, kind ? " (" : "",
-                   kind ? kind : "", kind ? ")" : "", when, id, host ? " on " : "", host ? host : "");
+            ev_add(ev,
+                   "history: this GPU (%s%s%s) had Xid %.0f%s%s%s %s, in crash #%.0f of the "
+                   "knowledge base%s%s",
+                   uuid ? uuid : "", uuid && pci ? ", " : "", pci ? pci : "", code,
+                   kind ? " (" : "", kind ? kind : "", kind ? ")" : "", when, id,
+                   host ? " on " : "", host ? host : "");
         else
             ev_add(ev, "history: this host (%s) logged %s %s, in crash #%.0f of the knowledge base",
-                   host ? host : "?", kind && !strcmp(kind, "mce") ? "a machine check" : "a PCIe port AER error",
-                   when, id);
+                   host ? host : "?",
+                   kind && !strcmp(kind, "mce") ? "a machine check" : "a PCIe port AER error", when,
+                   id);
         const char *text = cp_jstr_at(h, "text");
         if (text)
             ev_add(ev, "kernel: %s", text);
@@ -721,10 +735,95 @@ static int leaf_gpu_history(struct ctx *c, const cJSON *v, cJSON *ev)
     return hits > 0;
 }
 
-struct leaf {
-    const char *key;
-    int (*fn)(struct ctx *, const cJSON *, cJSON *);
-};
+/* ---- the table of leaves ---- */
+
+/* The shapes a leaf's value takes (rule_leaf_check): error messages name the leaf. */
+static int check_regex(const char *key, const cJSON *v, char *err, size_t errlen)
+{
+    if (!cJSON_IsString(v)) {
+        cp_errmsg(err, errlen, "`%s` takes a regex string", key);
+        return -1;
+    }
+    return rule_regex_ok(v->valuestring, err, errlen) ? 0 : -1;
+}
+
+static int check_names(const char *key, const cJSON *v, char *err, size_t errlen)
+{
+    if (!cJSON_IsString(v) && !cJSON_IsArray(v) && !cJSON_IsNumber(v)) {
+        cp_errmsg(err, errlen, "`%s` takes a name or a list", key);
+        return -1;
+    }
+    return 0;
+}
+
+/* exception: a regex over a C++ exception's "TYPE: WHAT", or {type, message_regex} over the
+ * Python exception chain */
+static int check_exception(const char *key, const cJSON *v, char *err, size_t errlen)
+{
+    if (!cJSON_IsObject(v))
+        return check_regex(key, v, err, errlen);
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(v, "type");
+    const cJSON *mr = cJSON_GetObjectItemCaseSensitive(v, "message_regex");
+    if ((!t && !mr) || (t && !cJSON_IsString(t) && !cJSON_IsArray(t)) ||
+        (mr && !cJSON_IsString(mr))) {
+        cp_errmsg(err, errlen,
+                  "`exception` takes {\"type\": name or list, \"message_regex\": regex}");
+        return -1;
+    }
+    return mr ? (rule_regex_ok(mr->valuestring, err, errlen) ? 0 : -1) : 0;
+}
+
+static int check_death(const char *key, const cJSON *v, char *err, size_t errlen)
+{
+    (void)key;
+    if (!cJSON_IsString(v) && !cJSON_IsArray(v)) {
+        cp_errmsg(err, errlen, "`death` takes a kind or a list");
+        return -1;
+    }
+    return 0;
+}
+
+/* An object whose "regex" (and, with "match": "regex", its frame keys) compile. */
+static int check_object(const char *key, const cJSON *v, char *err, size_t errlen)
+{
+    if (!cJSON_IsObject(v)) {
+        cp_errmsg(err, errlen, "`%s` takes an object", key);
+        return -1;
+    }
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(v, "regex");
+    if (cJSON_IsString(r) && !rule_regex_ok(r->valuestring, err, errlen))
+        return -1;
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(v, "match");
+    if (cJSON_IsString(m) && !strcmp(m->valuestring, "regex")) {
+        static const char *pk[] = {"function", "module", "file", "thread_name"};
+        for (size_t i = 0; i < 4; i++) {
+            const cJSON *p = cJSON_GetObjectItemCaseSensitive(v, pk[i]);
+            if (cJSON_IsString(p) && !rule_regex_ok(p->valuestring, err, errlen))
+                return -1;
+        }
+    }
+    return 0;
+}
+
+static int check_env(const char *key, const cJSON *v, char *err, size_t errlen)
+{
+    if (check_object(key, v, err, errlen))
+        return -1;
+    const cJSON *val = cJSON_GetObjectItemCaseSensitive(v, "value");
+    return cJSON_IsString(val) && !rule_regex_ok(val->valuestring, err, errlen) ? -1 : 0;
+}
+
+static int check_smi(const char *key, const cJSON *v, char *err, size_t errlen)
+{
+    if (check_object(key, v, err, errlen))
+        return -1;
+    if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(v, "field")) ||
+        !cJSON_GetObjectItemCaseSensitive(v, "value")) {
+        cp_errmsg(err, errlen, "`smi` needs a field and a value");
+        return -1;
+    }
+    return 0;
+}
 
 static int leaf_frame(struct ctx *c, const cJSON *v, cJSON *ev)
 {
@@ -735,24 +834,54 @@ static int leaf_pyframe(struct ctx *c, const cJSON *v, cJSON *ev)
     return leaf_frames(c, v, ev, 1);
 }
 
-static const struct leaf leaves[] = {
-    {"signal", leaf_signal},         {"si_code", leaf_si_code},
-    {"crash_kind", leaf_crash_kind}, {"abort_message", leaf_abort_message},
-    {"exception", leaf_exception},   {"frame", leaf_frame},
-    {"python_frame", leaf_pyframe},  {"xid", leaf_xid},
-    {"kernel_log", leaf_kernel_log}, {"log_error", leaf_log_error},
-    {"smi", leaf_smi},               {"checkpoint", leaf_checkpoint},
-    {"env", leaf_env},               {"death", leaf_death},
-    {"oom_kill", leaf_oom_kill},     {"gpu_history", leaf_gpu_history},
+/* Every condition leaf: its name, how it is evaluated, and the shape of its value. A new leaf is
+ * one row here (and its section in docs/rules.md). */
+struct leaf {
+    const char *key;
+    int (*fn)(struct ctx *, const cJSON *, cJSON *);
+    int (*check)(const char *key, const cJSON *v, char *err, size_t errlen);
 };
 
-int rule_leaf_known(const char *key);
+static const struct leaf leaves[] = {
+    {"signal", leaf_signal, check_names},
+    {"si_code", leaf_si_code, check_names},
+    {"crash_kind", leaf_crash_kind, check_names},
+    {"abort_message", leaf_abort_message, check_regex},
+    {"exception", leaf_exception, check_exception},
+    {"frame", leaf_frame, check_object},
+    {"python_frame", leaf_pyframe, check_object},
+    {"xid", leaf_xid, check_object},
+    {"kernel_log", leaf_kernel_log, check_regex},
+    {"log_error", leaf_log_error, check_object},
+    {"smi", leaf_smi, check_smi},
+    {"checkpoint", leaf_checkpoint, check_object},
+    {"env", leaf_env, check_env},
+    {"death", leaf_death, check_death},
+    {"oom_kill", leaf_oom_kill, check_object},
+    {"gpu_history", leaf_gpu_history, check_object},
+};
+
+static const struct leaf *leaf_of(const char *key)
+{
+    for (size_t i = 0; key && i < sizeof(leaves) / sizeof(leaves[0]); i++)
+        if (!strcmp(leaves[i].key, key))
+            return &leaves[i];
+    return NULL;
+}
+
 int rule_leaf_known(const char *key)
 {
-    for (size_t i = 0; i < sizeof(leaves) / sizeof(leaves[0]); i++)
-        if (!strcmp(leaves[i].key, key))
-            return 1;
-    return 0;
+    return leaf_of(key) != NULL;
+}
+
+int rule_leaf_check(const char *key, const cJSON *v, char *err, size_t errlen)
+{
+    const struct leaf *l = leaf_of(key);
+    if (!l) {
+        cp_errmsg(err, errlen, "unknown condition `%s`", key ? key : "?");
+        return -1;
+    }
+    return l->check(key, v, err, errlen);
 }
 
 static void record(struct ctx *c, int m)
@@ -802,19 +931,19 @@ static int eval(struct ctx *c, const cJSON *cond, cJSON *ev, int depth)
         c->neg--;
         return m;
     }
-    for (size_t i = 0; i < sizeof(leaves) / sizeof(leaves[0]); i++)
-        if (!strcmp(leaves[i].key, k->string)) {
-            cJSON *one = cJSON_CreateArray();
-            int before = c->sc ? c->sc->gpu_own + c->sc->gpu_host : 0;
-            int m = leaves[i].fn(c, k, one);
-            if (m && c->sc && c->sc->gpu_own + c->sc->gpu_host == before)
-                scope_hit(c, 0, 0, 1); /* the process's own evidence (log, frame, signal, ...) */
-            record(c, m);
-            if (m)
-                merge(ev, one);
-            cJSON_Delete(one);
-            return m;
-        }
+    const struct leaf *l = leaf_of(k->string);
+    if (l) {
+        cJSON *one = cJSON_CreateArray();
+        int before = c->sc ? c->sc->gpu_own + c->sc->gpu_host : 0;
+        int m = l->fn(c, k, one);
+        if (m && c->sc && c->sc->gpu_own + c->sc->gpu_host == before)
+            scope_hit(c, 0, 0, 1); /* the process's own evidence (log, frame, signal, ...) */
+        record(c, m);
+        if (m)
+            merge(ev, one);
+        cJSON_Delete(one);
+        return m;
+    }
     record(c, 0);
     return 0;
 }

@@ -2,7 +2,7 @@
  * db/query.h), rule validation and self-tests (see rule.h).
  *
  * Main data structure: struct rulebase - the validated built-in rules sorted by id (parsed once,
- * at open), the knowledge base opened read-only when it has a user_rules table, and the effective
+ * at open), the knowledge base its caller passed (its user rules; not owned), and the effective
  * rules once asked for (rulebase_effective).
  */
 #include "rule.h"
@@ -22,36 +22,11 @@
 
 #define RULE_FILE_MAX (1u << 20)
 
-int rule_regex_ok(const char *re, char *err, size_t errlen);
-int rule_leaf_known(const char *key);
-
 struct rulebase {
     cJSON *builtins;  /* validated built-in rules, by id */
-    sqlite3 *kb;      /* the knowledge base (read-only), NULL: none or no user_rules table */
+    struct kb *kb;    /* the knowledge base of the user rules (not owned), NULL: none */
     cJSON *effective; /* rulebase_effective's parsed rules, kept until rulebase_close */
 };
-
-char *kb_default_path(char *buf, size_t len)
-{
-    const char *env = getenv("CRASHPACK_DB");
-    if (env && *env) {
-        snprintf(buf, len, "%s", env);
-        return buf;
-    }
-    if (geteuid() == 0) {
-        snprintf(buf, len, "/var/lib/crashpack/kb.sqlite");
-        return buf;
-    }
-    const char *xdg = getenv("XDG_DATA_HOME");
-    const char *home = getenv("HOME");
-    if (xdg && *xdg == '/')
-        snprintf(buf, len, "%s/crashpack/kb.sqlite", xdg);
-    else if (home && *home)
-        snprintf(buf, len, "%s/.local/share/crashpack/kb.sqlite", home);
-    else
-        return NULL;
-    return buf;
-}
 
 /* ---- validation ---- */
 
@@ -82,64 +57,7 @@ static int validate_cond(const cJSON *c, int depth, char *err, size_t errlen)
         cp_errmsg(err, errlen, "unknown condition `%s`", key);
         return -1;
     }
-    /* exception: a regex over a C++ exception's "TYPE: WHAT", or {type, message_regex} over the
-     * Python exception chain */
-    if (!strcmp(key, "exception") && cJSON_IsObject(k)) {
-        const cJSON *t = cJSON_GetObjectItemCaseSensitive(k, "type");
-        const cJSON *mr = cJSON_GetObjectItemCaseSensitive(k, "message_regex");
-        if ((!t && !mr) || (t && !cJSON_IsString(t) && !cJSON_IsArray(t)) || (mr && !cJSON_IsString(mr))) {
-            cp_errmsg(err, errlen, "`exception` takes {\"type\": name or list, \"message_regex\": regex}");
-            return -1;
-        }
-        return mr ? (rule_regex_ok(mr->valuestring, err, errlen) ? 0 : -1) : 0;
-    }
-    if (!strcmp(key, "death") && !cJSON_IsString(k) && !cJSON_IsArray(k)) {
-        cp_errmsg(err, errlen, "`death` takes a kind or a list");
-        return -1;
-    }
-    if (!strcmp(key, "death"))
-        return 0;
-    /* regexes that must compile */
-    static const char *re_leaves[] = {"abort_message", "exception", "kernel_log"};
-    for (size_t i = 0; i < 3; i++)
-        if (!strcmp(key, re_leaves[i])) {
-            if (!cJSON_IsString(k)) {
-                cp_errmsg(err, errlen, "`%s` takes a regex string", key);
-                return -1;
-            }
-            return rule_regex_ok(k->valuestring, err, errlen) ? 0 : -1;
-        }
-    if (!strcmp(key, "signal") || !strcmp(key, "si_code") || !strcmp(key, "crash_kind")) {
-        if (!cJSON_IsString(k) && !cJSON_IsArray(k) && !cJSON_IsNumber(k)) {
-            cp_errmsg(err, errlen, "`%s` takes a name or a list", key);
-            return -1;
-        }
-        return 0;
-    }
-    if (!cJSON_IsObject(k)) {
-        cp_errmsg(err, errlen, "`%s` takes an object", key);
-        return -1;
-    }
-    const cJSON *r = cJSON_GetObjectItemCaseSensitive(k, "regex");
-    if (cJSON_IsString(r) && !rule_regex_ok(r->valuestring, err, errlen))
-        return -1;
-    const cJSON *m = cJSON_GetObjectItemCaseSensitive(k, "match");
-    if (cJSON_IsString(m) && !strcmp(m->valuestring, "regex")) {
-        static const char *pk[] = {"function", "module", "file", "thread_name"};
-        for (size_t i = 0; i < 4; i++) {
-            const cJSON *p = cJSON_GetObjectItemCaseSensitive(k, pk[i]);
-            if (cJSON_IsString(p) && !rule_regex_ok(p->valuestring, err, errlen))
-                return -1;
-        }
-    }
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(k, "value");
-    if (!strcmp(key, "env") && cJSON_IsString(v) && !rule_regex_ok(v->valuestring, err, errlen))
-        return -1;
-    if (!strcmp(key, "smi") && (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(k, "field")) || !v)) {
-        cp_errmsg(err, errlen, "`smi` needs a field and a value");
-        return -1;
-    }
-    return 0;
+    return rule_leaf_check(key, k, err, errlen); /* the leaf's own shape (match.c's table) */
 }
 
 int rule_validate(const cJSON *rule, char *err, size_t errlen)
@@ -161,7 +79,8 @@ int rule_validate(const cJSON *rule, char *err, size_t errlen)
         if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
               *p == '-' || *p == '_' || *p == '.') ||
             p - id > 80) {
-            cp_errmsg(err, errlen, "rule id `%.80s` must be [A-Za-z0-9._-], at most 80 characters", id);
+            cp_errmsg(err, errlen, "rule id `%.80s` must be [A-Za-z0-9._-], at most 80 characters",
+                      id);
             return -1;
         }
     const cJSON *conf = cJSON_GetObjectItemCaseSensitive(rule, "confidence");
@@ -332,7 +251,8 @@ int rule_selftest(const cJSON *rule, char *err, size_t errlen)
     if (diff != 1) {
         cp_errmsg(err, errlen,
                   "%s: the near-miss must differ from the positive case in exactly one condition "
-                  "(%d of %zu leaf conditions differ: %s vs %s)", id, diff, n, a, b);
+                  "(%d of %zu leaf conditions differ: %s vs %s)",
+                  id, diff, n, a, b);
         return -1;
     }
     return 0;
@@ -462,7 +382,7 @@ static int load_builtins(struct rulebase *rb, const char *dir, char *err, size_t
     return rc;
 }
 
-int rulebase_open(const char *builtin_dir, const char *kbpath, struct rulebase **out, char *err,
+int rulebase_open(const char *builtin_dir, struct kb *kb, struct rulebase **out, char *err,
                   size_t errlen)
 {
     *out = NULL;
@@ -483,14 +403,9 @@ int rulebase_open(const char *builtin_dir, const char *kbpath, struct rulebase *
         rulebase_close(rb);
         return -1;
     }
-    rb->kb = kb_open_user_rules(kbpath);
+    rb->kb = kb;
     *out = rb;
     return 0;
-}
-
-struct sqlite3 *rulebase_kb(struct rulebase *rb)
-{
-    return rb ? rb->kb : NULL;
 }
 
 void rulebase_close(struct rulebase *rb)
@@ -499,7 +414,6 @@ void rulebase_close(struct rulebase *rb)
         return;
     cJSON_Delete(rb->effective);
     cJSON_Delete(rb->builtins);
-    kb_close(rb->kb);
     free(rb);
 }
 

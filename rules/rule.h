@@ -11,13 +11,15 @@
  * checkpoint, env); rule_validate() says which keys each takes.
  *
  * The rule base: the built-in rules, parsed once from the data directory
- * (cp_datapath("rules/builtin")), and a knowledge base's user_rules table (SQLite, db/schema.c),
- * when there is one, overlaid on them: a user rule with a built-in's id replaces it.
+ * (cp_datapath("rules/builtin")), and a knowledge base's user rules (db/kb.h), when the caller
+ * passes one, overlaid on them: a user rule with a built-in's id replaces it.
  *
  * Library code: never prints or exits; errors come back as text in (err, errlen).
  */
 #ifndef CRASHPACK_RULE_H
 #define CRASHPACK_RULE_H
+
+#include "kb.h"
 
 #include <cjson/cJSON.h>
 #include <stddef.h>
@@ -26,14 +28,12 @@
 struct rulebase;
 
 /* Opens the rule base: built-ins from builtin_dir (NULL: the data directory's rules/builtin), plus
- * the user rules of the knowledge base at kbpath when that file exists (NULL: none). Returns 0, or
- * -1 with err set (a malformed built-in file is an error: it names the file). */
-int rulebase_open(const char *builtin_dir, const char *kbpath, struct rulebase **out, char *err,
+ * the user rules of the knowledge base kb (NULL: none; it must stay open until rulebase_close,
+ * which does not close it). Returns 0, or -1 with err set (a malformed built-in file is an error:
+ * it names the file). */
+int rulebase_open(const char *builtin_dir, struct kb *kb, struct rulebase **out, char *err,
                   size_t errlen);
 void rulebase_close(struct rulebase *rb);
-/* The knowledge base the rule base read its user rules from (read-only; owned by rb), or NULL. */
-struct sqlite3;
-struct sqlite3 *rulebase_kb(struct rulebase *rb);
 
 /* The effective rules, ordered by id: a new array of rule objects (caller deletes). Each carries
  * "source": "builtin" | "user" (and "overrides": true when a user rule replaced a built-in). */
@@ -46,6 +46,14 @@ cJSON *rulebase_get(struct rulebase *rb, const char *id);
 /* Checks a rule's shape: required keys, types, known condition leaves, regexes that compile.
  * Returns 0 or -1 with err naming the problem. */
 int rule_validate(const cJSON *rule, char *err, size_t errlen);
+
+/* The condition leaves (match.c's table, the one place a leaf is defined: its evaluation and the
+ * shape of its value). rule_leaf_known: whether key names a leaf. rule_leaf_check: whether v is a
+ * value that leaf takes (regexes compile, required keys are there); 0 or -1 with err. */
+int rule_leaf_known(const char *key);
+int rule_leaf_check(const char *key, const cJSON *v, char *err, size_t errlen);
+/* Whether the regex re compiles (POSIX extended, as the leaves use it); 1, or 0 with err. */
+int rule_regex_ok(const char *re, char *err, size_t errlen);
 
 /* Evaluates a rule's condition against a report. Returns 1 match, 0 no match. When evidence is not
  * NULL, the strings that made the leaves true are appended to it (an array). */
@@ -87,22 +95,14 @@ int rule_selftest(const cJSON *rule, char *err, size_t errlen);
  * number of diagnoses, or -1 with err set (report.diagnoses is then left empty). */
 int rules_diagnose(struct rulebase *rb, cJSON *report, char *err, size_t errlen);
 
-/* Convenience for the analyzer: opens the rule base (built-ins + the knowledge base at dbpath, or
- * at $CRASHPACK_DB / the default location when dbpath is NULL and that file exists) and diagnoses
- * the report. Also records report.diagnosis_info {rules, user_rules, error}. Returns as above. */
-int diagnose(cJSON *report, const char *dbpath_or_NULL, char *err, size_t errlen);
+/* Convenience for the analyzer: opens the rule base (built-ins + the user rules of kb, NULL: none)
+ * and diagnoses the report. Also records report.diagnosis_info {rules, user_rules, error}.
+ * Returns as above. */
+int diagnose(cJSON *report, struct kb *kb, char *err, size_t errlen);
 /* diagnose() in two steps (the rule base can be loaded while something else runs):
  * diagnose_open() loads the built-in and user rules (NULL with err set when it cannot);
  * diagnose_with() does the rest with that (NULL: records err as diagnose() would) and closes it. */
-struct rulebase *diagnose_open(const char *dbpath_or_NULL, char *err, size_t errlen);
+struct rulebase *diagnose_open(struct kb *kb, char *err, size_t errlen);
 int diagnose_with(cJSON *report, struct rulebase *rb, char *err, size_t errlen);
-
-/* The text section for `crashpack analyze`: ranked diagnoses with evidence and actions, or a plain
- * "no known failure pattern matched" with the signature. Untrusted text goes through cp_text_put (utf8.h). */
-void diagnose_print(FILE *out, const cJSON *report);
-
-/* The default knowledge base: $CRASHPACK_DB, else /var/lib/crashpack/kb.sqlite for root, else
- * $XDG_DATA_HOME/crashpack/kb.sqlite (~/.local/share/...). Returns buf or NULL. */
-char *kb_default_path(char *buf, size_t len);
 
 #endif

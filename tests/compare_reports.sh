@@ -2,7 +2,10 @@
 # tests/compare_reports.sh OLD NEW BUNDLE|DIR... - the same analysis before and after a refactor.
 #
 # Analyzes every bundle (a DIR stands for the *.zst files under it) with two crashpack binaries,
-# OLD and NEW, and compares their `analyze --json` reports byte for byte, and their text reports.
+# OLD and NEW, and compares their `analyze --json` reports byte for byte; with --text their text
+# reports, with --markdown their `report` Markdown, with --db what `db add` prints (each binary
+# into its own knowledge base) and `db show` / `db show --json` of every crash (both binaries
+# reading each knowledge base, so that each reads the other's).
 # Fields a change alters on purpose are named with --ignore PATH (a dotted path into the report,
 # `*` for every element of a list: --ignore 'threads.*.frames.*.trust'), and are removed from both
 # reports before the comparison. Prints one line per bundle that differs (with a unified diff under
@@ -13,15 +16,17 @@
 #   git worktree add /tmp/old OLD_COMMIT && cmake -S /tmp/old -B /tmp/old/build && cmake --build /tmp/old/build
 #   tests/compare_reports.sh /tmp/old/build/bin/crashpack build/bin/crashpack /tmp/keep
 set -uo pipefail
-usage() { echo "usage: compare_reports.sh [-v] [--text] [--ignore PATH]... OLD NEW BUNDLE|DIR..." >&2; exit 2; }
-verbose=0 text=0 ignores=()
+usage() { echo "usage: compare_reports.sh [-v] [--text] [--markdown] [--db] [--ignore PATH]... OLD NEW BUNDLE|DIR..." >&2; exit 2; }
+verbose=0 text=0 markdown=0 db=0 ignores=()
 while [ $# -gt 0 ]; do
     case $1 in
         -v) verbose=1; shift ;;
         --text) text=1; shift ;;
+        --markdown) markdown=1; shift ;;
+        --db) db=1; shift ;;
         --ignore) [ $# -ge 2 ] || usage; ignores+=("$2"); shift 2 ;;
         --ignore=*) ignores+=("${1#--ignore=}"); shift ;;
-        -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         -*) echo "compare_reports.sh: unknown option $1" >&2; exit 2 ;;
         *) break ;;
     esac
@@ -63,6 +68,17 @@ PY
 }
 same=0 differ=0
 export CRASHPACK_CACHE_DIR=$tmp/cache
+export CRASHPACK_DB=$tmp/none.sqlite # no knowledge base: the analyses do not depend on the machine's
+# differ WHAT OLDFILE NEWFILE: one more difference (or sameness), named
+differ_files() {
+    if cmp -s "$2" "$3"; then
+        same=$((same + 1))
+    else
+        differ=$((differ + 1)); echo "DIFFERS: $1"
+        [ "$verbose" = 1 ] && diff -u "$2" "$3" | head -40
+    fi
+    return 0
+}
 for b in "${bundles[@]}"; do
     "$old" analyze --json "$b" > "$tmp/old.json" 2> /dev/null; orc=$?
     "$new" analyze --json "$b" > "$tmp/new.json" 2> /dev/null; nrc=$?
@@ -78,6 +94,12 @@ for b in "${bundles[@]}"; do
         "$old" analyze "$b" > "$tmp/old.txt" 2>&1; "$new" analyze "$b" > "$tmp/new.txt" 2>&1
         cmp -s "$tmp/old.txt" "$tmp/new.txt" || why="${why:+$why, }text differs"
     fi
+    if [ "$markdown" = 1 ]; then
+        "$old" report "$b" > "$tmp/old.md" 2>&1; echo "exit $?" >> "$tmp/old.md"
+        "$new" report "$b" > "$tmp/new.md" 2>&1; echo "exit $?" >> "$tmp/new.md"
+        cmp -s "$tmp/old.md" "$tmp/new.md" || why="${why:+$why, }Markdown differs"
+        [ "$verbose" = 1 ] && ! cmp -s "$tmp/old.md" "$tmp/new.md" && diff -u "$tmp/old.md" "$tmp/new.md" | head -40
+    fi
     if [ -n "$why" ]; then
         differ=$((differ + 1)); echo "DIFFERS: $b ($why)"
         if [ "$verbose" = 1 ]; then
@@ -88,5 +110,25 @@ for b in "${bundles[@]}"; do
         same=$((same + 1))
     fi
 done
+if [ "$db" = 1 ]; then
+    for w in old new; do
+        bin=$old; [ "$w" = new ] && bin=$new
+        for b in "${bundles[@]}"; do
+            CRASHPACK_DB=$tmp/$w.sqlite "$bin" db add "$b" 2>&1 | sed "s|$tmp/$w.sqlite|KB|g"
+            echo "exit ${PIPESTATUS[0]}"
+        done > "$tmp/add.$w"
+    done
+    differ_files "db add" "$tmp/add.old" "$tmp/add.new"
+    for kb in old new; do
+        n=$(CRASHPACK_DB=$tmp/$kb.sqlite "$old" db list --limit 100000 --json | python3 -c 'import json,sys; print(max([c["id"] for c in json.load(sys.stdin)["crashes"]] or [0]))')
+        for id in $(seq 1 "$n"); do
+            for form in "" --json; do
+                CRASHPACK_DB=$tmp/$kb.sqlite "$old" db show $form "$id" > "$tmp/show.old" 2>&1; echo "exit $?" >> "$tmp/show.old"
+                CRASHPACK_DB=$tmp/$kb.sqlite "$new" db show $form "$id" > "$tmp/show.new" 2>&1; echo "exit $?" >> "$tmp/show.new"
+                differ_files "db show $form $id (the $kb binary's knowledge base)" "$tmp/show.old" "$tmp/show.new"
+            done
+        done
+    done
+fi
 echo "$same same, $differ differ"
 [ "$differ" = 0 ]

@@ -24,7 +24,4 @@
  * reason in err (the evidence that does not need it is still filled). */
 int evidence_add(cJSON *report, struct bundle *b, char *err, size_t errlen);
 
-/* The text-mode section: Xids, nvidia-smi figures, log errors, checkpoint. */
-void evidence_print(FILE *out, const cJSON *report);
-
 #endif

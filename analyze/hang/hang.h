@@ -30,5 +30,4 @@ void hang_analyze(struct bundle *b, cJSON *r);
 void hang_analyze_json(cJSON *r, const cJSON *snap, const cJSON *fds);
 
 /* Text section for `crashpack analyze`: per-thread states and deadlocks. */
-void hang_print_text(FILE *out, const cJSON *r);
 #endif

@@ -1,13 +1,10 @@
-/* report_native.h - the native analysis (native.h) in the crashpack-report/1 object and on screen.
+/* report_native.h - the native analysis (native.h) in the crashpack-report/1 object.
  *
  * report_native_merge() moves the result of native_run() into the report: threads[] (each with
  * name, state and wchan from the bundle's proc/threads.json), process.crashed_tid (from the core,
  * with its source), process.signal's si_code and fault address, cause{}, modules[], unwinder,
  * frames_dropped and analysis{complete, error, warnings, core}. Every string is made valid UTF-8.
- *
- * report_native_print() prints the one-screen summary: signal and cause, the crashed thread's
- * frames, the other threads grouped by identical stacks ("4 threads: ..."), module problems;
- * every untrusted string through cp_text_put (utf8.h).
+ * Its text form is render/'s (text_native.c).
  *
  * Ownership: merge consumes `nat`; nothing is kept. Never exits.
  */
@@ -20,6 +17,5 @@
 void report_native_merge(cJSON *r, cJSON *nat, const cJSON *threads_json);
 /* Records that no native analysis ran (reason: "no core in this bundle", ...). */
 void report_native_skipped(cJSON *r, const char *reason);
-void report_native_print(FILE *out, const cJSON *r);
 
 #endif

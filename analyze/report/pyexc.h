@@ -45,8 +45,4 @@ void pyexc_death(cJSON *r, const cJSON *man, struct bundle *b);
  * raising one. */
 void pyexc_death_finish(cJSON *r);
 
-/* Text output: the death line and the exception with its chain, worker traceback and events. */
-void pyexc_print_death(FILE *out, const cJSON *r);
-void pyexc_print_text(FILE *out, const cJSON *r);
-
 #endif

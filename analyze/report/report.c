@@ -481,7 +481,7 @@ static int analysis_stages(struct bundle *b, cJSON *r, const struct report_opts 
     /* the rule base, which the last step needs, and the signature's skip and prefix lists: loaded
      * while the child still works */
     char derr[512] = "", lerr[512] = "", serr[512] = "";
-    struct rulebase *rb = diagnose_open(o->db, derr, sizeof(derr));
+    struct rulebase *rb = diagnose_open(o->kb, derr, sizeof(derr));
     struct siglists *L = siglists_load(NULL, lerr, sizeof(lerr));
     st->native_failed = native_part(b, r, o->no_stacks, nj);
     pyexc_death_finish(r); /* a live snapshot's core: the raising thread, no signal */
@@ -494,6 +494,8 @@ static int analysis_stages(struct bundle *b, cJSON *r, const struct report_opts 
     siglists_free(L);
     /* last step: the rule base reads every field the analysis filled in */
     if (stage_ok(clk, r, "rules", st)) {
+        if (rb)
+            report_history(r, o->kb); /* gpu.history, which the rules read */
         if (diagnose_with(r, rb, derr, sizeof(derr)) < 0)
             snprintf(st->diagnose_error, sizeof(st->diagnose_error), "%s", derr);
     } else {
@@ -502,6 +504,14 @@ static int analysis_stages(struct bundle *b, cJSON *r, const struct report_opts 
         diagnose_with(r, NULL, why, sizeof(why));
     }
     return st->native_failed;
+}
+
+int report_rediagnose(cJSON *r, struct kb *kb, char *err, size_t errlen)
+{
+    struct rulebase *rb = diagnose_open(kb, err, errlen);
+    if (rb)
+        report_history(r, kb);
+    return diagnose_with(r, rb, err, errlen);
 }
 
 cJSON *report_build(const char *path, const struct report_opts *o, struct report_status *st)

@@ -12,15 +12,17 @@
  *   5. native: the child's result, stacks.json where binaries lacked, proc/threads.json;
  *   6. hang: threads[].hang_state and hang.deadlocks of a snap (hang.h);
  *   7. signature: crash kind, signature and fingerprint (signature.h);
- *   8. rules: the diagnoses, last, since the rules read every field the others filled in.
+ *   8. history: what the knowledge base (an optional input) knows of this process's GPUs and
+ *      host from earlier crashes (gpu.history, history.c);
+ *   9. rules: the diagnoses, last, since the rules read every field the others filled in.
  *
- * report_print_text() is the text form (`crashpack analyze` without --json); report_print_notes()
- * the one-line warnings a command prints on its error stream. Both write to the FILE * they are
- * given. Library code: never prints on its own, never exits.
+ * The report's text and Markdown forms are render/'s (render.h). Library code: never prints,
+ * never exits.
  */
 #ifndef CRASHPACK_REPORT_H
 #define CRASHPACK_REPORT_H
 
+#include "kb.h"
 #include "native.h"
 
 #include <cjson/cJSON.h>
@@ -31,8 +33,9 @@
 struct report_opts {
     struct native_opts native; /* unwinder, frame limit, sysroot, debug dirs, cache, time limits,
                                 * in_process; zero: the defaults */
-    const char *db;            /* knowledge base whose user rules join the built-in rules (NULL:
-                                * the default, rule.h) */
+    struct kb *kb;             /* the knowledge base, an optional read-only input (kb_open_input):
+                                * its user rules join the built-in rules, its history of this
+                                * process's GPUs and host is the history stage's; NULL: none */
     int members_only;          /* bundle, process, host, capture and members only: no evidence,
                                 * core, hang, signature or diagnoses (`analyze --members`) */
     int explain;               /* signature_info.explain[]: which rule kept or skipped each frame */
@@ -53,15 +56,10 @@ struct report_status {
  * still gives a report (st->partial). */
 cJSON *report_build(const char *path, const struct report_opts *o, struct report_status *st);
 
-/* The text report: what the bundle says, the native summary, the evidence, the capture, the
- * members, the hang analysis and the diagnoses (members_only: the member table alone). Every
- * string from the bundle or the knowledge base goes through cp_text_put (utf8.h). */
-void report_print_text(FILE *out, const cJSON *r, int members_only);
-
-/* The warnings a command prints after report_build, one line each, prefixed with `prog: `: a
- * failed diagnosis, an incomplete core analysis, and (json: the text report shows it already)
- * the stacks.json warning. */
-void report_print_notes(FILE *err, const char *prog, const cJSON *r, const struct report_status *st,
-                        int json);
+/* The history stage alone (history.c): gpu.history from kb (NULL: none, history_error says so). */
+void report_history(cJSON *report, struct kb *kb);
+/* A report read from JSON, diagnosed again: the history and rules stages with kb (NULL: none).
+ * Returns the number of diagnoses, or -1 with err (diagnosis_info.error says so too). */
+int report_rediagnose(cJSON *report, struct kb *kb, char *err, size_t errlen);
 
 #endif

@@ -12,6 +12,7 @@
  */
 #include "bundlew.h"
 #include "evidence.h"
+#include "render.h"
 #include "gpu_smi.h"
 #include "logerr.h"
 #include "xid.h"
@@ -707,7 +708,7 @@ static cJSON *run_evidence(const struct mem *m, size_t n)
     free(s);
     /* the text section prints too */
     FILE *devnull = fopen("/dev/null", "w");
-    evidence_print(devnull, r);
+    render_text(devnull, r, 0);
     fclose(devnull);
     return r;
 }

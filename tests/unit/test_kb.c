@@ -7,6 +7,8 @@
 #include "kb.h"
 #include "query.h"
 
+#include <sqlite3.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,14 +27,29 @@ static int fails;
         putchar('\n');                                                                             \
     } while (0)
 
-static long long scalar(sqlite3 *db, const char *sql)
+/* The tests look at the file with SQL of their own, through a second connection (the
+ * knowledge base's handle shows no engine). */
+static long long scalar(const char *path, const char *sql)
 {
+    sqlite3 *db = NULL;
     sqlite3_stmt *q = NULL;
     long long v = -1;
-    if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW)
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK &&
+        sqlite3_prepare_v2(db, sql, -1, &q, NULL) == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW)
         v = sqlite3_column_int64(q, 0);
     sqlite3_finalize(q);
+    sqlite3_close(db);
     return v;
+}
+
+static int raw_exec(const char *path, const char *sql)
+{
+    sqlite3 *db = NULL;
+    int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
+    sqlite3_close(db);
+    return rc;
 }
 
 static cJSON *report(int writer, int i)
@@ -76,7 +93,7 @@ static cJSON *gpu_report(int pid, const char *host, double t, const char *pci, c
     return cJSON_Parse(out);
 }
 
-static int history_count(sqlite3 *db, cJSON *r, const char *scope)
+static int history_count(struct kb *db, cJSON *r, const char *scope)
 {
     char err[256];
     cJSON *h = kb_gpu_history(db, r, 6 * 3600.0, err, sizeof(err));
@@ -96,9 +113,9 @@ static int history_count(sqlite3 *db, cJSON *r, const char *scope)
 
 static int writer(const char *path, int w, int n)
 {
-    sqlite3 *db = NULL;
+    struct kb *db = NULL;
     char err[512];
-    if (kb_open(path, 1, &db, err, sizeof(err))) {
+    if (kb_open(path, KB_CREATE, &db, err, sizeof(err))) {
         fprintf(stderr, "writer %d: %s\n", w, err);
         return 1;
     }
@@ -114,7 +131,7 @@ static int writer(const char *path, int w, int n)
         }
         cJSON_Delete(r);
     }
-    sqlite3_close(db);
+    kb_close(db);
     return bad != 0;
 }
 
@@ -129,40 +146,60 @@ int main(void)
     char err[512] = "";
 
     /* 1. previous schema version (1) with a row; kb_open migrates it */
-    sqlite3 *db = NULL;
-    sqlite3_open(old, &db);
-    CHECK(kb_migrate(db, 1, err, sizeof(err)) == 0 && kb_schema_version(db) == 1, "built a version-1 database");
-    CHECK(sqlite3_exec(db,
+    struct kb *db = NULL;
+    CHECK(kb_create_at_version(old, 1, err, sizeof(err)) == 0 && kb_open(old, KB_READ, &db, err, sizeof(err)) == 0 &&
+              kb_schema_version(db) == 1,
+          "built a version-1 database");
+    kb_close(db);
+    CHECK(raw_exec(old,
                        "INSERT INTO crashes(crash_key, time, host, signature, fingerprint, top_rule,"
                        " top_title, diagnoses, added) VALUES ('k1', 1700000000, 'oldhost', 'sig',"
                        " 'fpold', 'xid-79-fallen-off-bus', 'GPU fell off the bus (Xid 79)',"
                        " '[{\"rule\":\"xid-79-fallen-off-bus\",\"category\":\"gpu_hardware\",\"consequence_of\":null}]',"
                        " 1700000001);"
-                       "INSERT INTO user_rules(id, json, added) VALUES ('mine', '{}', 1);",
-                       NULL, NULL, NULL) == SQLITE_OK,
+                       "INSERT INTO user_rules(id, json, added) VALUES ('mine', '{}', 1);") == SQLITE_OK,
           "a version-1 row");
-    sqlite3_close(db);
     db = NULL;
-    CHECK(kb_open(old, 0, &db, err, sizeof(err)) == 0, "kb_open on the version-1 file %s", err);
+    CHECK(kb_open(old, KB_WRITE, &db, err, sizeof(err)) == 0, "kb_open on the version-1 file %s", err);
     CHECK(kb_schema_version(db) == KB_SCHEMA_VERSION, "migrated to version %d", KB_SCHEMA_VERSION);
-    CHECK(scalar(db, "SELECT COUNT(*) FROM crashes WHERE host = 'oldhost' AND fingerprint = 'fpold'") == 1,
+    CHECK(scalar(old, "SELECT COUNT(*) FROM crashes WHERE host = 'oldhost' AND fingerprint = 'fpold'") == 1,
           "the old row survived");
-    CHECK(scalar(db, "SELECT COUNT(*) FROM crashes WHERE top_category = 'gpu_hardware'") == 1,
+    CHECK(scalar(old, "SELECT COUNT(*) FROM crashes WHERE top_category = 'gpu_hardware'") == 1,
           "the new column is filled from the stored diagnoses");
-    CHECK(scalar(db, "SELECT COUNT(*) FROM user_rules") == 1, "user rules survived");
-    CHECK(scalar(db, "SELECT COUNT(*) FROM crash_sources WHERE outcome = 'added' AND kind = 'report-json'"
+    CHECK(scalar(old, "SELECT COUNT(*) FROM user_rules") == 1, "user rules survived");
+    CHECK(scalar(old, "SELECT COUNT(*) FROM crash_sources WHERE outcome = 'added' AND kind = 'report-json'"
                      " AND crash_id = (SELECT id FROM crashes WHERE crash_key = 'k1')") == 1,
           "the old row has one source (3: crash_sources)");
-    CHECK(scalar(db, "SELECT COUNT(*) FROM crashes WHERE completeness IS NULL") == 1,
+    CHECK(scalar(old, "SELECT COUNT(*) FROM crashes WHERE completeness IS NULL") == 1,
           "the old row has no completeness score");
-    CHECK(scalar(db, "PRAGMA journal_mode") != -1, "journal mode readable");
-    sqlite3_close(db);
-    /* a newer schema than this build knows is refused, not damaged */
-    sqlite3_open(old, &db);
-    sqlite3_exec(db, "PRAGMA user_version = 99", NULL, NULL, NULL);
-    sqlite3_close(db);
+    CHECK(scalar(old, "PRAGMA journal_mode") != -1, "journal mode readable");
+    CHECK(scalar(old, "SELECT value FROM kb_meta WHERE key = 'schema_version'") == KB_SCHEMA_VERSION &&
+              scalar(old, "PRAGMA user_version") == KB_SCHEMA_VERSION,
+          "the version is kept in kb_meta, and in SQLite's user_version for older crashpacks");
+    kb_close(db);
+    /* a database from before kb_meta: its version is SQLite's user_version */
+    CHECK(raw_exec(old, "DROP TABLE kb_meta") == SQLITE_OK, "kb_meta dropped");
     db = NULL;
-    CHECK(kb_open(old, 0, &db, err, sizeof(err)) == -1 && strstr(err, "99"), "a newer schema is refused: %s", err);
+    CHECK(kb_open(old, KB_READ, &db, err, sizeof(err)) == 0 && kb_schema_version(db) == KB_SCHEMA_VERSION,
+          "a database without kb_meta has its user_version's schema (%d)", kb_schema_version(db));
+    kb_close(db);
+    /* a newer schema than this build knows is refused, not damaged: in kb_meta, and in an older
+     * database's user_version */
+    raw_exec(old, "PRAGMA user_version = 99");
+    db = NULL;
+    CHECK(kb_open(old, KB_WRITE, &db, err, sizeof(err)) == -1 && strstr(err, "99"),
+          "a newer schema (user_version) is refused: %s", err);
+    CHECK(kb_open(old, KB_READ, &db, err, sizeof(err)) == -1 && strstr(err, "99"),
+          "and refused for reading too: %s", err);
+    raw_exec(old, "PRAGMA user_version = 4; CREATE TABLE kb_meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+                  " INSERT INTO kb_meta VALUES ('schema_version', '77')");
+    CHECK(kb_open(old, KB_WRITE, &db, err, sizeof(err)) == -1 && strstr(err, "77"),
+          "a newer schema (kb_meta) is refused: %s", err);
+    CHECK(kb_open(old, KB_READ, &db, err, sizeof(err)) == -1 && strstr(err, "77"),
+          "and refused for reading too: %s", err);
+    CHECK(kb_open(path, KB_WRITE, &db, err, sizeof(err)) == KB_ENOENT && !db,
+          "no knowledge base yet: KB_ENOENT (%s)", err);
+    CHECK(kb_open_input(path) == NULL, "no knowledge base yet: no analysis input");
 
     /* 2. two concurrent writers, 500 crashes each, on a fresh file */
     pid_t kids[2];
@@ -179,11 +216,14 @@ int main(void)
     }
     CHECK(ok, "both writers finished without an error");
     db = NULL;
-    CHECK(kb_open(path, 0, &db, err, sizeof(err)) == 0, "open the written database");
-    CHECK(scalar(db, "SELECT COUNT(*) FROM crashes") == 1000, "1000 crashes stored (got %lld)",
-          scalar(db, "SELECT COUNT(*) FROM crashes"));
-    CHECK(scalar(db, "SELECT COUNT(DISTINCT job) FROM crashes") == 63, "jobs from SLURM_JOB_ID");
-    CHECK(scalar(db, "PRAGMA journal_mode") != -1, "readable");
+    CHECK(kb_open(path, KB_WRITE, &db, err, sizeof(err)) == 0, "open the written database");
+    CHECK(scalar(path, "SELECT COUNT(*) FROM crashes") == 1000, "1000 crashes stored (got %lld)",
+          scalar(path, "SELECT COUNT(*) FROM crashes"));
+    CHECK(scalar(path, "SELECT COUNT(DISTINCT job) FROM crashes") == 63, "jobs from SLURM_JOB_ID");
+    CHECK(scalar(path, "PRAGMA journal_mode") != -1, "readable");
+    struct kb *in = kb_open_input(path);
+    CHECK(in && kb_schema_version(in) == KB_SCHEMA_VERSION, "opened as an analysis input (read-only)");
+    kb_close(in);
 
     /* 3. the same crash again, from another file that is not more complete: kept, not doubled */
     cJSON *r = report(0, 3);
@@ -193,10 +233,10 @@ int main(void)
               !res.reason[0],
           "re-adding an equally complete report keeps the stored record (%s)", kb_outcome_name(res.outcome));
     cJSON_Delete(r);
-    CHECK(scalar(db, "SELECT COUNT(*) FROM crashes") == 1000, "still 1000 crashes");
-    CHECK(scalar(db, "SELECT COUNT(*) FROM crashes WHERE bundle_path = '/bundles/moved.zst'") == 0,
+    CHECK(scalar(path, "SELECT COUNT(*) FROM crashes") == 1000, "still 1000 crashes");
+    CHECK(scalar(path, "SELECT COUNT(*) FROM crashes WHERE bundle_path = '/bundles/moved.zst'") == 0,
           "the stored record keeps its bundle path");
-    CHECK(scalar(db, "SELECT COUNT(*) FROM crash_sources WHERE path = '/bundles/moved.zst' AND outcome = 'kept'"
+    CHECK(scalar(path, "SELECT COUNT(*) FROM crash_sources WHERE path = '/bundles/moved.zst' AND outcome = 'kept'"
                      " AND xxh64 = '00000000000000aa' AND size = 10 AND added_uid IS NOT NULL") == 1,
           "the kept add is recorded as a source with its hash, size and uid");
 
@@ -221,14 +261,14 @@ int main(void)
     struct kb_source sf = {"bundle", "/b/full.zst", "1111111111111111", 100},
                      sc = {"bundle", "/b/cut.zst", "2222222222222222", 40};
     for (int order = 0; order < 2; order++) {
-        sqlite3_exec(db, "DELETE FROM crashes WHERE host = 'h'", NULL, NULL, NULL);
+        raw_exec(path, "DELETE FROM crashes WHERE host = 'h'");
         struct kb_result a, b;
         int ok1 = kb_add_report(db, order ? cut : full, order ? &sc : &sf, &a, err, sizeof(err)) == 0;
         int ok2 = kb_add_report(db, order ? full : cut, order ? &sf : &sc, &b, err, sizeof(err)) == 0;
         CHECK(ok1 && ok2 && a.outcome == KB_ADDED && b.outcome == (order ? KB_REPLACED : KB_KEPT) &&
                   a.id == b.id && strstr(b.reason, "core analysis complete vs incomplete"),
               "%s: %s (%s)", order ? "cut, then full" : "full, then cut", kb_outcome_name(b.outcome), b.reason);
-        CHECK(scalar(db, "SELECT COUNT(*) FROM crashes WHERE host = 'h' AND signature = 'full-sig' AND"
+        CHECK(scalar(path, "SELECT COUNT(*) FROM crashes WHERE host = 'h' AND signature = 'full-sig' AND"
                          " fingerprint = 'full-fp' AND bundle_path = '/b/full.zst' AND"
                          " bundle_xxh64 = '1111111111111111'") == 1,
               "%s: the full record is stored", order ? "cut, then full" : "full, then cut");
@@ -237,36 +277,35 @@ int main(void)
                  "SELECT COUNT(*) FROM crash_sources WHERE crash_id = %lld AND"
                  " ((path = '/b/full.zst' AND outcome = '%s') OR (path = '/b/cut.zst' AND outcome = '%s'))",
                  (long long)a.id, order ? "replaced" : "added", order ? "superseded" : "kept");
-        CHECK(scalar(db, sql) == 2, "%s: both paths are sources, with their outcomes",
+        CHECK(scalar(path, sql) == 2, "%s: both paths are sources, with their outcomes",
               order ? "cut, then full" : "full, then cut");
     }
     /* the same bundle again: stored again (its path too) */
     struct kb_source again = {"bundle", "/b/full-copy.zst", "1111111111111111", 100};
     CHECK(kb_add_report(db, full, &again, &res, err, sizeof(err)) == 0 && res.outcome == KB_UPDATED,
           "the same bundle again is an update (%s)", kb_outcome_name(res.outcome));
-    CHECK(scalar(db, "SELECT COUNT(*) FROM crash_sources WHERE outcome IN ('added', 'replaced', 'updated')"
+    CHECK(scalar(path, "SELECT COUNT(*) FROM crash_sources WHERE outcome IN ('added', 'replaced', 'updated')"
                      " AND crash_id = (SELECT id FROM crashes WHERE host = 'h')") == 1,
           "one source holds the stored analysis");
     /* no identity: a failure, recorded, nothing changed */
     cJSON *noid = cJSON_Parse("{\"bundle\": {\"complete\": true}, \"signature\": \"forged\"}");
     struct kb_source sn = {"bundle", "/b/cut.zst", "3333333333333333", 5};
-    long long before = scalar(db, "SELECT COUNT(*) FROM crashes");
+    long long before = scalar(path, "SELECT COUNT(*) FROM crashes");
     CHECK(kb_add_report(db, noid, &sn, &res, err, sizeof(err)) == 0 && res.outcome == KB_FAILED && res.id > 0,
           "a report without identity is a failure of the crash its path belongs to (%lld)", (long long)res.id);
-    CHECK(scalar(db, "SELECT COUNT(*) FROM crashes") == before &&
-              scalar(db, "SELECT COUNT(*) FROM crashes WHERE signature = 'forged'") == 0,
+    CHECK(scalar(path, "SELECT COUNT(*) FROM crashes") == before &&
+              scalar(path, "SELECT COUNT(*) FROM crashes WHERE signature = 'forged'") == 0,
           "the failure stored no crash");
     CHECK(kb_add_failure(db, &(struct kb_source){"bundle", "/b/never.zst", NULL, -1}, "not a bundle", &res, err,
                          sizeof(err)) == 0 && res.id == 0 &&
-              scalar(db, "SELECT COUNT(*) FROM crash_sources WHERE path = '/b/never.zst' AND outcome = 'failed'"
+              scalar(path, "SELECT COUNT(*) FROM crash_sources WHERE path = '/b/never.zst' AND outcome = 'failed'"
                          " AND crash_id IS NULL AND error = 'not a bundle'") == 1,
           "an unreadable bundle of no known crash: a failure of none");
     cJSON_Delete(noid);
     cJSON_Delete(full);
     cJSON_Delete(cut);
     /* a record from before the scores: a cut copy does not replace it, a complete bundle does */
-    sqlite3_exec(db, "UPDATE crashes SET completeness = NULL, completeness_detail = NULL WHERE host = 'h'",
-                 NULL, NULL, NULL);
+    raw_exec(path, "UPDATE crashes SET completeness = NULL, completeness_detail = NULL WHERE host = 'h'");
     cut = cJSON_Parse(cut_js);
     CHECK(kb_add_report(db, cut, &sc, &res, err, sizeof(err)) == 0 && res.outcome == KB_KEPT && res.legacy,
           "a legacy record is kept against a cut copy (%s)", kb_outcome_name(res.outcome));
@@ -275,7 +314,7 @@ int main(void)
     CHECK(kb_add_report(db, full, &sf, &res, err, sizeof(err)) == 0 && res.outcome == KB_REPLACED && res.legacy,
           "a legacy record is replaced by a complete bundle (%s)", kb_outcome_name(res.outcome));
     cJSON_Delete(full);
-    sqlite3_close(db);
+    kb_close(db);
 
     char cmd[300];
     /* 6. GPU history (schema 4's gpu_faults): a hardware Xid on a crash's own GPU is history for
@@ -285,10 +324,10 @@ int main(void)
     {
         const char *A = "GPU-aaaaaaaa-0000-0000-0000-000000000001", *B = "GPU-bbbbbbbb-0000-0000-0000-000000000002";
         double t0 = 1796000000;
-        sqlite3 *h = NULL;
+        struct kb *h = NULL;
         char hp[300];
         snprintf(hp, sizeof(hp), "%s/hist.sqlite", dir);
-        CHECK(kb_open(hp, 1, &h, err, sizeof(err)) == 0, "history: open %s", err);
+        CHECK(kb_open(hp, KB_CREATE, &h, err, sizeof(err)) == 0, "history: open %s", err);
         struct kb_source src = {"report-json", "/r.json", NULL, -1};
         struct kb_result res;
         cJSON *r1 = gpu_report(500, "n1", t0, "0000:3b:00.0", A, 48, "hardware", A, "0000:3b:00.0", 1);
@@ -297,9 +336,9 @@ int main(void)
         cJSON *r2 = gpu_report(501, "n1", t0, "0000:86:00.0", B, 13, "application", B, "0000:86:00.0", 0);
         CHECK(kb_add_report(h, r2, &src, &res, err, sizeof(err)) == 0, "history: add the Xid 13 crash");
         cJSON_Delete(r2);
-        CHECK(scalar(h, "SELECT COUNT(*) FROM gpu_faults WHERE scope = 'gpu'") == 1,
+        CHECK(scalar(hp, "SELECT COUNT(*) FROM gpu_faults WHERE scope = 'gpu'") == 1,
               "history: one GPU fault stored (the Xid 13 is the program's)");
-        CHECK(scalar(h, "SELECT COUNT(*) FROM gpu_faults WHERE scope = 'host'") == 1, "history: one host fault stored");
+        CHECK(scalar(hp, "SELECT COUNT(*) FROM gpu_faults WHERE scope = 'host'") == 1, "history: one host fault stored");
         CHECK(history_count(h, gpu_report(600, "n1", t0 + 3600, "0000:3b:00.0", A, 0, "", A, "0000:3b:00.0", 0), "gpu") == 1,
               "history: the next crash on GPU A, 1 h later, carries its Xid 48");
         CHECK(history_count(h, gpu_report(601, "n2", t0 + 3600, "0000:17:00.0", A, 0, "", A, "0000:17:00.0", 0), "gpu") == 1,
@@ -323,7 +362,7 @@ int main(void)
               "history: no UUID: the same host and PCI id match");
         CHECK(history_count(h, gpu_report(607, "n4", t0 + 600, "0000:ca:00.0", "", 0, "", "GPU-x", "0000:ca:00.0", 0), "gpu") == 0,
               "history: no UUID: the same PCI id on another host does not");
-        sqlite3_close(h);
+        kb_close(h);
     }
 
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);

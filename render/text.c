@@ -1,38 +1,12 @@
-/* report_text.c - the text form of a crashpack-report/1 object (`crashpack analyze` without
- * --json): one section per stage, each printed from the report alone, so text and JSON never
- * disagree. Every string from the bundle or the knowledge base goes through cp_text_put. */
-#include "report.h"
-#include "evidence.h"
-#include "hang.h"
+/* text.c - the text form of a crashpack-report/1 object (`crashpack analyze` without --json):
+ * one section per stage, each printed from the report alone, in the order below. This file holds
+ * the bundle-level sections (bundle, process, capture, core, members); the stages' sections are in
+ * text_*.c. Every string goes through cp_text_put. */
+#include "render_internal.h"
 #include "jpath.h"
-#include "pyexc.h"
-#include "report_native.h"
-#include "rule.h"
-#include "signature_text.h"
 #include "utf8.h"
 
-#include <stdio.h>
 #include <string.h>
-
-static const char *human(double n, char *buf, size_t len)
-{
-    static const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-    int u = 0;
-    while (n >= 1024 && u < 5) {
-        n /= 1024;
-        u++;
-    }
-    if (u == 0)
-        snprintf(buf, len, "%.0f B", n);
-    else
-        snprintf(buf, len, "%.1f %s", n, unit[u]);
-    return buf;
-}
-
-static void label(FILE *out, const char *l)
-{
-    fprintf(out, "%-10s", l);
-}
 
 static void print_members(FILE *out, const cJSON *r)
 {
@@ -57,10 +31,10 @@ static void print_members(FILE *out, const cJSON *r)
         fputs("  ", out);
         cp_text_put(out, name ? name : "?");
         size_t l = name ? strlen(name) : 1;
-        fprintf(out, "%*s %12s %12s %7.0f", (int)(l < w ? w - l : 0), "", human(size, a, sizeof(a)),
-                human(comp, c, sizeof(c)), frames);
+        fprintf(out, "%*s %12s %12s %7.0f", (int)(l < w ? w - l : 0), "",
+                render_human(size, a, sizeof(a)), render_human(comp, c, sizeof(c)), frames);
         if (cJSON_IsTrue(cp_jpath(m, "truncated")))
-            fprintf(out, "  TRUNCATED: %s available", human(avail, v, sizeof(v)));
+            fprintf(out, "  TRUNCATED: %s available", render_human(avail, v, sizeof(v)));
         fputc('\n', out);
     }
 }
@@ -73,18 +47,20 @@ static void print_bundle(FILE *out, const cJSON *r)
     const char *s;
     int complete = cJSON_IsTrue(cp_jpath(r, "bundle.complete"));
 
-    label(out, "bundle");
+    render_label(out, "bundle");
     cp_text_put(out, cp_jstr_at(r, "bundle.path") ? cp_jstr_at(r, "bundle.path") : "?");
     cp_jnum_at(r, "bundle.file_size", &v);
-    fprintf(out, " (%s, %d members)\n", human(v, a, sizeof(a)),
+    fprintf(out, " (%s, %d members)\n", render_human(v, a, sizeof(a)),
             cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(r, "members")));
     if (!complete) {
-        label(out, "PARTIAL");
-        cp_text_put(out, cp_jstr_at(r, "bundle.partial_reason") ? cp_jstr_at(r, "bundle.partial_reason") : "");
+        render_label(out, "PARTIAL");
+        cp_text_put(out, cp_jstr_at(r, "bundle.partial_reason")
+                             ? cp_jstr_at(r, "bundle.partial_reason")
+                             : "");
         fputc('\n', out);
     }
     if ((s = cp_jstr_at(r, "bundle.manifest_error"))) {
-        label(out, "manifest");
+        render_label(out, "manifest");
         fputs("unreadable: ", out);
         cp_text_put(out, s);
         fputc('\n', out);
@@ -97,7 +73,7 @@ static void print_process(FILE *out, const cJSON *r)
     double v = 0, v2 = 0;
     const char *s;
 
-    label(out, "process");
+    render_label(out, "process");
     if (cp_jnum_at(r, "process.pid", &v))
         fprintf(out, "pid %.0f", v);
     else
@@ -106,19 +82,20 @@ static void print_process(FILE *out, const cJSON *r)
         fprintf(out, ", crashed tid %.0f", v);
     if (cp_jnum_at(r, "process.signal.number", &v)) {
         fprintf(out, ", signal %.0f (", v);
-        cp_text_put(out, cp_jstr_at(r, "process.signal.name") ? cp_jstr_at(r, "process.signal.name") : "?");
+        cp_text_put(out, cp_jstr_at(r, "process.signal.name") ? cp_jstr_at(r, "process.signal.name")
+                                                              : "?");
         fputc(')', out);
     }
     fputc('\n', out);
-    pyexc_print_death(out, r);
+    render_text_death(out, r);
     if ((s = cp_jstr_at(r, "process.exe"))) {
-        label(out, "exe");
+        render_label(out, "exe");
         cp_text_put(out, s);
         fputc('\n', out);
     }
     const cJSON *args = cp_jpath(r, "process.cmdline"), *arg;
     if (cJSON_GetArraySize(args) > 0) {
-        label(out, "cmdline");
+        render_label(out, "cmdline");
         int first = 1;
         cJSON_ArrayForEach(arg, args)
         {
@@ -135,7 +112,7 @@ static void print_process(FILE *out, const cJSON *r)
         fputc('\n', out);
     }
     if (cp_jnum_at(r, "process.uid", &v)) {
-        label(out, "user");
+        render_label(out, "user");
         fprintf(out, "uid %.0f", v);
         if (cp_jnum_at(r, "process.gid", &v2))
             fprintf(out, ", gid %.0f", v2);
@@ -144,7 +121,7 @@ static void print_process(FILE *out, const cJSON *r)
         fputc('\n', out);
     }
     if ((s = cp_jstr_at(r, "host.hostname")) || cp_jstr_at(r, "host.kernel")) {
-        label(out, "host");
+        render_label(out, "host");
         cp_text_put(out, s ? s : "?");
         if ((s = cp_jstr_at(r, "host.kernel"))) {
             fputs(", kernel ", out);
@@ -153,7 +130,7 @@ static void print_process(FILE *out, const cJSON *r)
         fputc('\n', out);
     }
     if ((s = cp_jstr_at(r, "host.time_utc")) || cp_jnum_at(r, "host.time", &v)) {
-        label(out, "time");
+        render_label(out, "time");
         if (s)
             cp_text_put(out, s);
         if (cp_jnum_at(r, "host.time", &v))
@@ -167,7 +144,7 @@ static void print_capture(FILE *out, const cJSON *r)
 {
     const char *s;
 
-    label(out, "capture");
+    render_label(out, "capture");
     cp_text_put(out, cp_jstr_at(r, "capture.status") ? cp_jstr_at(r, "capture.status") : "?");
     if ((s = cp_jstr_at(r, "capture.mode.effective"))) {
         fputs(", mode ", out);
@@ -189,7 +166,7 @@ static void print_capture(FILE *out, const cJSON *r)
     }
     fputc('\n', out);
     if ((s = cp_jstr_at(r, "capture.salvage.note"))) {
-        label(out, "salvaged");
+        render_label(out, "salvaged");
         cp_text_put(out, s);
         if ((s = cp_jstr_at(r, "capture.salvage.cut_member"))) {
             fputs("; cut member ", out);
@@ -207,21 +184,21 @@ static void print_core(FILE *out, const cJSON *r)
     const char *s;
     const cJSON *core = cp_jpath(r, "capture.core");
     if (core && cJSON_GetArraySize(core) > 0) {
-        label(out, "core");
+        render_label(out, "core");
         int any = 0;
         if (cp_jnum_at(core, "declared_size", &v)) {
-            fprintf(out, "%s declared", human(v, a, sizeof(a)));
+            fprintf(out, "%s declared", render_human(v, a, sizeof(a)));
             any = 1;
         } else if (cp_jnum_at(core, "member_size", &v)) {
-            fprintf(out, "%s", human(v, a, sizeof(a)));
+            fprintf(out, "%s", render_human(v, a, sizeof(a)));
             any = 1;
         }
         if (cp_jnum_at(core, "stored_bytes", &v)) {
-            fprintf(out, "%s%s stored", any ? ", " : "", human(v, c2, sizeof(c2)));
+            fprintf(out, "%s%s stored", any ? ", " : "", render_human(v, c2, sizeof(c2)));
             any = 1;
         }
         if (cp_jnum_at(core, "member_compressed", &v)) {
-            fprintf(out, "%s%s compressed", any ? ", " : "", human(v, c3, sizeof(c3)));
+            fprintf(out, "%s%s compressed", any ? ", " : "", render_human(v, c3, sizeof(c3)));
             if (cp_jnum_at(core, "ratio", &v2))
                 fprintf(out, " (%.1fx)", v2);
             any = 1;
@@ -237,9 +214,10 @@ static void print_core(FILE *out, const cJSON *r)
             fprintf(out, "%snot truncated", any ? "; " : "");
             any = 1;
         }
-        if (cJSON_IsTrue(cp_jpath(core, "member_truncated")) && cp_jnum_at(core, "member_available", &v)) {
+        if (cJSON_IsTrue(cp_jpath(core, "member_truncated")) &&
+            cp_jnum_at(core, "member_available", &v)) {
             fprintf(out, "%scut short in this file: %s available", any ? "; " : "",
-                    human(v, a, sizeof(a)));
+                    render_human(v, a, sizeof(a)));
             any = 1;
         }
         if ((s = cp_jstr_at(core, "error"))) {
@@ -258,7 +236,7 @@ static void print_failed_steps(FILE *out, const cJSON *r)
     int first = 1;
     cJSON_ArrayForEach(st, steps)
     {
-        label(out, first ? "not ok" : "");
+        render_label(out, first ? "not ok" : "");
         first = 0;
         cp_text_put(out, cp_jstr_at(st, "name") ? cp_jstr_at(st, "name") : "?");
         fputs(": ", out);
@@ -272,31 +250,31 @@ static void print_failed_steps(FILE *out, const cJSON *r)
     }
 }
 
-void report_print_text(FILE *out, const cJSON *r, int members_only)
+void render_text(FILE *out, const cJSON *r, int members_only)
 {
     if (members_only) {
         print_members(out, r);
-        hang_print_text(out, r);
+        render_text_hang(out, r);
         return;
     }
     print_bundle(out, r);
     print_process(out, r);
-    signature_print(out, r);
-    pyexc_print_text(out, r);
-    report_native_print(out, r);
-    evidence_print(out, r);
+    render_text_signature(out, r);
+    render_text_exception(out, r);
+    render_text_native(out, r);
+    render_text_evidence(out, r);
     fputc('\n', out);
     print_capture(out, r);
     print_core(out, r);
     print_failed_steps(out, r);
     fputs("members\n", out);
     print_members(out, r);
-    hang_print_text(out, r);
-    diagnose_print(out, r);
+    render_text_hang(out, r);
+    render_text_diagnoses(out, r);
 }
 
-void report_print_notes(FILE *err, const char *prog, const cJSON *r, const struct report_status *st,
-                        int json)
+void render_notes(FILE *err, const char *prog, const cJSON *r, const char *diagnose_error,
+                  int native_failed, int json)
 {
     const char *w = cp_jstr_at(r, "analysis.stacks_json.warning");
     if (json && w) { /* the text report prints it anyway */
@@ -310,12 +288,12 @@ void report_print_notes(FILE *err, const char *prog, const cJSON *r, const struc
         cp_text_put(err, xe);
         fputc('\n', err);
     }
-    if (st->diagnose_error[0]) {
+    if (diagnose_error && diagnose_error[0]) {
         fprintf(err, "%s: diagnosis: ", prog);
-        cp_text_put(err, st->diagnose_error);
+        cp_text_put(err, diagnose_error);
         fputc('\n', err);
     }
-    if (st->native_failed) {
+    if (native_failed) {
         const char *e = cp_jstr_at(r, "analysis.error");
         fprintf(err, "%s: the core analysis is incomplete: ", prog);
         cp_text_put(err, e ? e : "unknown error");

@@ -1,5 +1,7 @@
-/* signature_text.c - see signature_text.h. */
-#include "signature_text.h"
+/* text_signature.c - the signature lines of the text report: the signature (or why there is
+ * none), the fingerprint with the crash kind and the signature lists' version, and with --explain
+ * which rule kept or skipped each frame of the crashed thread (signature_info.explain[]). */
+#include "render_internal.h"
 #include "jpath.h"
 #include "utf8.h"
 
@@ -47,7 +49,7 @@ static void print_explain(FILE *out, const cJSON *ex)
     }
 }
 
-void signature_print(FILE *out, const cJSON *r)
+void render_text_signature(FILE *out, const cJSON *r)
 {
     const cJSON *info = cJSON_GetObjectItemCaseSensitive(r, "signature_info");
     if (!cJSON_IsObject(info))

@@ -1,0 +1,62 @@
+/* text_hang.c - the hang analysis in the text report: deadlocks, then each thread's wait state. */
+#include "render_internal.h"
+#include "jpath.h"
+#include "utf8.h"
+
+void render_text_hang(FILE *out, const cJSON *r)
+{
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(r, "hang");
+    if (!h)
+        return;
+    int snap = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(h, "snap"));
+    const cJSON *dl = cJSON_GetObjectItemCaseSensitive(h, "deadlocks");
+    if (!snap && cJSON_GetArraySize(dl) == 0)
+        return;
+    fprintf(out, "\nhang (%s", snap ? "live capture" : "from the core");
+    if (cp_jstr(h, "reason")) {
+        fprintf(out, ", reason: ");
+        cp_text_put(out, cp_jstr(h, "reason"));
+    }
+    fprintf(out, ")\n");
+    const cJSON *d;
+    cJSON_ArrayForEach(d, dl)
+    {
+        fprintf(out, "  DEADLOCK: ");
+        cp_text_put(out, cp_jstr(d, "summary"));
+        fputc('\n', out);
+        const cJSON *t;
+        cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(d, "threads"))
+        {
+            double tid = 0;
+            cp_jnum(t, "tid", &tid);
+            fprintf(out, "    thread %d blocked in ", (int)tid);
+            cp_text_put(out, cp_jstr(t, "blocked_in") ? cp_jstr(t, "blocked_in") : "?");
+            fputc('\n', out);
+        }
+    }
+    const cJSON *t;
+    cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(r, "threads"))
+    {
+        const cJSON *hs = cJSON_GetObjectItemCaseSensitive(t, "hang_state");
+        if (!cJSON_IsObject(hs))
+            continue;
+        double tid = 0;
+        cp_jnum(t, "tid", &tid);
+        fprintf(out, "  %-8d %-16.16s %-18s ", (int)tid,
+                cp_jstr(t, "name") ? cp_jstr(t, "name") : "",
+                cp_jstr(hs, "state") ? cp_jstr(hs, "state") : "?");
+        cp_text_put(out, cp_jstr(hs, "detail"));
+        if (cp_jstr(hs, "mutex")) {
+            fprintf(out, " [%s", cp_jstr(hs, "mutex"));
+            if (cp_jstr(hs, "mutex_symbol")) {
+                fputc(' ', out);
+                cp_text_put(out, cp_jstr(hs, "mutex_symbol"));
+            }
+            double ow;
+            if (cp_jnum(hs, "mutex_owner", &ow))
+                fprintf(out, ", owner %d", (int)ow);
+            fputc(']', out);
+        }
+        fputc('\n', out);
+    }
+}

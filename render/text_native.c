@@ -1,0 +1,367 @@
+/* text_native.c - the native analysis in the text report: signal and cause, the crashed
+ * thread's frames, the other threads grouped by identical stacks ("4 threads: ..."), each with
+ * its Python frames, and the module problems. struct group of the old report_native.c is a
+ * done[] flag per thread: threads whose frames are identical (same pcs and functions) print once.
+ */
+#include "render_internal.h"
+#include "jpath.h"
+#include "utf8.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define TEXT_CRASHED_FRAMES 40
+#define TEXT_OTHER_FRAMES 12
+#define TEXT_GROUP_TIDS 8
+#define TEXT_PYTHON_FRAMES 40
+
+static void line(FILE *out, const char *l, const char *s)
+{
+    if (!s)
+        return;
+    render_label(out, l);
+    cp_text_put(out, s);
+    fputc('\n', out);
+}
+
+static const char *base(const char *p)
+{
+    const char *s = p ? strrchr(p, '/') : NULL;
+    return s && s[1] ? s + 1 : p;
+}
+
+static void print_frame(FILE *out, int n, const cJSON *f)
+{
+    const char *fn = cp_jstr(f, "function"), *mod = cp_jstr(f, "module"),
+               *file = cp_jstr(f, "file");
+    const char *off = cp_jstr(f, "module_offset"), *pc = cp_jstr(f, "pc");
+    fprintf(out, "  #%-3d %-18s ", n, pc ? pc : "?");
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(f, "inline")))
+        fputs("[inline] ", out);
+    cp_text_put(out, fn ? fn : "??");
+    if (mod) {
+        fputs(" (", out);
+        cp_text_put(out, mod);
+        if (off) {
+            fputc('+', out);
+            cp_text_put(out, off);
+        }
+        fputc(')', out);
+    }
+    if (file) {
+        fputc(' ', out);
+        cp_text_put(out, base(file));
+        double ln = cp_jnum_or(f, "line", 0);
+        if (ln > 0)
+            fprintf(out, ":%.0f", ln);
+    }
+    const char *trust = cp_jstr(f, "trust");
+    if (trust && strcmp(trust, "cfi") && strcmp(trust, "context"))
+        fprintf(out, " [%s]", trust);
+    fputc('\n', out);
+}
+
+/* The thread's Python frames as a Python traceback (most recent call last), each with the native
+ * frame (#N) of the _PyEval_EvalFrameDefault that runs it. */
+static void print_python(FILE *out, const cJSON *t)
+{
+    const cJSON *pf = cJSON_GetObjectItemCaseSensitive(t, "python_frames");
+    const cJSON *py = cJSON_GetObjectItemCaseSensitive(t, "python");
+    int n = cJSON_GetArraySize(pf);
+    if (!n && !cp_jstr(py, "error"))
+        return;
+    fputs("  Python", out);
+    if (cp_jstr(py, "thread_id")) {
+        fputs(" thread ", out);
+        cp_text_put(out, cp_jstr(py, "thread_id"));
+    }
+    if (cp_jstr(py, "name")) {
+        fputs(" \"", out);
+        cp_text_put(out, cp_jstr(py, "name"));
+        fputc('"', out);
+    }
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(py, "holds_gil")))
+        fputs(", holds the GIL", out);
+    fputs(" (most recent call last):\n", out);
+    /* the innermost TEXT_PYTHON_FRAMES, outermost first */
+    const cJSON *shown[TEXT_PYTHON_FRAMES], *it;
+    int k = 0;
+    cJSON_ArrayForEach(it, pf)
+    {
+        if (k == TEXT_PYTHON_FRAMES)
+            break;
+        shown[k++] = it;
+    }
+    if (n > k)
+        fprintf(out, "    ... %d outer frames shown by --json\n", n - k);
+    for (int i = k - 1; i >= 0; i--) {
+        const cJSON *f = shown[i];
+        const char *file = cp_jstr(f, "file"), *fn = cp_jstr(f, "function");
+        fputs("    File \"", out);
+        cp_text_put(out, file ? file : "???");
+        double ln = cp_jnum_or(f, "line", -1);
+        if (ln >= 0)
+            fprintf(out, "\", line %.0f, in ", ln);
+        else
+            fputs("\", line ???, in ", out);
+        cp_text_put(out, fn ? fn : "???");
+        double nf = cp_jnum_or(f, "native_frame_index", -1);
+        if (nf >= 0)
+            fprintf(out, "  [native #%.0f]", nf);
+        fputc('\n', out);
+    }
+    const char *merge = cp_jstr(t, "python_merge");
+    if (merge && strcmp(merge, "ok")) {
+        fputs("    (", out);
+        cp_text_put(out, merge);
+        fputs(")\n", out);
+    }
+    if (cp_jstr(py, "error")) {
+        fputs("    (Python frames stopped: ", out);
+        cp_text_put(out, cp_jstr(py, "error"));
+        fputs(")\n", out);
+    }
+}
+
+static void print_frames(FILE *out, const cJSON *t, int max)
+{
+    const cJSON *frames = cJSON_GetObjectItemCaseSensitive(t, "frames"), *f;
+    int n = 0, total = cJSON_GetArraySize(frames);
+    cJSON_ArrayForEach(f, frames)
+    {
+        if (n == max)
+            break;
+        print_frame(out, n++, f);
+    }
+    double dropped = cp_jnum_or(t, "frames_dropped", 0);
+    if (total > max || dropped > 0)
+        fprintf(out, "  ... %d more frames shown by --json, %.0f beyond the frame cap\n",
+                total > max ? total - max : 0, dropped);
+    const cJSON *fb = cJSON_GetObjectItemCaseSensitive(t, "unwinder_fallback");
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(fb, "used")) && cp_jstr(fb, "reason")) {
+        fputs("  (frames from libunwind: ", out);
+        cp_text_put(out, cp_jstr(fb, "reason"));
+        fputs(")\n", out);
+    }
+    const char *stop = cp_jstr(t, "unwind_stop");
+    if (stop) {
+        fputs("  (unwinding stopped: ", out);
+        cp_text_put(out, stop);
+        fputs(")\n", out);
+    }
+    if (!total)
+        fputs("  (no frames)\n", out);
+    print_python(out, t);
+}
+
+/* Two threads group together when their frames have the same pcs and functions. */
+static int same_stack(const cJSON *a, const cJSON *b)
+{
+    const cJSON *fa = cJSON_GetObjectItemCaseSensitive(a, "frames");
+    const cJSON *fb = cJSON_GetObjectItemCaseSensitive(b, "frames");
+    if (cJSON_GetArraySize(fa) != cJSON_GetArraySize(fb) ||
+        cp_jnum_or(a, "frames_dropped", 0) != cp_jnum_or(b, "frames_dropped", 0))
+        return 0;
+    for (const cJSON *x = fa->child, *y = fb->child; x && y; x = x->next, y = y->next) {
+        const char *pa = cp_jstr(x, "pc"), *pb = cp_jstr(y, "pc");
+        const char *na = cp_jstr(x, "function"), *nb = cp_jstr(y, "function");
+        if (!pa || !pb || strcmp(pa, pb) || (!na != !nb) || (na && strcmp(na, nb)))
+            return 0;
+    }
+    /* threads in the same native place may run different Python code */
+    const cJSON *pa = cJSON_GetObjectItemCaseSensitive(a, "python_frames");
+    const cJSON *pb = cJSON_GetObjectItemCaseSensitive(b, "python_frames");
+    if (cJSON_GetArraySize(pa) || cJSON_GetArraySize(pb)) {
+        char *sa = cJSON_PrintUnformatted(pa), *sb = cJSON_PrintUnformatted(pb);
+        int same = sa && sb && !strcmp(sa, sb);
+        free(sa);
+        free(sb);
+        if (!same)
+            return 0;
+    }
+    return 1;
+}
+
+static void print_tid(FILE *out, const cJSON *t)
+{
+    fprintf(out, "%.0f", cp_jnum_or(t, "tid", 0));
+    const char *name = cp_jstr(t, "name");
+    if (name) {
+        fputs(" (", out);
+        cp_text_put(out, name);
+        fputc(')', out);
+    }
+}
+
+static void print_group(FILE *out, const cJSON *threads, const cJSON *first, char *done)
+{
+    int count = 0, i = 0;
+    const cJSON *t;
+    cJSON_ArrayForEach(t, threads)
+    {
+        if (!done[i] && same_stack(first, t))
+            count++;
+        i++;
+    }
+    fprintf(out, "\n%d thread%s: ", count, count == 1 ? "" : "s");
+    int shown = 0;
+    i = 0;
+    cJSON_ArrayForEach(t, threads)
+    {
+        if (!done[i] && same_stack(first, t)) {
+            done[i] = 1;
+            if (shown < TEXT_GROUP_TIDS) {
+                fputs(shown ? ", " : "", out);
+                print_tid(out, t);
+            }
+            shown++;
+        }
+        i++;
+    }
+    if (shown > TEXT_GROUP_TIDS)
+        fprintf(out, ", ... (%d more)", shown - TEXT_GROUP_TIDS);
+    fputc('\n', out);
+    print_frames(out, first, TEXT_OTHER_FRAMES);
+}
+
+static void print_threads(FILE *out, const cJSON *r)
+{
+    const cJSON *threads = cJSON_GetObjectItemCaseSensitive(r, "threads"), *t;
+    int n = cJSON_GetArraySize(threads), i = 0;
+    char *done = calloc((size_t)n + 1, 1);
+    if (!done)
+        return;
+    cJSON_ArrayForEach(t, threads)
+    {
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(t, "crashed"))) {
+            fputs("\ncrashed thread ", out);
+            print_tid(out, t);
+            fputc('\n', out);
+            print_frames(out, t, TEXT_CRASHED_FRAMES);
+            done[i] = 1;
+        }
+        i++;
+    }
+    i = 0;
+    cJSON_ArrayForEach(t, threads)
+    {
+        if (!done[i])
+            print_group(out, threads, t, done);
+        i++;
+    }
+    free(done);
+}
+
+/* Modules with a problem that frames refer to; the others only counted. */
+static void print_modules(FILE *out, const cJSON *r)
+{
+    const cJSON *m, *t, *f;
+    int other = 0, header = 0;
+    cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(r, "modules"))
+    {
+        const char *prob = cp_jstr(m, "problem"), *path = cp_jstr(m, "path");
+        if (!prob || !path)
+            continue;
+        int used = 0;
+        cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(r, "threads"))
+            cJSON_ArrayForEach(f, cJSON_GetObjectItemCaseSensitive(t, "frames"))
+        {
+            const char *fm = cp_jstr(f, "module");
+            used |= fm && !strcmp(fm, base(path));
+        }
+        if (!used) {
+            other++;
+            continue;
+        }
+        if (!header++)
+            fputs("\nmodule problems\n", out);
+        fputs("  ", out);
+        cp_text_put(out, path);
+        fputs(": ", out);
+        cp_text_put(out, prob);
+        fputc('\n', out);
+    }
+    if (other)
+        fprintf(out, "%s  %d module%s not on any stack %s problems too (see --json)\n",
+                header ? "" : "\nmodule problems\n", other, other == 1 ? "" : "s",
+                other == 1 ? "has" : "have");
+}
+
+static void print_cause(FILE *out, const cJSON *r)
+{
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(r, "cause");
+    line(out, "signal", cp_jstr(c, "summary"));
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "stack_overflow")))
+        line(out, "cause", cp_jstr(c, "stack_overflow_detail"));
+    const char *am = cp_jstr(c, "abort_message");
+    if (am) {
+        render_label(out, "abort");
+        cp_text_put(out, am);
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "abort_message_heuristic")))
+            fputs(" (heuristic: found on the stack)", out);
+        fputc('\n', out);
+    }
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(c, "exception");
+    if (cp_jstr(e, "type")) {
+        render_label(out, "exception");
+        fputs("uncaught C++ exception of type ", out);
+        cp_text_put(out, cp_jstr(e, "type"));
+        if (cp_jstr(e, "what")) {
+            fputs(": what() = \"", out);
+            cp_text_put(out, cp_jstr(e, "what"));
+            fputc('"', out);
+        }
+        fputs(" (heuristic)\n", out);
+    }
+}
+
+void render_text_native(FILE *out, const cJSON *r)
+{
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(r, "analysis");
+    if (!a)
+        return;
+    print_cause(out, r);
+    const cJSON *threads = cJSON_GetObjectItemCaseSensitive(r, "threads");
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(r, "process");
+    if (cJSON_GetArraySize(threads) > 0) {
+        render_label(out, "threads");
+        fprintf(out, "%d, crashed tid %.0f", cJSON_GetArraySize(threads),
+                cp_jnum_or(p, "crashed_tid", -1));
+        const char *src = cp_jstr(p, "crashed_tid_source");
+        if (src) {
+            fputs(" (from ", out);
+            cp_text_put(out, src);
+            fputc(')', out);
+        }
+        fputs(", unwinder ", out);
+        cp_text_put(out, cp_jstr(r, "unwinder") ? cp_jstr(r, "unwinder") : "?");
+        fputc('\n', out);
+    }
+    const cJSON *py = cJSON_GetObjectItemCaseSensitive(r, "python");
+    if (cJSON_IsObject(py)) {
+        render_label(out, "python");
+        fputs("CPython ", out);
+        cp_text_put(out, cp_jstr(py, "version") ? cp_jstr(py, "version") : "?");
+        const cJSON *gil = cJSON_GetObjectItemCaseSensitive(py, "gil");
+        if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(gil, "holder_tid")))
+            fprintf(out, ", GIL held by tid %.0f", cp_jnum_or(gil, "holder_tid", 0));
+        else if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(gil, "locked")))
+            fputs(", GIL free", out);
+        if (cp_jstr(py, "error")) {
+            fputs(": ", out);
+            cp_text_put(out, cp_jstr(py, "error"));
+        }
+        fputc('\n', out);
+    }
+    const cJSON *w;
+    cJSON_ArrayForEach(w, cJSON_GetObjectItemCaseSensitive(a, "warnings")) if (cJSON_IsString(w))
+        line(out, "warning", w->valuestring);
+    cJSON_ArrayForEach(w,
+                       cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(a, "core"),
+                                                        "warnings")) if (cJSON_IsString(w))
+        line(out, "warning", w->valuestring);
+    if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(a, "complete")))
+        line(out, "analysis", cp_jstr(a, "error") ? cp_jstr(a, "error") : "incomplete");
+    print_threads(out, r);
+    print_modules(out, r);
+}

@@ -1,0 +1,68 @@
+/* util.c - the small pieces every renderer file shares (render_internal.h). */
+#include "render_internal.h"
+#include "mdesc.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+void render_label(FILE *out, const char *l)
+{
+    fprintf(out, "%-10s", l);
+}
+
+const char *render_human(double n, char *buf, size_t len)
+{
+    static const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    int u = 0;
+    while (n >= 1024 && u < 5) {
+        n /= 1024;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, len, "%.0f B", n);
+    else
+        snprintf(buf, len, "%.1f %s", n, unit[u]);
+    return buf;
+}
+
+void render_time(double t, const char *fmt, const char *unknown, char *buf, size_t len)
+{
+    time_t tt = (time_t)t;
+    struct tm tm;
+    if (t <= 0 || !gmtime_r(&tt, &tm) || !strftime(buf, len, fmt, &tm))
+        snprintf(buf, len, "%s", unknown);
+}
+
+void render_md(FILE *o, const char *s)
+{
+    cp_md_text(o, s, "-");
+}
+
+void render_md_code(FILE *o, const char *s)
+{
+    cp_md_code(o, s);
+}
+
+void render_block_add(struct render_block *b, const char *s)
+{
+    if (b->n < RENDER_BLOCK_MAX && (b->v[b->n] = strdup(s ? s : "")))
+        b->n++;
+}
+
+void render_block_write(FILE *o, struct render_block *b)
+{
+    int fence = cp_md_fence_len((const char *const *)b->v, b->n);
+    for (int i = 0; i < fence; i++)
+        fputc('`', o);
+    fputc('\n', o);
+    for (int i = 0; i < b->n; i++) {
+        cp_md_block_line(o, b->v[i]);
+        fputc('\n', o);
+        free(b->v[i]);
+    }
+    b->n = 0;
+    for (int i = 0; i < fence; i++)
+        fputc('`', o);
+    fputc('\n', o);
+}
