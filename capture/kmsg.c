@@ -14,6 +14,7 @@
  * and the GPU driver's lines, while the host has dmesg_restrict set; other processes' segfaults,
  * Oopses and OOM kills go only into root-only bundles. kmsg.json counts what was left out. */
 #include "capture.h"
+#include "kline.h"
 #include "util.h"
 
 #include <dirent.h>
@@ -210,17 +211,12 @@ static const struct pat *classify(const char *text)
     return NULL;
 }
 
-/* "NVRM: Xid (PCI:0000:01:00 GPU-I:05): 94, ..." -> 94; -1 when it is not an Xid line. */
+/* "NVRM: Xid (PCI:0000:01:00 GPU-I:05): 94, ..." -> 94; -1 when it is not an Xid line (the
+ * fallen-off-the-bus message without a number is not one: P_BUSLOST covers it). */
 static int xid_code(const char *text)
 {
-    const char *p = strstr(text, "NVRM: Xid (");
-    if (!p || !(p = strchr(p + 11, ')')) || p[1] != ':')
-        return -1;
-    for (p += 2; *p == ' '; p++)
-        ;
-    if (*p < '0' || *p > '9')
-        return -1;
-    return (int)strtol(p, NULL, 10);
+    struct kline_xid ev;
+    return kline_xid_parse(NULL, text, &ev) && !ev.implied ? ev.code : -1;
 }
 
 static int is_buslost(const struct pat *p, int xid)
@@ -596,19 +592,10 @@ static void read_ring(struct kctx *k, struct ringinfo *ri)
             break;
         rec[r] = 0;
         k->read++;
-        char *e, *semi = memchr(rec, ';', (size_t)r), *end = rec + r;
-        char *nl = memchr(rec, '\n', (size_t)r);
-        if (!semi || (nl && nl < semi))
+        struct kline_rec kr;
+        if (kline_record(rec, (size_t)r, &kr))
             continue;
-        unsigned long prio = strtoul(rec, &e, 10);
-        if (*e != ',')
-            continue;
-        long long seq = strtoll(e + 1, &e, 10);
-        if (*e != ',')
-            continue;
-        long long ts = strtoll(e + 1, &e, 10);
-        if (*e != ',')
-            continue;
+        long long seq = kr.seq, ts = kr.ts_usec;
         /* ts_usec is the kernel's local_clock, which follows CLOCK_MONOTONIC (both stop during
          * suspend), not CLOCK_BOOTTIME: map it to wall-clock through the monotonic clock. */
         double wall = k->rt0 - (k->mono0 - (double)ts / 1e6);
@@ -619,20 +606,18 @@ static void read_ring(struct kctx *k, struct ringinfo *ri)
         }
         if (wall < k->from && wall < k->bus_from)
             continue;
-        const char *msg = semi + 1;
-        const char *mend = nl ? nl : end;
-        text_clean(text, TEXT_MAX, msg, (size_t)(mend - msg), 1);
+        text_clean(text, TEXT_MAX, kr.text, kr.text_len, 1);
         struct kline kl = {.seq = seq,
                            .ts_usec = ts,
                            .time = wall,
-                           .fac = (int)(prio >> 3),
-                           .lvl = (int)(prio & 7),
+                           .fac = kr.fac,
+                           .lvl = kr.lvl,
                            .text = text,
                            .source = "kmsg",
                            .xid = -1};
         const struct pat *p = classify(text);
-        if (p && wall >= k->from && nl)
-            kl.attrs = parse_attrs(nl + 1, end);
+        if (p && wall >= k->from && kr.attrs)
+            kl.attrs = parse_attrs(kr.attrs, kr.end);
         consider(k, &k->ring, &kl, p);
         cJSON_Delete(kl.attrs);
     }

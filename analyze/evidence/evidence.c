@@ -164,7 +164,7 @@ static void own_from_gpu_json(struct bundle *b, struct own *own)
         char pci[32];
         const char *p = cp_jstr(e, "pci");
         if (p && cJSON_IsTrue(cp_jkey(e, "open_by_process")) &&
-            xid_pci_normalize(p, pci, sizeof(pci)) == 0) {
+            kline_pci_normalize(p, pci, sizeof(pci)) == 0) {
             own_add(own, pci);
             mapped++;
             if (cp_jstr(e, "uuid"))
@@ -188,7 +188,7 @@ static void own_from_gpu_json(struct bundle *b, struct own *own)
             {
                 char pci[32];
                 const char *u = cp_jstr(e, "uuid"), *p = cp_jstr(e, "pci");
-                if (u && p && !strcasecmp(u, t) && xid_pci_normalize(p, pci, sizeof(pci)) == 0)
+                if (u && p && !strcasecmp(u, t) && kline_pci_normalize(p, pci, sizeof(pci)) == 0)
                     own_add(own, pci);
             }
         }
@@ -376,7 +376,7 @@ static int by_time(const void *a, const void *b)
     return sx < sy ? -1 : sx > sy;
 }
 
-static cJSON *xid_object(const struct xid_event *ev, double t, int have_t, const char *source,
+static cJSON *xid_object(const struct kline_xid *ev, double t, int have_t, const char *source,
                          const cJSON *cat, double pid, int have_pid, const struct own *own)
 {
     cJSON *o = cJSON_CreateObject();
@@ -447,7 +447,7 @@ static int explicit_buslost(const cJSON *list, const char *pci, double t, int ha
     {
         double c = 0, tx = 0;
         const char *p = cp_jstr(x, "pci");
-        if (!cp_jnum(x, "code", &c) || c != XID_BUSLOST || cJSON_IsTrue(cp_jkey(x, "implied")))
+        if (!cp_jnum(x, "code", &c) || c != KLINE_XID_BUSLOST || cJSON_IsTrue(cp_jkey(x, "implied")))
             continue;
         if (pci[0] && (!p || strcmp(p, pci)))
             continue;
@@ -462,42 +462,6 @@ static int explicit_buslost(const cJSON *list, const char *pci, double t, int ha
 /* ---- OOM kills: kernel_log.oom_kills[] ---- */
 
 #define MAX_OOM_KILLS 64
-
-/* The value of `key=` in a comma-separated oom-kill: line, copied into buf; 0 when absent. */
-static int kv_get(const char *list, const char *key, char *buf, size_t len)
-{
-    size_t kl = strlen(key);
-    for (const char *p = list; p && *p;) {
-        if (!strncmp(p, key, kl) && p[kl] == '=') {
-            const char *v = p + kl + 1, *e = strchr(v, ',');
-            size_t l = e ? (size_t)(e - v) : strlen(v);
-            while (l && (v[l - 1] == ' ' || v[l - 1] == '\n'))
-                l--;
-            if (l >= len)
-                l = len - 1;
-            memcpy(buf, v, l);
-            buf[l] = 0;
-            return 1;
-        }
-        p = strchr(p, ',');
-        if (p)
-            p++;
-    }
-    return 0;
-}
-
-static int kv_has(const char *list, const char *token)
-{
-    size_t tl = strlen(token);
-    for (const char *p = list; p && *p;) {
-        if (!strncmp(p, token, tl) && (p[tl] == ',' || p[tl] == 0 || p[tl] == ' ' || p[tl] == '\n'))
-            return 1;
-        p = strchr(p, ',');
-        if (p)
-            p++;
-    }
-    return 0;
-}
 
 /* the entry for pid (the last one), or a new one */
 static cJSON *oom_entry(cJSON *kills, double pid, const char *text, double t, int have_t)
@@ -538,101 +502,55 @@ static void set_s(cJSON *o, const char *key, const char *v)
         cp_json_set(o, key, cstr(v));
 }
 
-/* "... NAME:NkB" -> N */
-static void set_kib(cJSON *o, const char *key, const char *text, const char *name)
-{
-    const char *p = strstr(text, name);
-    if (!p)
-        return;
-    char *end;
-    double v = strtod(p + strlen(name), &end);
-    if (end != p + strlen(name) && !strncmp(end, "kB", 2))
-        cp_json_set(o, key, cJSON_CreateNumber(v));
-}
-
 struct oom_state {
     char pending_task[512], pending_limit[512]; /* "Task in X killed as a result of limit of Y" */
     int hint;                                   /* the last "...out of memory:" prefix: 1 cgroup, 2 host */
 };
 
-/* One kernel line: the kill lines of the OOM killer (every kernel since 4.19 prints
- *   oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,
- *            oom_memcg=/slurm/job_1,task_memcg=/slurm/job_1/step_0,task=python,pid=1234,uid=1000
- *   Memory cgroup out of memory: Killed process 1234 (python) total-vm:...kB, anon-rss:...kB, ...
- * and, for the host's memory, `global_oom` and "Out of memory: Killed process ..."; older ones
- * "Task in X killed as a result of limit of Y" and "Kill process N (comm) score S or sacrifice
- * child"). */
+/* One kernel line of the OOM killer (common/kline.h parses it): its kill, or the constraint and
+ * cgroups of the kill its next line reports, or the older kernels' "Task in" line, which the next
+ * kill line inherits. */
 static void oom_line(cJSON *kills, struct oom_state *st, const char *text, double t, int have_t)
 {
-    const char *p;
-    if ((p = strstr(text, "Task in ")) && strstr(p, " killed as a result of limit of ")) {
-        const char *a = p + 8, *e = strstr(a, " killed as a result of limit of ");
-        size_t l = (size_t)(e - a);
-        snprintf(st->pending_task, sizeof(st->pending_task), "%.*s", (int)(l < 511 ? l : 511), a);
-        snprintf(st->pending_limit, sizeof(st->pending_limit), "%s", e + 32);
-        size_t ll = strlen(st->pending_limit);
-        while (ll && (st->pending_limit[ll - 1] == '\n' || st->pending_limit[ll - 1] == ' '))
-            st->pending_limit[--ll] = 0;
+    struct kline_oom k;
+    int is_oom = kline_oom(text, &k);
+    if (k.scope_hint)
+        st->hint = k.scope_hint;
+    if (!is_oom)
+        return;
+    if (k.kind == KLINE_OOM_TASK_IN) {
+        snprintf(st->pending_task, sizeof(st->pending_task), "%s", k.task_memcg);
+        snprintf(st->pending_limit, sizeof(st->pending_limit), "%s", k.oom_memcg);
         return;
     }
-    if ((p = strstr(text, "oom-kill:"))) {
-        const char *list = p + 9;
-        char v[512];
-        if (!kv_get(list, "pid", v, sizeof(v)))
-            return;
-        char *end;
-        double pid = strtod(v, &end);
-        if (end == v)
-            return;
-        cJSON *o = oom_entry(kills, pid, text, t, have_t);
-        if (!o)
-            return;
-        if (kv_get(list, "constraint", v, sizeof(v)))
-            set_s(o, "constraint", v);
-        if (kv_get(list, "oom_memcg", v, sizeof(v)))
-            set_s(o, "oom_memcg", v);
-        if (kv_get(list, "task_memcg", v, sizeof(v)))
-            set_s(o, "task_memcg", v);
-        if (kv_get(list, "task", v, sizeof(v)))
-            set_s(o, "comm", v);
-        if (kv_get(list, "uid", v, sizeof(v)))
-            cp_json_set(o, "uid", cJSON_CreateNumber(strtod(v, NULL)));
-        if (kv_has(list, "global_oom"))
+    cJSON *o = oom_entry(kills, (double)k.pid, text, t, have_t);
+    if (!o)
+        return;
+    if (k.kind == KLINE_OOM_LIST) {
+        if (k.have_constraint)
+            set_s(o, "constraint", k.constraint);
+        if (k.have_oom_memcg)
+            set_s(o, "oom_memcg", k.oom_memcg);
+        if (k.have_task_memcg)
+            set_s(o, "task_memcg", k.task_memcg);
+        if (k.have_comm)
+            set_s(o, "comm", k.comm);
+        if (k.uid >= 0)
+            cp_json_set(o, "uid", cJSON_CreateNumber((double)k.uid));
+        if (k.global_oom)
             cp_json_set(o, "global_oom", cJSON_CreateTrue());
         return;
     }
-    int hint = strstr(text, "Memory cgroup out of memory") ? 1
-               : strstr(text, "Out of memory") ? 2 : 0;
-    if (hint)
-        st->hint = hint;
-    const char *k = strstr(text, "Killed process ");
-    size_t kl = 15;
-    if (!k && (k = strstr(text, "Kill process ")))
-        kl = 13;
-    if (!k)
-        return;
-    char *end;
-    double pid = strtod(k + kl, &end);
-    if (end == k + kl)
-        return;
-    cJSON *o = oom_entry(kills, pid, text, t, have_t);
-    if (!o)
-        return;
-    if (!strncmp(end, " (", 2)) {
-        const char *c = end + 2, *ce = strchr(c, ')');
-        if (ce && ce - c < 64) {
-            char comm[64];
-            snprintf(comm, sizeof(comm), "%.*s", (int)(ce - c), c);
-            if (!cp_jstr(o, "comm"))
-                set_s(o, "comm", comm);
-        }
-    }
-    if (kl == 15) /* the kill itself: its line is the one to show */
+    if (k.have_comm && !cp_jstr(o, "comm"))
+        set_s(o, "comm", k.comm);
+    if (k.kind == KLINE_OOM_KILLED) /* the kill itself: its line is the one to show */
         cp_json_set(o, "text", cstr(text));
-    set_kib(o, "total_vm_kib", text, "total-vm:");
-    set_kib(o, "anon_rss_kib", text, "anon-rss:");
-    if (hint)
-        cp_json_set(o, "_hint", cJSON_CreateNumber(hint));
+    if (k.total_vm_kib >= 0)
+        cp_json_set(o, "total_vm_kib", cJSON_CreateNumber(k.total_vm_kib));
+    if (k.anon_rss_kib >= 0)
+        cp_json_set(o, "anon_rss_kib", cJSON_CreateNumber(k.anon_rss_kib));
+    if (k.scope_hint)
+        cp_json_set(o, "_hint", cJSON_CreateNumber(k.scope_hint));
     if (st->pending_limit[0] && !cp_jstr(o, "oom_memcg")) {
         set_s(o, "oom_memcg", st->pending_limit);
         set_s(o, "task_memcg", st->pending_task);
@@ -737,7 +655,7 @@ static void add_kmsg(cJSON *r, struct bundle *b, const cJSON *cat, double pid, i
     }
     cp_json_set(kl, "error", cJSON_CreateNull());
     const cJSON *l;
-    struct xid_ctx ctx;
+    struct kline_xid_ctx ctx;
     memset(&ctx, 0, sizeof(ctx));
     size_t n = 0, seq = 0;
     cJSON_ArrayForEach(l, cp_jkey(k, "lines"))
@@ -768,12 +686,12 @@ static void add_kmsg(cJSON *r, struct bundle *b, const cJSON *cat, double pid, i
         add_s(o, "class", cls ? cls : "other");
         add_s(o, "text", text);
         cJSON_AddStringToObject(o, "source", src);
-        struct xid_event ev;
-        int is_xid = xid_parse(&ctx, text, &ev);
+        struct kline_xid ev;
+        int is_xid = kline_xid_parse(&ctx, text, &ev);
         if (is_xid && !ev.implied)
             cJSON_AddNumberToObject(o, "xid", ev.code);
         else if (is_xid)
-            cJSON_AddNumberToObject(o, "xid", XID_BUSLOST);
+            cJSON_AddNumberToObject(o, "xid", KLINE_XID_BUSLOST);
         else
             cJSON_AddNullToObject(o, "xid");
         cJSON_AddItemToArray(lines, o);
@@ -842,7 +760,7 @@ static void xid_windows(cJSON *r, const struct own *own)
         const char *blame = cp_jstr(x, "blame"), *pci = cp_jstr(x, "pci");
         int active = 1;
         char why[160] = "";
-        if (code == XID_BUSLOST) {
+        if (code == KLINE_XID_BUSLOST) {
             cJSON_AddNullToObject(x, "window_s");
             /* broken until a reset: only a GPU that answers nvidia-smi again, past the hardware
              * window, has been seen healthy (a same-minute answer is not a repair) */

@@ -308,7 +308,7 @@ static cJSON *gpu_part(const xmlNode *g, int index)
         snprintf(raw, sizeof(raw), "%s", (const char *)id->children->content);
     else
         text_of(path(g, "pci/pci_bus_id"), raw, sizeof(raw));
-    if (raw[0] && xid_pci_normalize(raw, pci, sizeof(pci)) == 0)
+    if (raw[0] && kline_pci_normalize(raw, pci, sizeof(pci)) == 0)
         cJSON_AddStringToObject(o, "pci", pci);
     else
         cJSON_AddNullToObject(o, "pci");

@@ -82,20 +82,20 @@ static void each_jsonl(const char *rel, void (*fn)(const cJSON *, void *), void 
 
 static regex_t xid_rx; /* the reference's recommended header regex, as an independent oracle */
 static int xid_lines, bus_events;
-static struct xid_ctx ctx;
+static struct kline_xid_ctx ctx;
 
 static void check_xid_line(const char *line)
 {
     regmatch_t m[5];
-    struct xid_event ev;
-    int got = xid_parse(&ctx, line, &ev);
+    struct kline_xid ev;
+    int got = kline_xid_parse(&ctx, line, &ev);
     if (regexec(&xid_rx, line, 5, m, 0) == 0) {
         xid_lines++;
         int code = atoi(line + m[4].rm_so);
         char raw[64], want[32];
         size_t l = (size_t)(m[2].rm_eo - m[2].rm_so);
         snprintf(raw, sizeof(raw), "%.*s", (int)l, line + m[2].rm_so);
-        CHECK(xid_pci_normalize(raw, want, sizeof(want)) == 0, "oracle pci %s", raw);
+        CHECK(kline_pci_normalize(raw, want, sizeof(want)) == 0, "oracle pci %s", raw);
         CHECK(got == 1, "not parsed: %s", line);
         CHECK(ev.code == code, "code %d, want %d: %s", ev.code, code, line);
         CHECK(!strcmp(ev.pci, want), "pci %s, want %s: %s", ev.pci, want, line);
@@ -136,10 +136,10 @@ static void test_xid(void)
     /* the single-line and the three-line bus messages (kmsg-xid.jsonl) */
     CHECK(bus_events == 2, "%d fallen-off-the-bus events without an Xid, want 2", bus_events);
 
-    struct xid_event ev;
-    struct xid_ctx c;
+    struct kline_xid ev;
+    struct kline_xid_ctx c;
     memset(&c, 0, sizeof(c));
-    CHECK(xid_parse(&c,
+    CHECK(kline_xid_parse(&c,
                     "[Fri Aug 30 11:43:09 2024] NVRM: Xid (PCI:0000:cb:00): 13, pid='<unknown>', "
                     "name=<unknown>, Graphics SM Warp Exception on (GPC 7, TPC 7, SM 0): Illegal "
                     "Instruction Parameter",
@@ -149,64 +149,64 @@ static void test_xid(void)
               !strncmp(ev.text, "Graphics SM Warp Exception", 26),
           "pid '<unknown>' variant: code %d pid_unknown %d name '%s' text '%s'", ev.code,
           ev.pid_unknown, ev.name, ev.text);
-    CHECK(xid_parse(&c, "NVRM: Xid (PCI:0000:01:00 GPU-I:05): 94, pid=7194, Contained: CE User "
+    CHECK(kline_xid_parse(&c, "NVRM: Xid (PCI:0000:01:00 GPU-I:05): 94, pid=7194, Contained: CE User "
                         "Channel (0x9). RST: No, D-RST: No",
                     &ev) == 1 &&
               ev.code == 94 && ev.gpu_instance == 5 && ev.has_pid && ev.pid == 7194 &&
               !strcmp(ev.pci, "0000:01:00.0") && !strncmp(ev.text, "Contained:", 10),
           "MIG variant: code %d gi %d pid %ld pci %s", ev.code, ev.gpu_instance, ev.pid, ev.pci);
-    CHECK(xid_parse(&c, "kernel: NVRM: Xid (PCI:0000:dc:00): 45, pid=1818990, name=python3, Ch "
+    CHECK(kline_xid_parse(&c, "kernel: NVRM: Xid (PCI:0000:dc:00): 45, pid=1818990, name=python3, Ch "
                         "00000001 caused by previous Xid 149",
                     &ev) == 1 &&
               ev.code == 45 && ev.caused_by == 149 && ev.pid == 1818990 &&
               !strcmp(ev.name, "python3"),
           "caused-by variant: code %d caused_by %d name %s", ev.code, ev.caused_by, ev.name);
-    CHECK(xid_parse(&c, "NVRM: Xid (0000:01:00): 3, C 00000005 SC 00000007 M 00001ffc Data ffffffff",
+    CHECK(kline_xid_parse(&c, "NVRM: Xid (0000:01:00): 3, C 00000005 SC 00000007 M 00001ffc Data ffffffff",
                     &ev) == 1 &&
               ev.code == 3 && !ev.has_pid && !strcmp(ev.pci, "0000:01:00.0"),
           "no PCI: prefix variant");
-    CHECK(xid_parse(&c, "NVRM: Xid (PCI:0019:01:00): 149, NETIR Fatal XC0 i0 Link -1 (0x000fe406)",
+    CHECK(kline_xid_parse(&c, "NVRM: Xid (PCI:0019:01:00): 149, NETIR Fatal XC0 i0 Link -1 (0x000fe406)",
                     &ev) == 1 &&
               ev.code == 149 && !strcmp(ev.pci, "0019:01:00.0"),
           "non-zero PCI domain: %s", ev.pci);
     /* three separate records of the bus message */
     memset(&c, 0, sizeof(c));
-    CHECK(xid_parse(&c, "NVRM: The NVIDIA GPU 0000:b3:00.0", &ev) == 0, "first line alone");
-    CHECK(xid_parse(&c, "NVRM: (PCI ID: 10de:26b5) installed in this system has", &ev) == 0,
+    CHECK(kline_xid_parse(&c, "NVRM: The NVIDIA GPU 0000:b3:00.0", &ev) == 0, "first line alone");
+    CHECK(kline_xid_parse(&c, "NVRM: (PCI ID: 10de:26b5) installed in this system has", &ev) == 0,
           "second line alone");
-    CHECK(xid_parse(&c, "NVRM: fallen off the bus and is not responding to commands.", &ev) == 1 &&
+    CHECK(kline_xid_parse(&c, "NVRM: fallen off the bus and is not responding to commands.", &ev) == 1 &&
               ev.code == 79 && ev.implied && !strcmp(ev.pci, "0000:b3:00.0"),
           "three-record bus message: code %d pci %s", ev.code, ev.pci);
     /* one record with the newlines inside (how /dev/kmsg delivers it) */
     memset(&c, 0, sizeof(c));
-    CHECK(xid_parse(&c, "NVRM: The NVIDIA GPU 0000:b3:00.0\nNVRM: (PCI ID: 10de:26b5) installed "
+    CHECK(kline_xid_parse(&c, "NVRM: The NVIDIA GPU 0000:b3:00.0\nNVRM: (PCI ID: 10de:26b5) installed "
                         "in this system has\nNVRM: fallen off the bus and is not responding to "
                         "commands.",
                     &ev) == 1 &&
               ev.code == 79 && !strcmp(ev.pci, "0000:b3:00.0"),
           "one-record bus message");
     /* not Xids */
-    CHECK(xid_parse(&c, "NVRM: GPU at PCI:0000:01:00: GPU-af4f89ae-d08b-1b53-9938-c9ed209a3513",
+    CHECK(kline_xid_parse(&c, "NVRM: GPU at PCI:0000:01:00: GPU-af4f89ae-d08b-1b53-9938-c9ed209a3513",
                     &ev) == 0,
           "GPU-at line is not an Xid");
-    CHECK(xid_parse(&c, "nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 12028, Non-fatal", &ev) == 0,
+    CHECK(kline_xid_parse(&c, "nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 12028, Non-fatal", &ev) == 0,
           "SXid is not an Xid");
-    CHECK(xid_parse(&c, "NVRM: Xid (PCI:0000:01:00): , garbage", &ev) == 0, "no code");
-    CHECK(xid_parse(&c, "NVRM: Xid (PCI:0000:01:00): 99999999999, x", &ev) == 0, "huge code");
+    CHECK(kline_xid_parse(&c, "NVRM: Xid (PCI:0000:01:00): , garbage", &ev) == 0, "no code");
+    CHECK(kline_xid_parse(&c, "NVRM: Xid (PCI:0000:01:00): 99999999999, x", &ev) == 0, "huge code");
     char big[3000];
     memset(big, 'A', sizeof(big) - 1);
     big[sizeof(big) - 1] = 0;
     memcpy(big, "NVRM: Xid (PCI:0000:01:00): 31, pid=1, name=", 45);
-    CHECK(xid_parse(&c, big, &ev) == 1 && strlen(ev.name) < sizeof(ev.name), "long name cut");
+    CHECK(kline_xid_parse(&c, big, &ev) == 1 && strlen(ev.name) < sizeof(ev.name), "long name cut");
 
     char n[32];
-    CHECK(xid_pci_normalize("00000000:3B:00.0", n, sizeof(n)) == 0 && !strcmp(n, "0000:3b:00.0"),
+    CHECK(kline_pci_normalize("00000000:3B:00.0", n, sizeof(n)) == 0 && !strcmp(n, "0000:3b:00.0"),
           "nvidia-smi form: %s", n);
-    CHECK(xid_pci_normalize("0000:3b:00", n, sizeof(n)) == 0 && !strcmp(n, "0000:3b:00.0"),
+    CHECK(kline_pci_normalize("0000:3b:00", n, sizeof(n)) == 0 && !strcmp(n, "0000:3b:00.0"),
           "Xid form: %s", n);
-    CHECK(xid_pci_normalize("3b:00.1", n, sizeof(n)) == 0 && !strcmp(n, "0000:3b:00.1"),
+    CHECK(kline_pci_normalize("3b:00.1", n, sizeof(n)) == 0 && !strcmp(n, "0000:3b:00.1"),
           "short form: %s", n);
-    CHECK(xid_pci_normalize("zz:00.0", n, sizeof(n)) == -1 && !n[0], "garbage pci");
+    CHECK(kline_pci_normalize("zz:00.0", n, sizeof(n)) == -1 && !n[0], "garbage pci");
 
     /* the catalogue covers the codes */
     char err[512];
