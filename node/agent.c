@@ -1,5 +1,5 @@
-/* cmd_agent.c - `crashpack agent`: the node service, the one privileged broker for the deaths
- * that leave no core dump (docs/agent.md).
+/* agent.c - the node service of `crashpack agent`, the one privileged broker for the deaths
+ * that leave no core dump (docs/agent.md; agent.h; the verb is cli/cmd_agent.c).
  *
  * It runs as root in the foreground (`crashpack agent -c CONFIG`; the systemd unit
  * scripts/crashpack-agent.service runs the same command) and does two things:
@@ -27,9 +27,8 @@
  * burst limits and disk guard. The agent never reads a caller's files: every capture is done by
  * crashpack-capture, which opens the process's files with its credentials.
  */
+#include "agent.h"
 #include "capreq.h"
-#include "cmdopt.h"
-#include "commands.h"
 #include "config.h"
 #include "jpath.h"
 #include "snap.h"
@@ -58,7 +57,6 @@
 #define REQ_MAX (16u << 20)
 #define REQ_WAIT_MS 5000
 #define KMSG_REC_MAX 8192
-#define STATE_DIR "/var/lib/crashpack"
 
 static volatile sig_atomic_t stop_sig;
 static void on_stop(int s) { stop_sig = s; }
@@ -67,6 +65,7 @@ struct agent {
     struct cp_config cfg;
     const char *config; /* -c, or NULL (the default file) */
     const char *state;  /* --state-dir: where gpu-events.jsonl goes */
+    FILE *log;          /* the service's log lines */
     char sock[CP_PATH_MAX];
     int lfd, kfd;
     /* the token bucket of agent_rate captures a minute */
@@ -87,37 +86,16 @@ struct agent {
     size_t njobs;
 };
 
-static void logf_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void logf_(const char *fmt, ...)
+static void logf_(const struct agent *a, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void logf_(const struct agent *a, const char *fmt, ...)
 {
     char line[2048];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(line, sizeof(line), fmt, ap);
     va_end(ap);
-    fprintf(stderr, "crashpack agent: %s\n", line);
-}
-
-static void usage(FILE *out)
-{
-    fprintf(out,
-            "usage: crashpack agent [-c CONFIG] [--socket PATH] [--state-dir DIR]\n"
-            "\n"
-            "The node service (root), in the foreground: captures the deaths that dump no core.\n"
-            "  - a Unix socket where jobs ask for a capture of themselves (the Python hook, on\n"
-            "    an uncaught exception) or report a process that ended (crashpack run);\n"
-            "  - the kernel log: a bundle for every process the OOM killer kills, and NVIDIA\n"
-            "    Xid lines kept as node GPU events.\n"
-            "\n"
-            "  -c, --config F   configuration file (default %s): bundle_dir, agent_socket,\n"
-            "                   agent_rate (captures a minute), agent_oom (yes|no)\n"
-            "  --socket PATH    listen here instead of agent_socket\n"
-            "  --state-dir DIR  where the node's GPU events go (default: state_dir, " STATE_DIR ")\n"
-            "  -h, --help       this help\n"
-            "\n"
-            "Runs until SIGTERM or SIGINT. Exit status: 0 stopped by a signal, 1 cannot start,\n"
-            "2 usage error. docs/agent.md describes the protocol and the privilege model.\n",
-            CP_DEFAULT_CONFIG);
+    fprintf(a->log, "crashpack agent: %s\n", line);
 }
 
 /* ---- the socket ---- */
@@ -489,9 +467,10 @@ static void serve(struct agent *a, int fd)
     } else {
         ans = !strcmp(kind, "exception") ? do_exception(a, &cr, req) : do_reported(a, &cr, req, kind);
         a->captured += cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ans, "ok"));
-        logf_("pid %d (uid %u) %s capture of pid %d: %s", (int)cr.pid, (unsigned)cr.uid, kind,
+        logf_(a, "pid %d (uid %u) %s capture of pid %d: %s", (int)cr.pid, (unsigned)cr.uid, kind,
               cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(req, "pid"))
-                  ? (int)cJSON_GetObjectItemCaseSensitive(req, "pid")->valuedouble : -1,
+                  ? (int)cJSON_GetObjectItemCaseSensitive(req, "pid")->valuedouble
+                  : -1,
               cp_jstr_ne(ans, "bundle") ? cp_jstr_ne(ans, "bundle") : cp_jstr_ne(ans, "error"));
     }
     cJSON_Delete(req);
@@ -598,7 +577,7 @@ static void oom_killed(struct agent *a, const char *text)
         return;
     if (!take_token(a)) {
         a->refused++;
-        logf_("OOM kill of pid %d (%s) not captured: rate limited (agent_rate)", pid, comm);
+        logf_(a, "OOM kill of pid %d (%s) not captured: rate limited (agent_rate)", pid, comm);
         return;
     }
     char *oj = oom_json(a, text, pid, comm, (uid_t)uid);
@@ -648,7 +627,7 @@ static void oom_killed(struct agent *a, const char *text)
     if (m.fd >= 0)
         close(m.fd);
     a->captured += rc == 0;
-    logf_("OOM kill of pid %d (%s, uid %ld): %s", pid, comm, uid, line);
+    logf_(a, "OOM kill of pid %d (%s, uid %ld): %s", pid, comm, uid, line);
 }
 
 /* nvidia-smi -q -x now, into DIR/NAME (at most SMI_MAX bytes, nvidia_smi_timeout seconds: a
@@ -804,57 +783,38 @@ static void kmsg_drain(struct agent *a)
     }
 }
 
-int cmd_agent(int argc, char **argv)
+int agent_run(const struct agent_opts *o)
 {
     struct agent A;
     memset(&A, 0, sizeof(A));
     A.lfd = A.kfd = -1;
-    const char *sock = NULL;
-    A.state = NULL;
-    enum { O_SOCKET = 256, O_STATE };
-    static const struct option longs[] = {{"config", required_argument, 0, 'c'},
-                                          {"socket", required_argument, 0, O_SOCKET},
-                                          {"state-dir", required_argument, 0, O_STATE},
-                                          CP_OPT_HELP, CP_OPT_END};
-    struct cp_opts p = {.verb = "crashpack agent", .shorts = "c:", .longs = longs, .argc = argc,
-                        .argv = argv};
-    int c;
-    while ((c = cp_getopt(&p)) != -1) {
-        switch (c) {
-        case 'h':
-            usage(stdout);
-            return CP_EXIT_OK;
-        case 'c': A.config = optarg; break;
-        case O_SOCKET: sock = optarg; break;
-        case O_STATE: A.state = optarg; break;
-        default: return CP_EXIT_USAGE;
-        }
-    }
-    if (cp_opt_args(&p, 0, 0, ""))
-        return CP_EXIT_USAGE;
+    A.config = o->config;
+    A.state = o->state;
+    A.log = o->log;
+    const char *sock = o->socket;
     if (geteuid() != 0) {
-        fprintf(stderr, "crashpack agent: run as root: it captures other users' processes\n");
-        return CP_EXIT_PROBLEM;
+        fprintf(A.log, "crashpack agent: run as root: it captures other users' processes\n");
+        return -1;
     }
     char err[600];
     cp_config_defaults(&A.cfg);
     if (cp_config_load(&A.cfg, A.config ? A.config : CP_DEFAULT_CONFIG, A.config != NULL, err,
                        sizeof(err))) {
-        fprintf(stderr, "crashpack agent: %s\n", err);
-        return CP_EXIT_PROBLEM;
+        fprintf(A.log, "crashpack agent: %s\n", err);
+        return -1;
     }
     snprintf(A.sock, sizeof(A.sock), "%s", sock ? sock : A.cfg.agent_socket);
     if (!A.state)
         A.state = A.cfg.state_dir;
     if (listen_on(&A, err, sizeof(err))) {
-        fprintf(stderr, "crashpack agent: %s\n", err);
-        return CP_EXIT_PROBLEM;
+        fprintf(A.log, "crashpack agent: %s\n", err);
+        return -1;
     }
     A.kfd = open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (A.kfd >= 0)
         lseek(A.kfd, 0, SEEK_END); /* what happens from now on */
     else
-        logf_("cannot read /dev/kmsg (%s): no OOM-kill capture", strerror(errno));
+        logf_(&A, "cannot read /dev/kmsg (%s): no OOM-kill capture", strerror(errno));
     A.tokens = A.cfg.agent_rate;
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
@@ -863,7 +823,7 @@ int cmd_agent(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
-    logf_("pid %d listening on %s%s", (int)getpid(), A.sock,
+    logf_(&A, "pid %d listening on %s%s", (int)getpid(), A.sock,
           A.kfd >= 0 ? ", following /dev/kmsg" : "");
     while (!stop_sig) {
         struct pollfd pf[2] = {{A.lfd, POLLIN, 0}, {A.kfd, POLLIN, 0}};
@@ -885,7 +845,7 @@ int cmd_agent(int argc, char **argv)
         }
     }
     unlink(A.sock);
-    logf_("stopped (signal %d): %lu requests, %lu captures, %lu refused", (int)stop_sig,
+    logf_(&A, "stopped (signal %d): %lu requests, %lu captures, %lu refused", (int)stop_sig,
           A.served, A.captured, A.refused);
-    return CP_EXIT_OK;
+    return 0;
 }

@@ -1,9 +1,10 @@
-/* cmd_run.c - `crashpack run [opts] -- CMD ...`, the supervisor (docs/run.md), and `crashpack
- * watch`, the same supervisor with its stall detection on.
+/* run.c - the supervisor of `crashpack run [opts] -- CMD ...` (docs/run.md) and of `crashpack
+ * watch`, the same supervisor with its stall detection on (run.h; the verbs are cli/cmd_run.c).
  *
  * It runs the job in a session of its own, on pseudo-terminals (one for stdout, one for stderr:
  * both stay terminals, so Python and C stdio do not block-buffer, and they stay apart) or on
- * pipes (--no-pty), forwards what the job prints to its own stdout and stderr unchanged, and
+ * pipes (--no-pty), forwards what the job prints to its own stdout and stderr (the descriptors
+ * run_opts.out_fd, 1 and 2) unchanged, and
  * keeps the last run_output_tail bytes for the bundle's output.txt (with which stream each byte
  * came from, in process.json).
  *
@@ -21,9 +22,8 @@
  * --stall): when neither the output nor the heartbeat file changed for the stall time, the main
  * process and every Python process of the job are snapped (crashpack snap) and the job runs on
  * (unless --kill). */
+#include "run.h"
 #include "capreq.h"
-#include "cmdopt.h"
-#include "commands.h"
 #include "config.h"
 #include "proctree.h"
 #include "snap.h"
@@ -58,162 +58,11 @@ static void on_sig(int s)
 }
 static const int fwd_sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
 
-struct run_opts {
-    const char *verb; /* "crashpack run" or "crashpack watch" */
-    int watch;
-    double stall; /* 0: off */
-    const char *hb, *outdir, *config, *job;
-    int kill_after, full, quiet, no_pty;
-    long long tail;  /* -1: the config's run_output_tail */
-    int exits;       /* -1: the config's run_exits */
-    double grace;
-    unsigned scan_ms;
-    char **cmd; /* CMD [ARG...] */
-};
-
-static void usage(FILE *out, int watch)
-{
-    if (watch)
-        fprintf(out,
-                "usage: crashpack watch [options] -- CMD [ARG...]\n"
-                "\n"
-                "`crashpack run` with its stall detection on (--stall 600 unless given): runs CMD\n"
-                "on a pseudo-terminal (so block-buffered output still flows), forwards its output,\n"
-                "and when neither the output nor the heartbeat file has changed for the stall\n"
-                "time, captures the job with `crashpack snap` - the job itself and every Python\n"
-                "process under it (torchrun-style trees) - records why, and lets it run on. Every\n"
-                "abnormal end of a process of the job is captured as by `crashpack run`. Exits\n"
-                "with the job's exit status (128 + signal number when a signal ended it); 2 is a\n"
-                "usage error before the job started, 1 a failure to start it.\n"
-                "\n"
-                "  --stall SECONDS    silence that counts as a stall (default 600)\n");
-    else
-        fprintf(out,
-                "usage: crashpack run [options] -- CMD [ARG...]\n"
-                "\n"
-                "Supervises a job: runs CMD (on pseudo-terminals, stdout and stderr apart),\n"
-                "forwards its output unchanged, follows every process of its tree, and when a\n"
-                "process of interest ends abnormally - the main process with a non-zero status or\n"
-                "a signal, a Python process with a non-zero status, any process killed by a\n"
-                "signal - has a bundle written (through the node service `crashpack agent`, or\n"
-                "crashpack-capture directly when run as root) with the exit status or signal, the\n"
-                "output tail and the process's recorded identity. Signals to run go to the whole\n"
-                "job; nothing of the job is left running. Exits with the job's exit status (128 +\n"
-                "signal number when a signal ended it); 2 is a usage error before the job\n"
-                "started, 1 a failure to start it, 127 a CMD that cannot be executed.\n"
-                "docs/run.md has the details.\n"
-                "\n"
-                "  --stall SECONDS    snap the job when its output and heartbeat stall this long\n"
-                "                     (crashpack watch; default off)\n");
-    fprintf(out,
-            "  --heartbeat FILE   a file the job touches to say it is alive (its mtime counts)\n"
-            "  --kill             end the job (SIGKILL to its process group) after a stall capture\n"
-            "  --full             full cores instead of slim ones for stall captures\n"
-            "  --no-pty           plain pipes instead of pseudo-terminals\n"
-            "  --tail SIZE        output kept for the bundle's output.txt (default: config\n"
-            "                     run_output_tail, 256K)\n"
-            "  --exits WHO        whose non-zero exit is a crash: main, python (default: config\n"
-            "                     run_exits, python) or all\n"
-            "  --job ID           the job id of every bundle (default: $CRASHPACK_JOB_ID, else\n"
-            "                     the Slurm or torchelastic id, else generated); exported to the\n"
-            "                     job as CRASHPACK_JOB_ID\n"
-            "  --grace SECONDS    after the main process ended: SIGTERM to what is left of the\n"
-            "                     job, SIGKILL this long after (default 10)\n"
-            "  --scan-ms MS       how often the process tree is scanned (default 20)\n"
-            "  -o, --output DIR   bundle directory of stall captures (as for `crashpack snap`)\n"
-            "  -c, --config FILE  configuration file (default %s)\n"
-            "  -q, --quiet        no status lines on stderr\n"
-            "  -h, --help         this help\n",
-            CP_DEFAULT_CONFIG);
-}
-
 static double now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-/* 0, CP_EXIT_USAGE, or -1 when --help was printed. */
-static int run_parse(int argc, char **argv, struct run_opts *o, int watch)
-{
-    enum { O_STALL = 256, O_HEARTBEAT, O_KILL, O_FULL, O_NOPTY, O_TAIL, O_EXITS, O_JOB, O_GRACE,
-           O_SCAN };
-    static const struct option longs[] = {
-        {"stall", required_argument, 0, O_STALL}, {"heartbeat", required_argument, 0, O_HEARTBEAT},
-        {"output", required_argument, 0, 'o'}, {"config", required_argument, 0, 'c'},
-        {"kill", no_argument, 0, O_KILL}, {"full", no_argument, 0, O_FULL},
-        {"no-pty", no_argument, 0, O_NOPTY}, {"tail", required_argument, 0, O_TAIL},
-        {"exits", required_argument, 0, O_EXITS}, {"job", required_argument, 0, O_JOB},
-        {"grace", required_argument, 0, O_GRACE}, {"scan-ms", required_argument, 0, O_SCAN},
-        {"quiet", no_argument, 0, 'q'}, CP_OPT_HELP, CP_OPT_END};
-    *o = (struct run_opts){.verb = watch ? "crashpack watch" : "crashpack run", .watch = watch,
-                           .stall = watch ? 600 : 0, .tail = -1, .exits = -1, .grace = 10,
-                           .scan_ms = 20};
-    /* in order: the options end at CMD, whose own options are its */
-    struct cp_opts p = {.verb = o->verb, .shorts = "o:c:q", .longs = longs, .in_order = 1,
-                        .argc = argc, .argv = argv};
-    int c;
-    char *e;
-    long long v;
-    uint64_t sz;
-    while ((c = cp_getopt(&p)) != -1) {
-        switch (c) {
-        case 'h':
-            usage(stdout, watch);
-            return -1;
-        case O_STALL:
-            o->stall = strtod(optarg, &e);
-            if (!*optarg || *e || !(o->stall > 0) || o->stall > 1e7)
-                return cp_usage_error(&p, "--stall `%s`: expected seconds, more than 0 and at most 1e7",
-                                      optarg);
-            break;
-        case O_GRACE:
-            o->grace = strtod(optarg, &e);
-            if (!*optarg || *e || !(o->grace >= 0) || o->grace > 1e5)
-                return cp_usage_error(&p, "--grace `%s`: expected seconds, from 0 to 1e5", optarg);
-            break;
-        case O_SCAN:
-            if (cp_opt_num(&p, "--scan-ms", optarg, 1, 1000, &v))
-                return CP_EXIT_USAGE;
-            o->scan_ms = (unsigned)v;
-            break;
-        case O_TAIL:
-            if (cp_parse_size(optarg, &sz) || sz < 1024 || sz > (64ULL << 20))
-                return cp_usage_error(&p, "--tail `%s`: expected a size from 1K to 64M (4096, 256K, 1M)",
-                                      optarg);
-            o->tail = (long long)sz;
-            break;
-        case O_EXITS:
-            if (!strcmp(optarg, "main"))
-                o->exits = CP_RUN_EXITS_MAIN;
-            else if (!strcmp(optarg, "python"))
-                o->exits = CP_RUN_EXITS_PYTHON;
-            else if (!strcmp(optarg, "all"))
-                o->exits = CP_RUN_EXITS_ALL;
-            else
-                return cp_usage_error(&p, "--exits `%s`: expected main, python or all", optarg);
-            break;
-        case O_JOB:
-            if (!optarg[0] || strlen(optarg) > 200)
-                return cp_usage_error(&p, "--job `%s`: expected an id of 1 to 200 characters", optarg);
-            o->job = optarg;
-            break;
-        case O_HEARTBEAT: o->hb = optarg; break;
-        case 'o': o->outdir = optarg; break;
-        case 'c': o->config = optarg; break;
-        case O_KILL: o->kill_after = 1; break;
-        case O_FULL: o->full = 1; break;
-        case O_NOPTY: o->no_pty = 1; break;
-        case 'q': o->quiet = 1; break;
-        default:
-            return CP_EXIT_USAGE;
-        }
-    }
-    if (cp_opt_args(&p, 1, -1, "CMD"))
-        return CP_EXIT_USAGE;
-    o->cmd = argv + optind;
-    return 0;
 }
 
 /* ---- the job's output ---- */
@@ -402,7 +251,7 @@ static void job_child(const struct run_opts *o, const char slave[2][128], int pi
     }
     execvp(o->cmd[0], o->cmd);
     int e = errno;
-    fprintf(stderr, "%s: %s: %s\n", o->verb, o->cmd[0], strerror(e));
+    dprintf(STDERR_FILENO, "%s: %s: %s\n", o->verb, o->cmd[0], strerror(e)); /* the job's fd 2 */
     if (write(ex[1], &e, sizeof(e)) < 0) { /* the supervisor learns it from the exit 127 */
     }
     _exit(127);
@@ -414,11 +263,11 @@ static int run_start(struct run *r)
     char slave[2][128] = {"", ""};
     int pipes[2][2] = {{-1, -1}, {-1, -1}};
     for (int i = 0; i < 2; i++) {
-        r->ch[i] = (struct chan){.fd = -1, .out = 1 + i, .stream = 1 + i, .open = 1};
+        r->ch[i] = (struct chan){.fd = -1, .out = o->out_fd[i], .stream = 1 + i, .open = 1};
         if (o->no_pty) {
             if (pipe2(pipes[i], O_CLOEXEC)) {
-                fprintf(stderr, "%s: pipe: %s\n", o->verb, strerror(errno));
-                return CP_EXIT_PROBLEM;
+                fprintf(o->log, "%s: pipe: %s\n", o->verb, strerror(errno));
+                return RUN_FAILED;
             }
             r->ch[i].fd = pipes[i][0];
             continue;
@@ -426,27 +275,28 @@ static int run_start(struct run *r)
         int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
         const char *sname = m >= 0 && !grantpt(m) && !unlockpt(m) ? ptsname(m) : NULL;
         if (!sname) {
-            fprintf(stderr, "%s: cannot open a pseudo-terminal: %s (--no-pty runs on pipes)\n",
+            fprintf(o->log, "%s: cannot open a pseudo-terminal: %s (--no-pty runs on pipes)\n",
                     o->verb, strerror(errno));
-            return CP_EXIT_PROBLEM;
+            return RUN_FAILED;
         }
         snprintf(slave[i], sizeof(slave[i]), "%s", sname);
         r->ch[i].fd = m;
     }
     struct winsize ws;
-    int have_ws = ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 || ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0;
+    int have_ws =
+        ioctl(o->out_fd[0], TIOCGWINSZ, &ws) == 0 || ioctl(o->out_fd[1], TIOCGWINSZ, &ws) == 0;
     int gate[2], ex[2]; /* ex: closed by a successful exec, an errno otherwise */
     if (pipe2(gate, O_CLOEXEC) || pipe2(ex, O_CLOEXEC)) {
-        fprintf(stderr, "%s: pipe: %s\n", o->verb, strerror(errno));
-        return CP_EXIT_PROBLEM;
+        fprintf(o->log, "%s: pipe: %s\n", o->verb, strerror(errno));
+        return RUN_FAILED;
     }
     /* the job's orphans (DataLoader workers whose parent died) come here, not to init */
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     setenv("CRASHPACK_JOB_ID", r->job_id, 1);
     r->job = fork();
     if (r->job < 0) {
-        fprintf(stderr, "%s: fork: %s\n", o->verb, strerror(errno));
-        return CP_EXIT_PROBLEM;
+        fprintf(o->log, "%s: fork: %s\n", o->verb, strerror(errno));
+        return RUN_FAILED;
     }
     if (r->job == 0)
         job_child(o, slave, pipes, have_ws ? &ws : NULL, gate, ex);
@@ -463,7 +313,7 @@ static int run_start(struct run *r)
     /* its pidfd before it can exec, let alone end */
     struct pt_proc *p = pt_add(&r->t, r->job, 1);
     if (!p)
-        fprintf(stderr, "%s: warning: cannot follow the job's main process (pidfd_open: %s)\n",
+        fprintf(o->log, "%s: warning: cannot follow the job's main process (pidfd_open: %s)\n",
                 o->verb, strerror(errno));
     close(gate[1]);
     /* its identity once it has exec'd (a job that ends at once: what it was started as) */
@@ -670,10 +520,10 @@ static int report(struct run *r, struct pt_proc *p, const char *kind)
         int dup = cJSON_IsTrue(cJSON_GetObjectItem(a, "deduplicated"));
         if (!o->quiet) {
             if (cJSON_IsTrue(cJSON_GetObjectItem(a, "ok")))
-                fprintf(stderr, "%s: pid %d (%s, %s) %s: %s %s\n", o->verb, (int)p->pid, p->comm,
+                fprintf(o->log, "%s: pid %d (%s, %s) %s: %s %s\n", o->verb, (int)p->pid, p->comm,
                         what, why, dup ? "already captured:" : "bundle", b ? b : "(no path)");
             else
-                fprintf(stderr, "%s: pid %d (%s) %s: the agent wrote no bundle: %s\n", o->verb,
+                fprintf(o->log, "%s: pid %d (%s) %s: the agent wrote no bundle: %s\n", o->verb,
                         (int)p->pid, p->comm, why, e ? e : ans);
         }
         status = cJSON_IsTrue(cJSON_GetObjectItem(a, "ok")) ? 0 : 1;
@@ -703,10 +553,10 @@ static int report(struct run *r, struct pt_proc *p, const char *kind)
         int dup = !strncmp(line, "duplicate ", 10);
         if (!o->quiet) {
             if (erc == 0)
-                fprintf(stderr, "%s: pid %d (%s, %s) %s: %s %s\n", o->verb, (int)p->pid, p->comm,
+                fprintf(o->log, "%s: pid %d (%s, %s) %s: %s %s\n", o->verb, (int)p->pid, p->comm,
                         what, why, dup ? "already captured:" : "bundle", line + (dup ? 10 : 3));
             else
-                fprintf(stderr, "%s: pid %d (%s) %s: no bundle: %s\n", o->verb, (int)p->pid,
+                fprintf(o->log, "%s: pid %d (%s) %s: no bundle: %s\n", o->verb, (int)p->pid,
                         p->comm, why, line);
         }
         status = erc ? 1 : 0;
@@ -714,7 +564,7 @@ static int report(struct run *r, struct pt_proc *p, const char *kind)
         status = REPORTER_NO_CAPTURER; /* the supervisor says it, once */
     } else {
         if (!o->quiet)
-            fprintf(stderr, "%s: pid %d (%s) %s: no bundle: %s\n", o->verb, (int)p->pid, p->comm,
+            fprintf(o->log, "%s: pid %d (%s) %s: no bundle: %s\n", o->verb, (int)p->pid, p->comm,
                     why, err);
         status = 1;
     }
@@ -734,7 +584,7 @@ static void spawn_report(struct run *r, struct pt_proc *p, const char *kind)
     }
     while (r->nreporters >= MAX_REPORTERS)
         reap_all(r, 1);
-    fflush(stderr);
+    fflush(r->o->log);
     pid_t c = fork();
     if (c == 0) {
         /* the job's terminals are not this child's to hold */
@@ -744,7 +594,7 @@ static void spawn_report(struct run *r, struct pt_proc *p, const char *kind)
         _exit(report(r, p, kind));
     }
     if (c < 0) {
-        fprintf(stderr, "%s: pid %d ended (%s): no bundle: fork: %s\n", r->o->verb, (int)p->pid,
+        fprintf(r->o->log, "%s: pid %d ended (%s): no bundle: fork: %s\n", r->o->verb, (int)p->pid,
                 kind, strerror(errno));
         return;
     }
@@ -761,7 +611,7 @@ static int reporter_done(struct run *r, pid_t pid, int status)
             if (WIFEXITED(status) && WEXITSTATUS(status) == REPORTER_NO_CAPTURER && !r->warned) {
                 r->warned = 1;
                 r->no_capturer = 1;
-                fprintf(stderr,
+                fprintf(r->o->log,
                         "%s: warning: no crashpack agent at %s and not root: the job's deaths are "
                         "not captured\n",
                         r->o->verb, capreq_socket(&r->cfg));
@@ -888,15 +738,16 @@ static void stall_snap(struct run *r)
         cJSON_Delete(info);
         if (!o->quiet) {
             if (rc == 0)
-                fprintf(stderr, "%s: %s: snapped pid %d -> %s\n", o->verb, reason, (int)set[k], bundle);
+                fprintf(o->log, "%s: %s: snapped pid %d -> %s\n", o->verb, reason, (int)set[k],
+                        bundle);
             else
-                fprintf(stderr, "%s: %s: snap of pid %d failed: %s\n", o->verb, reason, (int)set[k],
+                fprintf(o->log, "%s: %s: snap of pid %d failed: %s\n", o->verb, reason, (int)set[k],
                         err);
         }
     }
     if (o->kill_after) {
         if (!o->quiet)
-            fprintf(stderr, "%s: --kill: ending the job\n", o->verb);
+            fprintf(o->log, "%s: --kill: ending the job\n", o->verb);
         job_kill(r, SIGKILL, 1);
     }
 }
@@ -988,24 +839,21 @@ static void run_loop(struct run *r)
         reap_all(r, 1);
 }
 
-static int run_main(int argc, char **argv, int watch)
+int run_job(const struct run_opts *o)
 {
-    struct run_opts o;
-    int rc = run_parse(argc, argv, &o, watch);
-    if (rc)
-        return rc < 0 ? CP_EXIT_OK : rc;
+    int rc;
     static struct run r; /* the 64 KiB buffer */
     memset(&r, 0, sizeof(r));
-    r.o = &o;
+    r.o = o;
     char err[600];
     cp_config_defaults(&r.cfg);
-    if (cp_config_load(&r.cfg, o.config ? o.config : CP_DEFAULT_CONFIG, o.config != NULL, err,
+    if (cp_config_load(&r.cfg, o->config ? o->config : CP_DEFAULT_CONFIG, o->config != NULL, err,
                        sizeof(err))) {
-        fprintf(stderr, "%s: %s\n", o.verb, err);
-        return CP_EXIT_USAGE;
+        fprintf(o->log, "%s: %s\n", o->verb, err);
+        return RUN_BAD_CONFIG;
     }
-    r.exits = o.exits >= 0 ? o.exits : (int)r.cfg.run_exits;
-    r.tail.cap = o.tail > 0 ? (size_t)o.tail : (size_t)r.cfg.run_output_tail;
+    r.exits = o->exits >= 0 ? o->exits : (int)r.cfg.run_exits;
+    r.tail.cap = o->tail > 0 ? (size_t)o->tail : (size_t)r.cfg.run_output_tail;
     r.tail.buf = malloc(r.tail.cap);
     r.tail.tag = malloc(r.tail.cap);
     if (!r.tail.buf || !r.tail.tag) {
@@ -1022,9 +870,9 @@ static int run_main(int argc, char **argv, int watch)
         return rc;
     }
     r.last = now_s();
-    if (o.hb) {
+    if (o->hb) {
         struct stat st;
-        if (stat(o.hb, &st) == 0) {
+        if (stat(o->hb, &st) == 0) {
             r.hb_m = st.st_mtim;
             r.hb_seen = 1;
         }
@@ -1033,27 +881,17 @@ static int run_main(int argc, char **argv, int watch)
     for (int i = 0; i < 2; i++)
         if (r.ch[i].fd >= 0)
             close(r.ch[i].fd);
-    if (r.skipped && !o.quiet)
-        fprintf(stderr, "%s: %lu abnormal end(s) of the job's processes not captured\n", o.verb,
+    if (r.skipped && !o->quiet)
+        fprintf(o->log, "%s: %lu abnormal end(s) of the job's processes not captured\n", o->verb,
                 r.skipped);
     pt_free(&r.t);
     free(r.tail.buf);
     free(r.tail.tag);
     if (!r.main_done)
-        return CP_EXIT_PROBLEM;
+        return RUN_FAILED;
     if (WIFEXITED(r.main_status))
         return WEXITSTATUS(r.main_status);
     if (WIFSIGNALED(r.main_status))
         return 128 + WTERMSIG(r.main_status);
-    return CP_EXIT_PROBLEM;
-}
-
-int cmd_run(int argc, char **argv)
-{
-    return run_main(argc, argv, 0);
-}
-
-int cmd_watch(int argc, char **argv)
-{
-    return run_main(argc, argv, 1);
+    return RUN_FAILED;
 }

@@ -1,8 +1,9 @@
 #!/bin/bash
 # test_layout.sh - the layout rules that grep can check (issue 12):
-#   1. library code (bundle/ common/ capture/ analyze/ rules/ db/, except the programs' main files)
-#      never calls exit(), printf(), puts(), perror(), never names stdout or stderr, and calls
-#      _exit() only in a forked child listed in EXIT_OK below (file:function, with the reason);
+#   1. library code (bundle/ common/ capture/ analyze/ node/ rules/ db/, except the programs'
+#      main files) never calls exit(), printf(), puts(), perror(), never names stdout or stderr,
+#      and calls _exit() only in a forked child listed in EXIT_OK below (file:function, with the
+#      reason);
 #      comments and string literals are not looked at;
 #   2. every top-level folder and every analyze/ subfolder has a README.md.
 # Usage: test_layout.sh [SOURCE_DIR] (default: the tree this script is in). Exit 0 or 1.
@@ -10,7 +11,7 @@ set -u
 src=${1:-$(cd "$(dirname "$0")/../.." && pwd)}
 cd "$src" || exit 1
 
-LIB_DIRS="bundle common capture analyze rules db"
+LIB_DIRS="bundle common capture analyze node rules db"
 # The programs' main files: they own the process, its stdout/stderr and its exit status.
 MAIN_FILES="capture/main.c"
 # _exit() is right only in a forked child (no atexit handlers, no stdio flush of the parent's
@@ -24,8 +25,12 @@ capture/checkpoint.c:collect_child       forked child that looks for checkpoints
 capture/checkpoint.c:verdict_child       forked child that execs the checkpoint verifier
 capture/smi.c:supervise                  forked supervisor of nvidia-smi
 analyze/native/sandbox.c:child           forked sandbox child running the analysis of untrusted input
-analyze/hang/snap.c:spawn_capture        forked child that execs crashpack-capture
-analyze/hang/snap.c:snap_pid             forked child that stops the process and writes its core
+node/snap.c:spawn_capture                forked child that execs crashpack-capture
+node/snap.c:snap_pid                     forked child that stops the process and writes its core
+node/capreq.c:capreq_event               forked child that execs crashpack-capture --event
+node/run.c:job_child                     forked child of run that sets up and execs the job (CMD)
+node/run.c:spawn_report                  forked reporter child of run: its exit status is the result
+node/agent.c:smi_now                     forked child of the agent that execs nvidia-smi
 '
 
 fail=0

@@ -1,0 +1,60 @@
+/* cmd_agent.c - `crashpack agent`: the node service, the one privileged broker for the deaths
+ * that leave no core dump (docs/agent.md): the help, the options and the exit status; the
+ * service itself is node/agent.c. */
+#include "agent.h"
+#include "cmdopt.h"
+#include "commands.h"
+#include "config.h"
+
+#include <stdio.h>
+
+#define STATE_DIR "/var/lib/crashpack"
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: crashpack agent [-c CONFIG] [--socket PATH] [--state-dir DIR]\n"
+            "\n"
+            "The node service (root), in the foreground: captures the deaths that dump no core.\n"
+            "  - a Unix socket where jobs ask for a capture of themselves (the Python hook, on\n"
+            "    an uncaught exception) or report a process that ended (crashpack run);\n"
+            "  - the kernel log: a bundle for every process the OOM killer kills, and NVIDIA\n"
+            "    Xid lines kept as node GPU events.\n"
+            "\n"
+            "  -c, --config F   configuration file (default %s): bundle_dir, agent_socket,\n"
+            "                   agent_rate (captures a minute), agent_oom (yes|no)\n"
+            "  --socket PATH    listen here instead of agent_socket\n"
+            "  --state-dir DIR  where the node's GPU events go (default: state_dir, " STATE_DIR ")\n"
+            "  -h, --help       this help\n"
+            "\n"
+            "Runs until SIGTERM or SIGINT. Exit status: 0 stopped by a signal, 1 cannot start,\n"
+            "2 usage error. docs/agent.md describes the protocol and the privilege model.\n",
+            CP_DEFAULT_CONFIG);
+}
+
+int cmd_agent(int argc, char **argv)
+{
+    struct agent_opts o = {.log = stderr};
+    enum { O_SOCKET = 256, O_STATE };
+    static const struct option longs[] = {{"config", required_argument, 0, 'c'},
+                                          {"socket", required_argument, 0, O_SOCKET},
+                                          {"state-dir", required_argument, 0, O_STATE},
+                                          CP_OPT_HELP, CP_OPT_END};
+    struct cp_opts p = {.verb = "crashpack agent", .shorts = "c:", .longs = longs, .argc = argc,
+                        .argv = argv};
+    int c;
+    while ((c = cp_getopt(&p)) != -1) {
+        switch (c) {
+        case 'h':
+            usage(stdout);
+            return CP_EXIT_OK;
+        case 'c': o.config = optarg; break;
+        case O_SOCKET: o.socket = optarg; break;
+        case O_STATE: o.state = optarg; break;
+        default: return CP_EXIT_USAGE;
+        }
+    }
+    if (cp_opt_args(&p, 0, 0, ""))
+        return CP_EXIT_USAGE;
+    return agent_run(&o) ? CP_EXIT_PROBLEM : CP_EXIT_OK;
+}
