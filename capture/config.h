@@ -59,13 +59,13 @@ struct cp_config {
     unsigned enrich_timeout_s;  /* the analysis is killed after this */
     uint64_t enrich_max;        /* stacks.json bytes kept; more is a failed step */
     uint64_t enrich_memory;     /* address-space limit of the analysis (crashpack enrich --memory) */
-    /* the node service (crashpack agent, cli/cmd_agent.c) */
+    /* the node service (crashpack agent, node/agent.c) */
     char agent_socket[CP_PATH_MAX]; /* its Unix socket */
     unsigned agent_rate;        /* captures it starts per minute, all callers (0: none) */
     int agent_oom;              /* a bundle for every process the kernel's OOM killer kills */
     char state_dir[CP_PATH_MAX]; /* the node's state: the agent's gpu-events.jsonl, read by the
                                     handler into node-gpu-events.json */
-    /* the supervisor (crashpack run, cli/cmd_run.c) */
+    /* the supervisor (crashpack run, node/run.c) */
     enum cp_run_exits { CP_RUN_EXITS_MAIN, CP_RUN_EXITS_PYTHON, CP_RUN_EXITS_ALL } run_exits;
                                 /* whose non-zero exit is a crash: the main process only, also
                                  * every Python process (default), or every process */

@@ -1,5 +1,5 @@
 /* cmd_snap.c - `crashpack snap PID`: capture a live (hung) process the way the handler
- * captures a crash (the library is snap.c). */
+ * captures a crash (the library is node/snap.c), and the text form of its stop report. */
 #include "cmdopt.h"
 #include "commands.h"
 #include "listjson.h"
@@ -12,6 +12,47 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+/* Text summary of a stop report (crashpack-snap/1): one line per thread. */
+static void snap_print_report(FILE *out, const cJSON *info)
+{
+    const cJSON *s = cJSON_GetObjectItem(info, "stop");
+    fprintf(out, "stopped %d of %d threads for %.1f ms (core written in %.1f ms)\n",
+            (int)cJSON_GetNumberValue(cJSON_GetObjectItem(s, "threads_stopped")),
+            (int)cJSON_GetNumberValue(cJSON_GetObjectItem(s, "threads")),
+            cJSON_GetNumberValue(cJSON_GetObjectItem(s, "stopped_ms")),
+            cJSON_GetNumberValue(cJSON_GetObjectItem(s, "core_write_ms")));
+    const cJSON *t;
+    cJSON_ArrayForEach(t, cJSON_GetObjectItem(info, "threads"))
+    {
+        const cJSON *sc = cJSON_GetObjectItem(t, "syscall");
+        const char *sn = cJSON_GetStringValue(cJSON_GetObjectItem(sc, "name"));
+        const cJSON *nr = cJSON_GetObjectItem(sc, "nr");
+        char sys[64] = "-";
+        if (sn)
+            snprintf(sys, sizeof(sys), "%s", sn);
+        else if (cJSON_IsNumber(nr))
+            snprintf(sys, sizeof(sys), "syscall %d", (int)nr->valuedouble);
+        const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(t, "name"));
+        char nm[20];
+        snprintf(nm, sizeof(nm), "%s", name ? name : "");
+        for (char *p = nm; *p; p++)
+            if ((unsigned char)*p < 32 || (unsigned char)*p >= 127)
+                *p = '?';
+        const cJSON *ms = cJSON_GetObjectItem(t, "stop_ms");
+        const char *wchan = cJSON_GetStringValue(cJSON_GetObjectItem(t, "wchan"));
+        fprintf(out, "  tid %-8d %-16s state %s  %-16s ",
+                (int)cJSON_GetNumberValue(cJSON_GetObjectItem(t, "tid")), nm,
+                cJSON_GetStringValue(cJSON_GetObjectItem(t, "state"))
+                    ? cJSON_GetStringValue(cJSON_GetObjectItem(t, "state"))
+                    : "?",
+                sys);
+        if (cJSON_IsNumber(ms))
+            fprintf(out, "stopped %.1f ms\n", ms->valuedouble);
+        else
+            fprintf(out, "NOT stopped (kernel: %s)\n", wchan && wchan[0] ? wchan : "?");
+    }
+}
 
 static void usage(FILE *out)
 {

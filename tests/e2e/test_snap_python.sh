@@ -5,7 +5,7 @@
 # queue.py get -> the fixture's take_item line, the main thread's threading.py join -> the
 # fixture's join line, hang_state says a Python queue wait / a lock wait in join, and a rule names
 # it. The Python frames must survive the slim core: snap keeps the pages the Python walker reads
-# (analyze/hang/snap_python.c). The process carries on after the snap.
+# (node/snap_python.c). The process carries on after the snap.
 # The same again under each pyenv CPython of PYENV_VERSIONS (3.10, 3.11, 3.12, 3.13) that is installed
 # (3.10: analyze/native/python310.c; snap runs that walker on the live process too), and
 # under Debian sid's 3.14 chrooted into the sid root (scripts/mkroot.sh) when it is there:

@@ -49,9 +49,10 @@ capture/smi.c:supervise                  forked supervisor of nvidia-smi
 analyze/native/sandbox.c:child           forked sandbox child running the analysis of untrusted input
 node/snap.c:spawn_capture                forked child that execs crashpack-capture
 node/snap.c:snap_pid                     forked child that stops the process and writes its core
-node/run.c:job_child                     the forked job: sets its terminal and execs the command
-node/run.c:spawn_report                  forked reporter: asks the agent or the handler for a bundle
 node/capreq.c:capreq_event               forked child that execs crashpack-capture --event
+node/run.c:job_child                     forked child of run that sets up and execs the job (CMD)
+node/run.c:spawn_report                  forked reporter child of run: its exit status is the result
+node/agent.c:smi_now                     forked child of the agent that execs nvidia-smi
 """
 
 

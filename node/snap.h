@@ -4,7 +4,6 @@
 #define CRASHPACK_SNAP_H
 #include <cjson/cJSON.h>
 #include <stddef.h>
-#include <stdio.h>
 #include <sys/types.h>
 
 struct snap_request {
@@ -29,7 +28,4 @@ struct snap_request {
  * (crashpack-snap/1, owned by the caller, may be NULL). Returns -1 with err set otherwise. */
 int snap_pid(const struct snap_request *rq, char *bundle, size_t blen, cJSON **info, char *err,
              size_t errlen);
-
-/* Text summary of a stop report: one line per thread. */
-void snap_print_report(FILE *out, const cJSON *info);
 #endif
