@@ -31,6 +31,7 @@
 #include "capreq.h"
 #include "config.h"
 #include "jpath.h"
+#include "kline.h"
 #include "snap.h"
 #include "util.h"
 
@@ -479,17 +480,6 @@ static void serve(struct agent *a, int fd)
 
 /* ---- the kernel log ---- */
 
-/* The value of `key` (e.g. "oom_memcg=") in a comma-separated oom-kill: line. */
-static void kv(const char *text, const char *key, char *out, size_t n)
-{
-    const char *p = strstr(text, key);
-    out[0] = 0;
-    if (!p)
-        return;
-    p += strlen(key);
-    size_t l = strcspn(p, ",\n");
-    snprintf(out, n, "%.*s", (int)(l < n ? l : n - 1), p);
-}
 
 /* One cgroup file's contents as a JSON string (trimmed), or null. `rel` is under `base`. */
 static void add_cg_file(cJSON *o, const char *key, const char *base, const char *rel,
@@ -561,17 +551,15 @@ static char *oom_json(const struct agent *a, const char *line, pid_t pid, const 
     return s;
 }
 
-static void oom_killed(struct agent *a, const char *text)
+/* The kernel's "Killed process 1234 (python3) total-vm:...kB, anon-rss:..., UID:1000 ..." line,
+ * parsed by its format (common/kline.h): a bundle for that pid, owned by that uid. */
+static void oom_killed(struct agent *a, const struct kline_oom *k, const char *text)
 {
-    /* "Killed process 1234 (python3) total-vm:...kB, anon-rss:..., UID:1000 pgtables:..." */
-    const char *p = strstr(text, "Killed process ");
-    int pid = 0, off = 0;
-    char comm[64] = "";
-    if (!p || sscanf(p + 15, "%d (%63[^)])%n", &pid, comm, &off) < 2 || pid <= 0)
-        return;
-    const char *u = strstr(text, "UID:");
-    long uid = u ? strtol(u + 4, NULL, 10) : -1;
-    if (uid < 0)
+    int pid = (int)k->pid;
+    long uid = k->uid;
+    char comm[64];
+    snprintf(comm, sizeof(comm), "%s", k->comm);
+    if (pid <= 0 || !k->have_comm || uid < 0)
         return;
     if (!a->cfg.agent_oom)
         return;
@@ -745,24 +733,25 @@ static void gpu_event(struct agent *a, const char *text)
     close(fd);
 }
 
-static void kmsg_record(struct agent *a, char *rec)
+/* One /dev/kmsg record: an OOM kill (its oom-kill: line first, then the kill), or a GPU event.
+ * The lines are parsed by their format (common/kline.h): a comm cannot forge a field. */
+static void kmsg_record(struct agent *a, char *rec, size_t len)
 {
-    char *text = strchr(rec, ';');
-    if (!text)
+    struct kline_rec kr;
+    if (kline_record(rec, len, &kr))
         return;
-    text++;
-    text[strcspn(text, "\n")] = 0;
-    if (strstr(text, "oom-kill:constraint=")) {
-        char pid[24];
-        kv(text, "constraint=", a->oom_constraint, sizeof(a->oom_constraint));
-        kv(text, "oom_memcg=", a->oom_memcg, sizeof(a->oom_memcg));
-        kv(text, "task_memcg=", a->task_memcg, sizeof(a->task_memcg));
-        kv(text, ",pid=", pid, sizeof(pid));
-        a->oom_pid = (pid_t)atoi(pid);
-    } else if (strstr(text, "Killed process ") &&
-               (strstr(text, "Out of memory") || strstr(text, "Memory cgroup out of memory"))) {
-        oom_killed(a, text);
-    } else if (strstr(text, "NVRM: Xid") || strstr(text, "fallen off the bus")) {
+    char *text = (char *)kr.text;
+    text[kr.text_len] = 0;
+    struct kline_oom k;
+    struct kline_xid x;
+    if (kline_oom(text, &k) && k.kind == KLINE_OOM_LIST) {
+        snprintf(a->oom_constraint, sizeof(a->oom_constraint), "%s", k.constraint);
+        snprintf(a->oom_memcg, sizeof(a->oom_memcg), "%s", k.oom_memcg);
+        snprintf(a->task_memcg, sizeof(a->task_memcg), "%s", k.task_memcg);
+        a->oom_pid = (pid_t)k.pid;
+    } else if (k.kind == KLINE_OOM_KILLED && k.scope_hint) {
+        oom_killed(a, &k, text);
+    } else if (kline_xid_parse(NULL, text, &x)) {
         gpu_event(a, text);
     }
 }
@@ -779,7 +768,7 @@ static void kmsg_drain(struct agent *a)
         if (r <= 0)
             return;
         rec[r] = 0;
-        kmsg_record(a, rec);
+        kmsg_record(a, rec, (size_t)r);
     }
 }
 

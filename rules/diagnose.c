@@ -105,24 +105,81 @@ static cJSON *evidence_fields(const cJSON *report, const cJSON *ev)
     return out;
 }
 
-int rules_diagnose(struct rulebase *rb, cJSON *report, char *err, size_t errlen)
+/* The matched rules, in rule-base order: each one's diagnosis, its rule, and whether its
+ * confidence was capped (a capped GPU fault explains nothing). */
+struct matches {
+    cJSON **d;
+    const cJSON **src;
+    char *capped;
+    int n;
+};
+
+static void matches_free(struct matches *m, int keep_diagnoses)
 {
-    cJSON_DeleteItemFromObjectCaseSensitive(report, "diagnoses");
-    cJSON *out = cJSON_AddArrayToObject(report, "diagnoses");
-    const cJSON *rules = rulebase_effective(rb, err, errlen);
-    if (!rules)
-        return -1;
-    int n = 0, nrules = cJSON_GetArraySize(rules);
-    cJSON **d = calloc((size_t)nrules + 1, sizeof(*d));
-    const cJSON **src = calloc((size_t)nrules + 1, sizeof(*src));
-    char *capped = calloc((size_t)nrules + 1, 1);
-    if (!d || !src || !capped) {
-        free(d);
-        free(src);
-        free(capped);
-        cp_errmsg(err, errlen, "out of memory");
-        return -1;
+    for (int i = 0; !keep_diagnoses && i < m->n; i++)
+        cJSON_Delete(m->d[i]);
+    free(m->d);
+    free(m->src);
+    free(m->capped);
+}
+
+/* The cap on a GPU rule's confidence when its evidence is not this process's (note says why), 1
+ * for every other rule. */
+static double confidence_cap(const cJSON *rule, const cJSON *report, const struct rule_scope *sc,
+                             const char **note)
+{
+    *note = NULL;
+    if (!gpu_category(cp_jstr(rule, "category")))
+        return 1;
+    const char *pg = cp_jstr_at(report, "gpu.scope.process_gpus");
+    if (pg && !strcmp(pg, "none") && sc->gpu_own + sc->gpu_host > 0) {
+        *note = "this process used no GPU (it opened no /dev/nvidia* and none was visible "
+                "to it): a GPU event of this host is context, not its cause";
+        return CAP_NO_GPU;
     }
+    if (sc->gpu_host > 0 && !sc->gpu_own && !sc->process) {
+        *note = pg && !strcmp(pg, "unknown") ? "which GPUs this process used is not known, so a GPU fault of the "
+                                               "host is not known to be its cause"
+                                             : "the GPU event names neither this process nor one of its GPUs";
+        return CAP_HOST_WIDE;
+    }
+    return 1;
+}
+
+/* One matched rule's diagnosis (ev: its evidence, taken). */
+static cJSON *diagnosis_of(const cJSON *rule, const cJSON *report, cJSON *ev, double cap, const char *note)
+{
+    double conf = cp_jnum_or(rule, "confidence", 0);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "rule", cp_jstr(rule, "id"));
+    cJSON_AddStringToObject(o, "title", cp_jstr(rule, "title"));
+    cJSON_AddStringToObject(o, "category", cp_jstr(rule, "category"));
+    cJSON_AddNumberToObject(o, "confidence", conf > cap ? cap : conf);
+    if (conf > cap) {
+        cJSON_AddNumberToObject(o, "rule_confidence", conf);
+        cJSON_AddStringToObject(o, "confidence_note", note);
+    }
+    cJSON_AddStringToObject(o, "diagnosis", cp_jstr(rule, "diagnosis"));
+    cJSON_AddItemToObject(o, "evidence", ev);
+    cJSON *ef = evidence_fields(report, ev);
+    if (ef)
+        cJSON_AddItemToObject(o, "evidence_fields", ef);
+    cJSON_AddItemToObject(o, "actions", dup_strings(cJSON_GetObjectItem(rule, "actions")));
+    cJSON_AddItemToObject(o, "references", dup_strings(cJSON_GetObjectItem(rule, "references")));
+    cJSON_AddNullToObject(o, "consequence_of");
+    cJSON_AddStringToObject(o, "source", cp_jstr(rule, "source") ? cp_jstr(rule, "source") : "builtin");
+    return o;
+}
+
+/* Every rule of the rule base matched against the report, into m. */
+static int match_all(const cJSON *rules, const cJSON *report, struct matches *m)
+{
+    int nrules = cJSON_GetArraySize(rules);
+    m->d = calloc((size_t)nrules + 1, sizeof(*m->d));
+    m->src = calloc((size_t)nrules + 1, sizeof(*m->src));
+    m->capped = calloc((size_t)nrules + 1, 1);
+    if (!m->d || !m->src || !m->capped)
+        return -1;
     const cJSON *rule;
     cJSON_ArrayForEach(rule, rules)
     {
@@ -132,90 +189,69 @@ int rules_diagnose(struct rulebase *rb, cJSON *report, char *err, size_t errlen)
             cJSON_Delete(ev);
             continue;
         }
-        double conf = cp_jnum_or(rule, "confidence", 0), cap = 1;
-        const char *note = NULL;
-        if (gpu_category(cp_jstr(rule, "category"))) {
-            const char *pg = cp_jstr_at(report, "gpu.scope.process_gpus");
-            if (pg && !strcmp(pg, "none") && sc.gpu_own + sc.gpu_host > 0) {
-                cap = CAP_NO_GPU;
-                note = "this process used no GPU (it opened no /dev/nvidia* and none was visible "
-                       "to it): a GPU event of this host is context, not its cause";
-            } else if (sc.gpu_host > 0 && !sc.gpu_own && !sc.process) {
-                cap = CAP_HOST_WIDE;
-                note = pg && !strcmp(pg, "unknown")
-                           ? "which GPUs this process used is not known, so a GPU fault of the "
-                             "host is not known to be its cause"
-                           : "the GPU event names neither this process nor one of its GPUs";
-            }
-        }
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "rule", cp_jstr(rule, "id"));
-        cJSON_AddStringToObject(o, "title", cp_jstr(rule, "title"));
-        cJSON_AddStringToObject(o, "category", cp_jstr(rule, "category"));
-        cJSON_AddNumberToObject(o, "confidence", conf > cap ? cap : conf);
-        if (conf > cap) {
-            cJSON_AddNumberToObject(o, "rule_confidence", conf);
-            cJSON_AddStringToObject(o, "confidence_note", note);
-        }
-        cJSON_AddStringToObject(o, "diagnosis", cp_jstr(rule, "diagnosis"));
-        cJSON_AddItemToObject(o, "evidence", ev);
-        cJSON *ef = evidence_fields(report, ev);
-        if (ef)
-            cJSON_AddItemToObject(o, "evidence_fields", ef);
-        cJSON_AddItemToObject(o, "actions", dup_strings(cJSON_GetObjectItem(rule, "actions")));
-        cJSON_AddItemToObject(o, "references", dup_strings(cJSON_GetObjectItem(rule, "references")));
-        cJSON_AddNullToObject(o, "consequence_of");
-        cJSON_AddStringToObject(o, "source",
-                                cp_jstr(rule, "source") ? cp_jstr(rule, "source") : "builtin");
-        d[n] = o;
-        src[n] = rule;
-        capped[n] = conf > cap;
-        n++;
+        const char *note;
+        double cap = confidence_cap(rule, report, &sc, &note);
+        m->d[m->n] = diagnosis_of(rule, report, ev, cap, note);
+        m->src[m->n] = rule;
+        m->capped[m->n] = cp_jnum_or(rule, "confidence", 0) > cap;
+        m->n++;
     }
-    /* causes: the best-ranked matched rule that explains this one (explains() above), a root
-     * cause (one that nothing matched explains) before one that is itself explained, so that the
-     * watchdog's abort and its c10 exception both name the timeout, and an own-GPU Xid before it */
+    return 0;
+}
+
+/* The cause of each diagnosis: the best-ranked matched rule that explains it (explains() above),
+ * a root cause (one that nothing matched explains) before one that is itself explained, so that
+ * the watchdog's abort and its c10 exception both name the timeout, and an own-GPU Xid before
+ * it. A capped GPU fault explains nothing. */
+static int link_causes(struct matches *m)
+{
+    int n = m->n;
     char *expl = calloc((size_t)n + 1, 1);
-    if (!expl) {
-        for (int i = 0; i < n; i++)
-            cJSON_Delete(d[i]);
-        free(d);
-        free(src);
-        free(capped);
-        cp_errmsg(err, errlen, "out of memory");
+    if (!expl)
         return -1;
-    }
     for (int i = 0; i < n; i++)
         for (int j = 0; j < n; j++)
-            if (j != i && !capped[j] && explains(src[j], src[i]))
+            if (j != i && !m->capped[j] && explains(m->src[j], m->src[i]))
                 expl[i] = 1;
     for (int i = 0; i < n; i++) {
         int best = -1;
         for (int j = 0; j < n; j++) {
-            if (j == i || capped[j] || !explains(src[j], src[i])) /* a capped GPU fault explains nothing */
+            if (j == i || m->capped[j] || !explains(m->src[j], m->src[i]))
                 continue;
             if (best >= 0 && expl[j] != expl[best]) {
                 if (!expl[j])
                     best = j;
                 continue;
             }
-            if (best < 0 ||
-                cp_jnum_or(src[j], "confidence", 0) > cp_jnum_or(src[best], "confidence", 0) ||
-                (cp_jnum_or(src[j], "confidence", 0) == cp_jnum_or(src[best], "confidence", 0) &&
-                 strcmp(cp_jstr(src[j], "id"), cp_jstr(src[best], "id")) < 0))
+            double cj = cp_jnum_or(m->src[j], "confidence", 0), cb = best >= 0 ? cp_jnum_or(m->src[best], "confidence", 0) : 0;
+            if (best < 0 || cj > cb || (cj == cb && strcmp(cp_jstr(m->src[j], "id"), cp_jstr(m->src[best], "id")) < 0))
                 best = j;
         }
         if (best >= 0)
-            cJSON_ReplaceItemInObject(d[i], "consequence_of",
-                                      cJSON_CreateString(cp_jstr(src[best], "id")));
+            cJSON_ReplaceItemInObject(m->d[i], "consequence_of", cJSON_CreateString(cp_jstr(m->src[best], "id")));
     }
     free(expl);
-    qsort(d, (size_t)n, sizeof(*d), by_rank);
-    for (int i = 0; i < n; i++)
-        cJSON_AddItemToArray(out, d[i]);
-    free(d);
-    free(src);
-    free(capped);
+    return 0;
+}
+
+int rules_diagnose(struct rulebase *rb, cJSON *report, char *err, size_t errlen)
+{
+    cJSON_DeleteItemFromObjectCaseSensitive(report, "diagnoses");
+    cJSON *out = cJSON_AddArrayToObject(report, "diagnoses");
+    const cJSON *rules = rulebase_effective(rb, err, errlen);
+    if (!rules)
+        return -1;
+    struct matches m = {0};
+    if (match_all(rules, report, &m) || link_causes(&m)) {
+        matches_free(&m, 0);
+        cp_errmsg(err, errlen, "out of memory");
+        return -1;
+    }
+    qsort(m.d, (size_t)m.n, sizeof(*m.d), by_rank);
+    for (int i = 0; i < m.n; i++)
+        cJSON_AddItemToArray(out, m.d[i]);
+    int n = m.n;
+    matches_free(&m, 1);
     return n;
 }
 

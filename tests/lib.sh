@@ -91,14 +91,22 @@ cp_recover_stale() {
     fi
 }
 
-# cp_setup: lock, record, trap, temp dir $T with $T/conf pointing bundle_dir at $T/bundles.
+# cp_setup [shared]: lock, record, trap, temp dir $T with $T/conf pointing bundle_dir at $T/bundles.
+# The machine-wide lock is exclusive for a test that changes core_pattern, writes to the kernel
+# log or makes OOM kills (the other tests' bundles would take in its lines); `shared` is for a
+# test that captures through the handler (which reads the kernel log) but changes none of that:
+# it runs beside other shared tests, never beside an exclusive one. Tests that capture nothing
+# take no lock and call no cp_setup; tests/CMakeLists.txt's CP_E2E_UNLOCKED names the tests that
+# ctest may run in parallel (shared and lock-free).
 cp_setup() {
     cp_need_root
+    local mode=-x
+    [ "${1:-}" = shared ] && mode=-s
     exec 9>/run/crashpack-test.lock
     # a test killed from outside (ctest's timeout sends SIGKILL, so no trap runs) can leave a
     # background child that inherited fd 9 and keeps the lock; such orphans (parent pid 1) are
     # killed, processes of live tests never are
-    while ! flock -w 20 9; do
+    while ! flock $mode -w 20 9; do
         local p
         for p in $(fuser /run/crashpack-test.lock 2>/dev/null); do
             [ "$p" = $$ ] && continue
@@ -107,9 +115,11 @@ cp_setup() {
             kill -9 "$p" 2>/dev/null || true
         done
     done
-    cp_recover_stale
+    [ "$mode" = -x ] && cp_recover_stale
     T=$(mktemp -d /tmp/cpt.XXXXXX)
     chmod 755 "$T"
+    cp_setup_dirs
+    [ "$mode" = -s ] && return 0
     CP_SAVED_PATTERN_FILE=$T/.saved_pattern
     cat /proc/sys/kernel/core_pattern > "$CP_SAVED_PATTERN_FILE"
     CP_SAVED_PIPE_LIMIT=$(cat /proc/sys/kernel/core_pipe_limit)
@@ -118,6 +128,10 @@ cp_setup() {
     if [ -e /etc/sysctl.d/99-crashpack.conf ]; then CP_SYSCTL_EXISTED=1; else CP_SYSCTL_EXISTED=0; fi
     if [ -e /var/lib/crashpack/install-state ]; then CP_STATE_EXISTED=1; cp -p /var/lib/crashpack/install-state "$T/.saved_install_state"; else CP_STATE_EXISTED=0; fi
     if [ -d /var/lib/crashpack ]; then CP_STATEDIR_EXISTED=1; else CP_STATEDIR_EXISTED=0; fi
+}
+
+# The test's own state under $T (cp_setup's part that every mode has).
+cp_setup_dirs() {
     touch "$T/.san_mark"
     # the analyzer's cache of decompressed debug files: per test, not root's ~/.cache (a test's
     # first analysis fills it, the later ones read it, so both paths run in every test)

@@ -17,4 +17,4 @@ fi
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCRASHPACK_SANITIZE=ON > /dev/null
 cmake --build build-asan -j"$(nproc)" > /dev/null
 cd build-asan
-ctest --output-on-failure "$@"
+ctest -j2 --output-on-failure "$@"

@@ -14,7 +14,7 @@
 #     the process exits as it would without crashpack while the capturer still exists, and the
 #     abandonment is recorded.
 source "$(dirname "$0")/../lib.sh"
-cp_setup
+cp_setup shared
 command -v setpriv > /dev/null || { echo "SKIP: no setpriv"; exit 77; }
 PY=/usr/bin/python3
 $PY -c 'import torch' 2> /dev/null || { echo "SKIP: no python3-torch"; exit 77; }

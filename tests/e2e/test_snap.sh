@@ -8,7 +8,7 @@
 #    their global symbol, the frame each blocks in, and what each holds; --full --kill keeps the
 #    whole memory and ends the process.
 source "$(dirname "$0")/../lib.sh"
-cp_setup
+cp_setup shared
 
 wait_ready() { # FILE -> waits for the fixture's "ready" line
     local i

@@ -8,7 +8,7 @@
 #  - a Python job whose output would be block-buffered on a pipe, but flows: no false alarm (pty)
 #  - a silent job that touches its heartbeat file: no false alarm
 source "$(dirname "$0")/../lib.sh"
-cp_setup
+cp_setup shared
 W() { "$CP_BIN/crashpack" watch -c "$T/conf" "$@"; }
 nbundles() { ls "$T"/bundles/crash-*.zst 2>/dev/null | wc -l; }
 wait_bundles() { # N: waits until N bundles are published
