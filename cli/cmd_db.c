@@ -250,7 +250,9 @@ static int add_one(struct kb *db, cJSON *r, const struct kb_source *src, struct 
     } else if (res.outcome == KB_UPDATED) {
         fputs(" (the same bundle again: its analysis is stored again)", stdout);
     } else if (res.outcome == KB_KEPT) {
-        if (res.legacy)
+        if (res.refused)
+            printf(" (refused to replace it: %s)", res.reason);
+        else if (res.legacy)
             fputs(" (the stored record predates completeness scores: only a complete bundle with a"
                   " complete analysis replaces it)", stdout);
         else if (res.reason[0])

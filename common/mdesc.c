@@ -63,7 +63,7 @@ static size_t backtick_run(const char *s)
     return best;
 }
 
-void cp_md_code(FILE *o, const char *s)
+static void code_span(FILE *o, const char *s, int cell)
 {
     if (!s)
         s = "?";
@@ -75,12 +75,25 @@ void cp_md_code(FILE *o, const char *s)
         fputc('`', o);
     if (pad)
         fputc(' ', o);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (cell && *p == '|')
+            fputc('\\', o);
         fputc(is_ctl(*p) ? ' ' : *p, o);
+    }
     if (pad)
         fputc(' ', o);
     for (size_t i = 0; i < fence; i++)
         fputc('`', o);
+}
+
+void cp_md_code(FILE *o, const char *s)
+{
+    code_span(o, s, 0);
+}
+
+void cp_md_code_cell(FILE *o, const char *s)
+{
+    code_span(o, s, 1);
 }
 
 int cp_md_fence_len(const char *const *lines, int n)

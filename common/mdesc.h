@@ -28,6 +28,11 @@ void cp_md_text(FILE *o, const char *s, const char *null_text);
  * close it. Inside a code span nothing else is interpreted by Markdown renderers. */
 void cp_md_code(FILE *o, const char *s);
 
+/* The same code span inside a table cell: GFM splits a table row at every '|' that is not
+ * backslash-escaped, code spans included, so each '|' of s is written as "\|" (which GFM shows as
+ * '|' inside the cell's code span). */
+void cp_md_code_cell(FILE *o, const char *s);
+
 /* The fence length (>= 3) a fenced code block needs so that none of its lines can close it: one
  * more than the longest backtick run in any of the n lines. */
 int cp_md_fence_len(const char *const *lines, int n);

@@ -14,6 +14,20 @@
 #include <time.h>
 #include <unistd.h>
 
+/* The build-id of the crashed executable (its module in the report), NULL when unknown. */
+static const char *exe_build_id(const cJSON *r)
+{
+    const char *exe = cp_jstr_ne_at(r, "process.exe");
+    const cJSON *m;
+    cJSON_ArrayForEach(m, cp_jpath(r, "modules"))
+    {
+        const char *path = cp_jstr_ne_at(m, "path");
+        if (exe && path && !strcmp(path, exe))
+            return cp_jstr_ne_at(m, "build_id");
+    }
+    return NULL;
+}
+
 /* The facts a drafted rule starts from (rules add --from-crash): crash kind, signal, the crashed
  * thread's top frames and Python frames, Xid codes, log error categories and texts. */
 static char *kb_facts(const cJSON *r)
@@ -24,6 +38,8 @@ static char *kb_facts(const cJSON *r)
         cJSON_AddStringToObject(f, "crash_kind", s);
     if ((s = cp_jstr_ne_at(r, "process.signal.name")))
         cJSON_AddStringToObject(f, "signal", s);
+    if ((s = exe_build_id(r)))
+        cJSON_AddStringToObject(f, "exe_build_id", s);
     cJSON *fr = cJSON_AddArrayToObject(f, "frames"),
           *py = cJSON_AddArrayToObject(f, "python_frames");
     const cJSON *t;
@@ -448,6 +464,7 @@ struct add {
     const char *hash; /* the source's xxh64, or NULL */
     int64_t id;       /* the stored record, 0: none yet */
     int old_known, same_bundle;
+    char old_exe[1024], old_signature[1024], old_build_id[128]; /* the stored identity ("": none) */
 };
 
 /* The crash's identity, or 0 when the report has none (no pid and no time). */
@@ -471,7 +488,7 @@ static int find_stored(struct kb *kb, struct add *A)
 {
     struct sqlstmt *q = NULL;
     if (sql_prepare(kb->c,
-                    "SELECT id, completeness, completeness_detail, bundle_xxh64 FROM crashes"
+                    "SELECT id, completeness, completeness_detail, bundle_xxh64, exe, signature, facts FROM crashes"
                     " WHERE crash_key = ?1",
                     &q))
         return -1;
@@ -488,9 +505,47 @@ static int find_stored(struct kb *kb, struct add *A)
         cJSON_Delete(d);
         const char *oh = sql_col_text(q, 3);
         A->same_bundle = A->hash && oh && !strcmp(oh, A->hash);
+        snprintf(A->old_exe, sizeof(A->old_exe), "%s", sql_col_text(q, 4) ? sql_col_text(q, 4) : "");
+        snprintf(A->old_signature, sizeof(A->old_signature), "%s", sql_col_text(q, 5) ? sql_col_text(q, 5) : "");
+        cJSON *facts = sql_col_text(q, 6) ? cJSON_Parse(sql_col_text(q, 6)) : NULL;
+        snprintf(A->old_build_id, sizeof(A->old_build_id), "%s",
+                 cp_jstr_ne_at(facts, "exe_build_id") ? cp_jstr_ne_at(facts, "exe_build_id") : "");
+        cJSON_Delete(facts);
     }
     sql_finalize(q);
     return rc == SQL_ERROR ? -1 : 0;
+}
+
+/* Whether another bundle of the same crash (host, boot, pid, tid, time) says the crash was another
+ * program: its executable, that executable's build-id, or (against a stored analysis that was
+ * complete) its signature differ from the stored record's. A bundle from a ticket can be forged,
+ * and a forged copy may well look more complete: it never replaces the record whose identity it
+ * changes. The difference goes into why; 0 when the identity holds. */
+static int identity_changed(const struct add *A, char *why, size_t len)
+{
+    const char *exe = cp_jstr_ne_at(A->r, "process.exe"), *sig = cp_jstr_ne_at(A->r, "signature");
+    const char *bid = exe_build_id(A->r);
+    if (A->old_exe[0] && exe && strcmp(A->old_exe, exe))
+        snprintf(why, len, "executable %.200s vs %.200s", exe, A->old_exe);
+    else if (A->old_build_id[0] && bid && strcmp(A->old_build_id, bid))
+        snprintf(why, len, "executable build-id %.64s vs %.64s", bid, A->old_build_id);
+    else if (A->old_known && A->old.analysis && A->old_signature[0] && sig && strcmp(A->old_signature, sig))
+        snprintf(why, len, "signature %.200s vs %.200s", sig, A->old_signature);
+    else
+        return 0;
+    return 1;
+}
+
+/* A replacement that would change the crash's identity: kept, refused, and why (res). */
+static int refused(const struct add *A, struct kb_result *res)
+{
+    char why[280];
+    if (!identity_changed(A, why, sizeof(why)))
+        return 0;
+    res->outcome = KB_KEPT;
+    res->refused = 1;
+    snprintf(res->reason, sizeof(res->reason), "it is another program's crash: %s", why);
+    return 1;
 }
 
 /* Whether the report replaces the stored record (the "keep the more complete record" rule): 1
@@ -506,6 +561,10 @@ static int decide(struct add *A, struct kb_result *res)
         /* a record from before completeness scores: only a complete analysis of a complete
          * bundle replaces it */
         res->outcome = A->comp.analysis && A->comp.bundle ? KB_REPLACED : KB_KEPT;
+        if (res->outcome == KB_REPLACED && refused(A, res)) {
+            res->legacy = 0;
+            return 0;
+        }
         return res->outcome == KB_REPLACED;
     }
     if (A->same_bundle && A->score >= A->old_score) {
@@ -514,6 +573,8 @@ static int decide(struct add *A, struct kb_result *res)
         return 1;
     }
     if (A->score > A->old_score) {
+        if (refused(A, res))
+            return 0;
         res->outcome = KB_REPLACED;
         kb_completeness_diff(&A->comp, &A->old, res->reason, sizeof(res->reason));
         return 1;
@@ -614,6 +675,8 @@ static void source_reason(const struct kb_result *res, char *why, size_t len)
         snprintf(why, len, "more complete than the stored record: %s", res->reason);
     else if (res->outcome == KB_UPDATED)
         snprintf(why, len, "the same bundle again");
+    else if (res->outcome == KB_KEPT && res->refused)
+        snprintf(why, len, "refused: more complete, but %s", res->reason);
     else if (res->outcome == KB_KEPT)
         snprintf(why, len,
                  res->reason[0] ? "the stored record is more complete: %s"

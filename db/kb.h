@@ -93,6 +93,9 @@ struct kb_result {
     char reason[320];    /* REPLACED/KEPT: the completeness difference ("" when equal, or when
                           * legacy); FAILED: why */
     int legacy;          /* REPLACED/KEPT: the stored record predates completeness scores */
+    int refused;         /* KEPT: the report was more complete but changes the crash's identity
+                          * (executable, its build-id, or a complete analysis's signature): a
+                          * forged or mixed-up bundle; reason says how */
 };
 const char *kb_outcome_name(enum kb_outcome o);
 

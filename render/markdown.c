@@ -82,7 +82,7 @@ static void rows_context(FILE *o, const cJSON *r)
     char t[64];
     if (cp_jstr_ne_at(r, "exception.type")) {
         fputs("| Exception | ", o);
-        render_md_code(o, cp_jstr_ne_at(r, "exception.type"));
+        render_md_code_cell(o, cp_jstr_ne_at(r, "exception.type"));
         fputs(" |\n", o);
     }
     render_time(cp_jnum_at(r, "host.time", &v) ? v : -1, "%Y-%m-%d %H:%M:%S UTC", "unknown time", t,

@@ -135,10 +135,10 @@ static void deadlock_row(FILE *o, const cJSON *t)
     fprintf(o, "| %.0f", tid);
     if (cp_jstr_ne_at(t, "name")) {
         fputc(' ', o);
-        render_md_code(o, cp_jstr_ne_at(t, "name"));
+        render_md_code_cell(o, cp_jstr_ne_at(t, "name"));
     }
     fputs(" | ", o);
-    render_md_code(o, cp_jstr_ne_at(t, "waits_for_mutex_symbol")
+    render_md_code_cell(o, cp_jstr_ne_at(t, "waits_for_mutex_symbol")
                           ? cp_jstr_ne_at(t, "waits_for_mutex_symbol")
                           : cp_jstr_ne_at(t, "waits_for_mutex"));
     if (cp_jstr_ne_at(t, "waits_for_mutex_symbol") && cp_jstr_ne_at(t, "waits_for_mutex")) {
@@ -156,11 +156,11 @@ static void deadlock_row(FILE *o, const cJSON *t)
         if (!first)
             fputs(", ", o);
         first = 0;
-        render_md_code(o, cp_jstr_ne_at(m, "symbol") ? cp_jstr_ne_at(m, "symbol")
+        render_md_code_cell(o, cp_jstr_ne_at(m, "symbol") ? cp_jstr_ne_at(m, "symbol")
                                                      : cp_jstr_ne_at(m, "mutex"));
     }
     fputs(" | ", o);
-    render_md_code(o, cp_jstr_ne_at(t, "blocked_in"));
+    render_md_code_cell(o, cp_jstr_ne_at(t, "blocked_in"));
     fputs(" |\n", o);
 }
 

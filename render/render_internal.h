@@ -28,6 +28,7 @@ void render_md_thread(FILE *o, const cJSON *r);    /* md_threads.c */
 void render_md_gpu(FILE *o, const cJSON *r);       /* md_gpu.c */
 void render_md(FILE *o, const char *s);            /* prose and table cells; NULL: "-" */
 void render_md_code(FILE *o, const char *s);       /* a code span */
+void render_md_code_cell(FILE *o, const char *s);  /* a code span in a table cell */
 /* A fenced code block's lines, kept until the block is written: the fence must be longer than any
  * backtick run in them, so a line of the bundle's cannot close it. */
 #define RENDER_BLOCK_MAX 32

@@ -3,6 +3,17 @@
 #include "jpath.h"
 #include "utf8.h"
 
+#include <string.h>
+
+/* s (a thread's name, set by the process) in a column of width bytes and a space, through the
+ * terminal policy: cut at the width, padded to it. */
+static void column(FILE *out, const char *s, size_t width)
+{
+    size_t l = strlen(s);
+    cp_text_putn(out, s, width);
+    fprintf(out, "%*s ", (int)(l < width ? width - l : 0), "");
+}
+
 void render_text_hang(FILE *out, const cJSON *r)
 {
     const cJSON *h = cJSON_GetObjectItemCaseSensitive(r, "hang");
@@ -42,12 +53,13 @@ void render_text_hang(FILE *out, const cJSON *r)
             continue;
         double tid = 0;
         cp_jnum(t, "tid", &tid);
-        fprintf(out, "  %-8d %-16.16s %-18s ", (int)tid,
-                cp_jstr(t, "name") ? cp_jstr(t, "name") : "",
-                cp_jstr(hs, "state") ? cp_jstr(hs, "state") : "?");
+        fprintf(out, "  %-8d ", (int)tid);
+        column(out, cp_jstr(t, "name") ? cp_jstr(t, "name") : "", 16);
+        column(out, cp_jstr(hs, "state") ? cp_jstr(hs, "state") : "?", 18);
         cp_text_put(out, cp_jstr(hs, "detail"));
         if (cp_jstr(hs, "mutex")) {
-            fprintf(out, " [%s", cp_jstr(hs, "mutex"));
+            fputs(" [", out);
+            cp_text_put(out, cp_jstr(hs, "mutex"));
             if (cp_jstr(hs, "mutex_symbol")) {
                 fputc(' ', out);
                 cp_text_put(out, cp_jstr(hs, "mutex_symbol"));

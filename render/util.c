@@ -44,6 +44,11 @@ void render_md_code(FILE *o, const char *s)
     cp_md_code(o, s);
 }
 
+void render_md_code_cell(FILE *o, const char *s)
+{
+    cp_md_code_cell(o, s);
+}
+
 void render_block_add(struct render_block *b, const char *s)
 {
     if (b->n < RENDER_BLOCK_MAX && (b->v[b->n] = strdup(s ? s : "")))

@@ -155,6 +155,25 @@ sys.exit(0 if ok else 1)' "$full" "$T/b/forged.zst"
 check "C: the stored record is still the full bundle's, with its hash" forged_kept
 check "C: ... and its signature" stored_is_full "$A"
 
+# C2. the audit's forgery (issue 22 item 7): the same crash with another executable in its
+# manifest and three padding members, so that it counts more intact members: refused, recorded
+cp_member "$full" manifest.json > "$T/forged-manifest.json"
+python3 - "$T/forged-manifest.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1])); d["exe"] = "/tmp/forged/evil"
+json.dump(d, open(sys.argv[1], "w"))
+PY
+echo pad > "$T/pad"
+"$CP_BIN/bundle_edit" "$full" "$T/b/forged2.zst" --put manifest.json "$T/forged-manifest.json" \
+    --put pad1.txt "$T/pad" --put pad2.txt "$T/pad" --put pad3.txt "$T/pad" || fail "C2: bundle_edit"
+"$CP" db add --db "$A" "$T/b/forged2.zst" > "$T/c2.out" 2>&1; rc=$?
+cat "$T/c2.out"
+check "C2: more members but another executable: kept, refused" bash -c \
+    "[ $rc = 0 ] && grep -q '^kept crash 1 (refused to replace it: it is another program.s crash: executable /tmp/forged/evil vs ' '$T/c2.out'"
+check "C2: db show still gives the real executable, and lists the refusal" bash -c \
+    "'$CP' db show --db '$A' 1 > '$T/c2-show.txt' && grep -q '^exe  *$(cp_member "$full" manifest.json | python3 -c 'import json,sys; print(json.load(sys.stdin)["exe"])')\$' '$T/c2-show.txt' && grep -q 'refused: more complete, but it is another program.s crash' '$T/c2-show.txt'"
+check "C2: ... and its signature" stored_is_full "$A"
+
 # D. a corrupt file in place of the cut copy: fails, replaces nothing, recorded with crash 1
 head -c $((size / 2)) /dev/urandom > "$cut"
 "$CP" db add --db "$A" "$cut" > "$T/d.out" 2> "$T/d.err"; rc=$?

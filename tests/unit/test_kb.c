@@ -287,6 +287,26 @@ int main(void)
     CHECK(scalar(path, "SELECT COUNT(*) FROM crash_sources WHERE outcome IN ('added', 'replaced', 'updated')"
                      " AND crash_id = (SELECT id FROM crashes WHERE host = 'h')") == 1,
           "one source holds the stored analysis");
+    /* a more complete copy that names another executable (a forged bundle): refused */
+    {
+        cJSON *forged = cJSON_Parse(full_js);
+        cJSON_AddItemToObject(cJSON_GetObjectItem(forged, "process"), "exe", cJSON_CreateString("/tmp/evil"));
+        cJSON *members = cJSON_GetObjectItem(forged, "members");
+        for (int i = 0; i < 3; i++)
+            cJSON_AddItemToArray(members, cJSON_Parse("{\"name\": \"pad\", \"truncated\": false}"));
+        raw_exec(path, "UPDATE crashes SET exe = '/usr/bin/real' WHERE host = 'h'");
+        struct kb_source sx = {"bundle", "/b/forged.zst", "4444444444444444", 100};
+        CHECK(kb_add_report(db, forged, &sx, &res, err, sizeof(err)) == 0 && res.outcome == KB_KEPT && res.refused &&
+                  strstr(res.reason, "/tmp/evil"),
+              "a more complete report of another executable is refused (%s: %s)", kb_outcome_name(res.outcome),
+              res.reason);
+        CHECK(scalar(path, "SELECT COUNT(*) FROM crashes WHERE host = 'h' AND exe = '/usr/bin/real'") == 1,
+              "the record keeps its executable");
+        CHECK(scalar(path, "SELECT COUNT(*) FROM crash_sources WHERE path = '/b/forged.zst' AND outcome = 'kept'"
+                           " AND reason LIKE 'refused:%'") == 1,
+              "the refusal is recorded as a source");
+        cJSON_Delete(forged);
+    }
     /* no identity: a failure, recorded, nothing changed */
     cJSON *noid = cJSON_Parse("{\"bundle\": {\"complete\": true}, \"signature\": \"forged\"}");
     struct kb_source sn = {"bundle", "/b/cut.zst", "3333333333333333", 5};
