@@ -7,6 +7,7 @@
 #include "cmdopt.h"
 #include "commands.h"
 #include "kbarg.h"
+#include "outfile.h"
 #include "render.h"
 #include "report.h"
 #include "utf8.h"
@@ -131,13 +132,14 @@ int cmd_report(int argc, char **argv)
         render_notes(stderr, "crashpack report", r, st.diagnose_error, st.native_failed, 1);
         partial = st.partial;
     }
-    FILE *o = out ? fopen(out, "w") : stdout;
-    if (!o) {
-        perror(out);
+    struct cp_outfile of; /* -o: a temporary beside it, renamed when complete (outfile.h) */
+    if (out && cp_outfile_open(&of, out, 0666)) {
+        fprintf(stderr, "crashpack report: cannot write %s: %s\n", out, strerror(errno));
         cJSON_Delete(r);
         kb_close(kb);
         return CP_EXIT_PROBLEM;
     }
+    FILE *o = out ? of.f : stdout;
     const char *fp = cp_jstr_ne_at(r, "fingerprint");
     cJSON *seen = fp && kb ? kb_fingerprint_seen(kb, fp) : NULL;
     kb_close(kb);
@@ -155,8 +157,10 @@ int cmd_report(int argc, char **argv)
         }
     }
     int bad = ferror(o);
-    if (out)
-        bad |= fclose(o) != 0;
+    if (out && bad)
+        cp_outfile_abort(&of);
+    else if (out)
+        bad |= cp_outfile_commit(&of) != 0;
     else
         bad |= fflush(o) != 0;
     cJSON_Delete(r);

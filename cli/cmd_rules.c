@@ -6,6 +6,7 @@
 #include "listjson.h"
 #include "kb.h"
 #include "query.h"
+#include "outfile.h"
 #include "render.h"
 #include "report.h"
 #include "rule.h"
@@ -144,18 +145,21 @@ static int write_json(const char *path, const cJSON *j)
     char *s = cJSON_Print(j);
     if (!s)
         return -1;
-    FILE *f = path ? fopen(path, "w") : stdout;
-    if (!f) {
-        perror(path);
+    struct cp_outfile of; /* -o: a temporary beside it, renamed when complete (outfile.h) */
+    if (path && cp_outfile_open(&of, path, 0666)) {
+        fprintf(stderr, "crashpack rules: cannot write %s: %s\n", path, strerror(errno));
         free(s);
         return -1;
     }
+    FILE *f = path ? of.f : stdout;
     fputs(s, f);
     fputc('\n', f);
     free(s);
     int bad = ferror(f);
-    if (path)
-        bad |= fclose(f) != 0;
+    if (path && bad)
+        cp_outfile_abort(&of);
+    else if (path)
+        bad |= cp_outfile_commit(&of) != 0;
     else
         bad |= fflush(f) != 0;
     return bad ? -1 : 0;

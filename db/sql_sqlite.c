@@ -8,6 +8,7 @@
 #include "errmsg.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -55,11 +56,37 @@ static int mkdirs(const char *path)
     for (char *p = dir + 1; *p; p++)
         if (*p == '/') {
             *p = 0;
-            if (mkdir(dir, 0755) && errno != EEXIST)
+            if (mkdir(dir, 0711) && errno != EEXIST)
                 return -1;
             *p = '/';
         }
-    return mkdir(dir, 0755) && errno != EEXIST ? -1 : 0;
+    return mkdir(dir, 0711) && errno != EEXIST ? -1 : 0;
+}
+
+/* The knowledge base holds every crash's executable, frames and diagnoses: readable by its owner
+ * only. A new file is made 0600 before SQLite opens it (its -wal and -shm files take the
+ * database's mode); an older one, and its -wal/-shm, lose their group and other bits. Each is
+ * opened without following a symlink, and only a file of this user's is changed. */
+static int private_file(const char *path, int create)
+{
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
+    if (fd < 0)
+        return errno == ENOENT && !create ? 0 : -1;
+    struct stat st;
+    if (!fstat(fd, &st) && S_ISREG(st.st_mode) && st.st_uid == geteuid() && (st.st_mode & 077))
+        fchmod(fd, st.st_mode & 0700);
+    close(fd);
+    return 0;
+}
+
+static void private_files(const char *path)
+{
+    char side[PATH_MAX + 8];
+    private_file(path, 0);
+    snprintf(side, sizeof(side), "%s-wal", path);
+    private_file(side, 0);
+    snprintf(side, sizeof(side), "%s-shm", path);
+    private_file(side, 0);
 }
 
 static const struct sql_driver *self(void);
@@ -75,6 +102,12 @@ static int lite_open(const char *path, int writable, int create, struct sqlconn 
         cp_errmsg(err, errlen, "cannot create the directory of %s: %s", path, strerror(errno));
         return -1;
     }
+    if (create && private_file(path, 1)) {
+        cp_errmsg(err, errlen, "cannot create the knowledge base %s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (writable)
+        private_files(path);
     sqlite3 *db = NULL;
     int flags = !writable ? SQLITE_OPEN_READONLY
                           : SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0) |
