@@ -95,4 +95,36 @@ if command -v cmark-gfm > /dev/null; then
     cmark-gfm -e table -e autolink "$T/bt.md" > "$T/bt.gfm.html"
     check "cmark-gfm: the frame's <img> stays inside the code block" render_check btg "$T/bt.gfm.html"
 fi
+
+# issue 22 item 6: a '|' in a thread name splits no table cell, not even inside a code span (GFM
+# splits a row at every unescaped '|'): the deadlock table and the exception row of the summary
+D=$T/dl.json
+/usr/bin/python3 - "$J" "$D" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+evil = "a|<img src=x onerror=alert(3)>|![i](http://evil/y.png)|b"
+d["hang"] = {"snap": True, "reason": "test", "deadlocks": [{"summary": "2 threads wait for each other",
+    "threads": [{"tid": 1, "name": evil, "waits_for_mutex": "0x1", "waits_for_mutex_symbol": evil,
+                 "owner_tid": 2, "holds": [{"mutex": "0x2", "symbol": evil}], "blocked_in": evil},
+                {"tid": 2, "name": evil, "waits_for_mutex": "0x2", "owner_tid": 1,
+                 "holds": [{"mutex": "0x1"}], "blocked_in": "pthread_mutex_lock"}]}]}
+d["exception"] = {"type": evil, "message": "m", "chain": [], "mro": []}
+json.dump(d, open(sys.argv[2], "w"))
+PY
+"$CP_BIN/crashpack" report --db "$T/kb.db" --from-json "$D" > "$T/dl.md" 2>/dev/null
+check "the deadlock table's code spans escape '|'" grep -q '`a\\|<img src=x onerror=alert(3)>\\|' "$T/dl.md"
+if command -v cmark-gfm > /dev/null; then
+    cmark-gfm --unsafe -e table -e autolink -e strikethrough "$T/dl.md" > "$T/dl.gfm.html"
+    check "cmark-gfm: a '|' in a thread name renders no <img> and no foreign element" render_check dl "$T/dl.gfm.html"
+    check "cmark-gfm: the deadlock table keeps 5 cells a row" /usr/bin/python3 - "$T/dl.gfm.html" <<'PY'
+import re, sys
+h = open(sys.argv[1]).read()
+t = h[h.index("waits for"):]
+t = t[:t.index("</table>")]
+rows = re.findall(r"<tr>(.*?)</tr>", t, re.S)
+sys.exit(0 if rows and all(len(re.findall(r"<t[dh][ >]", r)) == 5 for r in rows) else 1)
+PY
+fi
+/usr/bin/python3 -c 'import markdown, sys; sys.stdout.write(markdown.markdown(open(sys.argv[1]).read(), extensions=["tables", "fenced_code"]))' "$T/dl.md" > "$T/dl.py.html"
+check "Python-Markdown: a '|' in a thread name renders no foreign element" render_check dlp "$T/dl.py.html"
 finish
