@@ -386,6 +386,55 @@ static cJSON *read_index(struct bundle *b, uint64_t *fstart_out, char *why, size
     return root;
 }
 
+/* Adds frame fr of member `name` to the table: an array [file_offset, compressed_size,
+ * tar_offset, decompressed_size] that lies after the previous frame (*file_end) and before the
+ * index frame at fstart, with sizes in bounds, at the member's tar offset so far (*cursor); both
+ * advanced. 0, or -1 with the reason in `why`. */
+static int index_frame(struct bundle *b, const cJSON *fr, const char *name, uint64_t fstart,
+                       uint64_t *cursor, uint64_t *file_end, char *why, size_t whylen)
+{
+    uint64_t v[4];
+    int k = 0;
+    const cJSON *x;
+    if (!cJSON_IsArray(fr) || cJSON_GetArraySize(fr) != 4) {
+        cp_errmsg(why, whylen, "index member `%s`: a frame is not [4 numbers]", name);
+        return -1;
+    }
+    cJSON_ArrayForEach(x, fr)
+    {
+        if (json_u64(x, &v[k])) {
+            cp_errmsg(why, whylen, "index member `%s`: invalid frame value", name);
+            return -1;
+        }
+        k++;
+    }
+    /* v = file_offset, compressed_size, tar_offset, decompressed_size */
+    if (v[0] < *file_end || v[1] > fstart || v[0] > fstart - v[1]) {
+        cp_errmsg(why, whylen,
+                  "index member `%s`: frame at %llu+%llu outside the file or overlapping", name,
+                  (unsigned long long)v[0], (unsigned long long)v[1]);
+        return -1;
+    }
+    if (v[3] == 0 || v[3] > BUNDLE_MAX_FRAME_SIZE || v[1] < 4 || v[1] > frame_bound(v[3])) {
+        cp_errmsg(why, whylen, "index member `%s`: frame sizes %llu/%llu out of bounds", name,
+                  (unsigned long long)v[1], (unsigned long long)v[3]);
+        return -1;
+    }
+    if (v[2] != *cursor) {
+        cp_errmsg(why, whylen, "index member `%s`: frames not contiguous at tar offset %llu", name,
+                  (unsigned long long)*cursor);
+        return -1;
+    }
+    int e = table_add_frame(b, v[0], v[1], v[2], v[3]);
+    if (e) {
+        cp_errmsg(why, whylen, "index: %s", bundle_strerror(e));
+        return -1;
+    }
+    *cursor += v[3];
+    *file_end = v[0] + v[1];
+    return 0;
+}
+
 /* Adds index member #i (jm) and its frames to the table, checked against the tar end of the
  * previous member (*tar_end) and the file end of the previous frame (*file_end), both advanced;
  * frames must lie before the index frame at fstart. 0, or -1 with the reason in `why`. */
@@ -424,45 +473,8 @@ static int index_member(struct bundle *b, const cJSON *jm, int i, uint64_t fstar
     const cJSON *fr;
     cJSON_ArrayForEach(fr, jf)
     {
-        uint64_t v[4];
-        int k = 0;
-        const cJSON *x;
-        if (!cJSON_IsArray(fr) || cJSON_GetArraySize(fr) != 4) {
-            cp_errmsg(why, whylen, "index member `%s`: a frame is not [4 numbers]", jn->valuestring);
+        if (index_frame(b, fr, jn->valuestring, fstart, &cursor, file_end, why, whylen))
             return -1;
-        }
-        cJSON_ArrayForEach(x, fr)
-        {
-            if (json_u64(x, &v[k])) {
-                cp_errmsg(why, whylen, "index member `%s`: invalid frame value", jn->valuestring);
-                return -1;
-            }
-            k++;
-        }
-        /* v = file_offset, compressed_size, tar_offset, decompressed_size */
-        if (v[0] < *file_end || v[1] > fstart || v[0] > fstart - v[1]) {
-            cp_errmsg(why, whylen,
-                "index member `%s`: frame at %llu+%llu outside the file or overlapping",
-                jn->valuestring, (unsigned long long)v[0], (unsigned long long)v[1]);
-            return -1;
-        }
-        if (v[3] == 0 || v[3] > BUNDLE_MAX_FRAME_SIZE || v[1] < 4 || v[1] > frame_bound(v[3])) {
-            cp_errmsg(why, whylen, "index member `%s`: frame sizes %llu/%llu out of bounds",
-                jn->valuestring, (unsigned long long)v[1], (unsigned long long)v[3]);
-            return -1;
-        }
-        if (v[2] != cursor) {
-            cp_errmsg(why, whylen, "index member `%s`: frames not contiguous at tar offset %llu",
-                jn->valuestring, (unsigned long long)cursor);
-            return -1;
-        }
-        e = table_add_frame(b, v[0], v[1], v[2], v[3]);
-        if (e) {
-            cp_errmsg(why, whylen, "index: %s", bundle_strerror(e));
-            return -1;
-        }
-        cursor += v[3];
-        *file_end = v[0] + v[1];
     }
     if (cursor != data + tar_blocks_bytes(size)) {
         cp_errmsg(why, whylen, "index member `%s`: frames cover %llu tar bytes, member needs %llu",
@@ -587,151 +599,200 @@ out:
     return rc;
 }
 
+/* Where the walk of the frames stands. */
+struct walk_state {
+    uint64_t off;        /* file offset of the next frame */
+    uint64_t cursor;     /* tar offset the frames so far reach */
+    int in_member;       /* the last member still expects frames */
+    uint64_t member_end; /* the tar offset where the last member ends */
+    char *name;          /* BUNDLE_MAX_NAME + 1 bytes for a marker's member name */
+};
+
+/* A member marker at w->off with a len-byte payload: its member is added to the table when it
+ * starts where the stream is, after the previous member is whole, under a new name. 0, or -1
+ * where the walk stops (why says why). */
+static int walk_marker(struct bundle *b, struct walk_state *w, uint64_t len, char *why,
+                       size_t whylen)
+{
+    uint64_t off = w->off, size, header, data;
+    if (len > BUNDLE_MAX_MARKER) {
+        cp_errmsg(why, whylen, "member marker at offset %llu too large", (unsigned long long)off);
+        return -1;
+    }
+    char text[BUNDLE_MAX_MARKER];
+    if (pread_full(b->fd, text, (size_t)len, off + 8) != (ssize_t)len) {
+        cp_errmsg(why, whylen, "read error at offset %llu", (unsigned long long)off);
+        return -1;
+    }
+    char mwhy[256];
+    if (parse_marker(text, (size_t)len, w->name, BUNDLE_MAX_NAME + 1, &size, &header, &data, mwhy,
+                     sizeof(mwhy))) {
+        cp_errmsg(why, whylen, "%s (offset %llu)", mwhy, (unsigned long long)off);
+        return -1;
+    }
+    if (w->in_member && w->cursor < w->member_end) {
+        cp_errmsg(why, whylen, "member `%s` cut short: the next marker is at offset %llu",
+                  b->members[b->nmembers - 1].name, (unsigned long long)off);
+        return -1;
+    }
+    if (header != w->cursor) {
+        cp_errmsg(why, whylen,
+                  "member marker for `%s` at offset %llu says tar offset %llu, the stream "
+                  "is at %llu",
+                  w->name, (unsigned long long)off, (unsigned long long)header,
+                  (unsigned long long)w->cursor);
+        return -1;
+    }
+    if (bundle_find(b, w->name)) {
+        cp_errmsg(why, whylen, "member `%s` appears twice (second marker at offset %llu)", w->name,
+                  (unsigned long long)off);
+        return -1;
+    }
+    int e = table_add_member(b, w->name, size, header, data);
+    if (e) {
+        cp_errmsg(why, whylen, "member marker at offset %llu: %s", (unsigned long long)off,
+                  bundle_strerror(e));
+        return -1;
+    }
+    w->in_member = 1;
+    w->member_end = data + tar_blocks_bytes(size);
+    return 0;
+}
+
+/* A skippable frame at w->off (h: its first hl bytes; remain bytes left in the file): a marker
+ * opens its member, any other is passed over. 0, or -1 where the walk stops (why says why). */
+static int walk_skippable(struct bundle *b, struct walk_state *w, const unsigned char *h, size_t hl,
+                          uint64_t remain, char *why, size_t whylen)
+{
+    if (hl < 8) {
+        cp_errmsg(why, whylen, "file ends inside a frame header at offset %llu",
+                  (unsigned long long)w->off);
+        return -1;
+    }
+    uint64_t len = le32(h + 4);
+    if (len > remain - 8) {
+        cp_errmsg(why, whylen, "file ends inside a skippable frame at offset %llu",
+                  (unsigned long long)w->off);
+        return -1;
+    }
+    if (le32(h) == BUNDLE_MAGIC_MARKER && walk_marker(b, w, len, why, whylen))
+        return -1;
+    w->off += 8 + len;
+    return 0;
+}
+
+/* The content size (*fcs) that the header of the zstd frame at off declares (h: its first hl of
+ * hcap bytes read): known and within the limit. 0, or -1 (why says why). */
+static int walk_content_size(const unsigned char *h, size_t hl, size_t hcap, uint64_t off,
+                             unsigned long long *fcs, char *why, size_t whylen)
+{
+    *fcs = ZSTD_getFrameContentSize(h, hl);
+    if (*fcs == ZSTD_CONTENTSIZE_ERROR) {
+        if (hl < hcap)
+            cp_errmsg(why, whylen, "file ends inside a frame header at offset %llu",
+                      (unsigned long long)off);
+        else
+            cp_errmsg(why, whylen, "bad zstd frame header at offset %llu", (unsigned long long)off);
+        return -1;
+    }
+    if (*fcs == ZSTD_CONTENTSIZE_UNKNOWN) {
+        cp_errmsg(why, whylen, "zstd frame at offset %llu has no content size",
+                  (unsigned long long)off);
+        return -1;
+    }
+    if (*fcs > BUNDLE_MAX_FRAME_SIZE) {
+        cp_errmsg(why, whylen, "zstd frame at offset %llu declares %llu bytes, over the limit",
+                  (unsigned long long)off, *fcs);
+        return -1;
+    }
+    return 0;
+}
+
+/* A zstd frame at w->off (h: its first hl of hcap bytes read): measured, and added to the open
+ * member when it lies inside it; past a member's end the stream belongs to none. 0, or -1 where
+ * the walk stops (why says why). */
+static int walk_data_frame(struct bundle *b, struct walk_state *w, const unsigned char *h,
+                           size_t hl, size_t hcap, char *why, size_t whylen)
+{
+    uint64_t off = w->off;
+    unsigned long long fcs;
+    if (walk_content_size(h, hl, hcap, off, &fcs, why, whylen))
+        return -1;
+    uint64_t csize = 0;
+    int r = walk_frame_size(b, off, fcs, &csize);
+    if (r == 1) {
+        cp_errmsg(why, whylen, "file ends inside the zstd frame at offset %llu",
+                  (unsigned long long)off);
+        return -1;
+    } else if (r < 0) {
+        cp_errmsg(why, whylen, "%s at offset %llu",
+                  r == -1 ? "corrupt zstd frame" : "read error or out of memory",
+                  (unsigned long long)off);
+        return -1;
+    }
+    if (fcs == 0) { /* adds nothing to the tar stream */
+        w->off += csize;
+        return 0;
+    }
+    if (w->in_member && w->cursor < w->member_end) {
+        if (w->cursor + fcs > w->member_end) {
+            cp_errmsg(why, whylen, "zstd frame at offset %llu crosses the end of member `%s`",
+                      (unsigned long long)off, b->members[b->nmembers - 1].name);
+            return -1;
+        }
+        int e = table_add_frame(b, off, csize, w->cursor, fcs);
+        if (e) {
+            cp_errmsg(why, whylen, "at offset %llu: %s", (unsigned long long)off,
+                      bundle_strerror(e));
+            return -1;
+        }
+    } else {
+        w->in_member = 0; /* the tar end, or frames that belong to no member */
+    }
+    w->cursor += fcs;
+    w->off += csize;
+    return 0;
+}
+
 /* Builds the table by walking the frames from the start. Always returns with a usable (possibly
  * empty) table; `why` says where and why the walk stopped. */
 static void walk(struct bundle *b, char *why, size_t whylen)
 {
-    uint64_t off = 0, cursor = 0;
-    int in_member = 0; /* the last member still expects frames */
-    uint64_t member_end = 0;
-    char *name = malloc(BUNDLE_MAX_NAME + 1);
-    if (!name) {
+    struct walk_state w = {0};
+    w.name = malloc(BUNDLE_MAX_NAME + 1);
+    if (!w.name) {
         cp_errmsg(why, whylen, "out of memory");
         return;
     }
     cp_errmsg(why, whylen, "every frame is complete");
-    while (off < b->file_size) {
+    while (w.off < b->file_size) {
         unsigned char h[18];
-        uint64_t remain = b->file_size - off;
+        uint64_t remain = b->file_size - w.off;
         size_t hl = remain < sizeof(h) ? (size_t)remain : sizeof(h);
-        if (pread_full(b->fd, h, hl, off) != (ssize_t)hl) {
-            cp_errmsg(why, whylen, "read error at offset %llu", (unsigned long long)off);
+        if (pread_full(b->fd, h, hl, w.off) != (ssize_t)hl) {
+            cp_errmsg(why, whylen, "read error at offset %llu", (unsigned long long)w.off);
             break;
         }
         if (hl < 4) {
             cp_errmsg(why, whylen, "file ends inside a frame header at offset %llu",
-                (unsigned long long)off);
+                      (unsigned long long)w.off);
             break;
         }
         uint32_t magic = le32(h);
+        int r;
         if (magic >= BUNDLE_MAGIC_SKIP_MIN && magic <= BUNDLE_MAGIC_SKIP_MAX) {
-            if (hl < 8) {
-                cp_errmsg(why, whylen, "file ends inside a frame header at offset %llu",
-                    (unsigned long long)off);
-                break;
-            }
-            uint64_t len = le32(h + 4);
-            if (len > remain - 8) {
-                cp_errmsg(why, whylen, "file ends inside a skippable frame at offset %llu",
-                    (unsigned long long)off);
-                break;
-            }
-            if (magic == BUNDLE_MAGIC_MARKER) {
-                uint64_t size, header, data;
-                if (len > BUNDLE_MAX_MARKER) {
-                    cp_errmsg(why, whylen, "member marker at offset %llu too large",
-                        (unsigned long long)off);
-                    break;
-                }
-                char text[BUNDLE_MAX_MARKER];
-                if (pread_full(b->fd, text, (size_t)len, off + 8) != (ssize_t)len) {
-                    cp_errmsg(why, whylen, "read error at offset %llu", (unsigned long long)off);
-                    break;
-                }
-                char mwhy[256];
-                if (parse_marker(text, (size_t)len, name, BUNDLE_MAX_NAME + 1, &size, &header,
-                                 &data, mwhy, sizeof(mwhy))) {
-                    cp_errmsg(why, whylen, "%s (offset %llu)", mwhy, (unsigned long long)off);
-                    break;
-                }
-                if (in_member && cursor < member_end) {
-                    cp_errmsg(why, whylen, "member `%s` cut short: the next marker is at offset %llu",
-                        b->members[b->nmembers - 1].name, (unsigned long long)off);
-                    break;
-                }
-                if (header != cursor) {
-                    cp_errmsg(why, whylen,
-                        "member marker for `%s` at offset %llu says tar offset %llu, the stream "
-                        "is at %llu",
-                        name, (unsigned long long)off, (unsigned long long)header,
-                        (unsigned long long)cursor);
-                    break;
-                }
-                if (bundle_find(b, name)) {
-                    cp_errmsg(why, whylen, "member `%s` appears twice (second marker at offset %llu)",
-                        name, (unsigned long long)off);
-                    break;
-                }
-                int e = table_add_member(b, name, size, header, data);
-                if (e) {
-                    cp_errmsg(why, whylen, "member marker at offset %llu: %s", (unsigned long long)off,
-                        bundle_strerror(e));
-                    break;
-                }
-                in_member = 1;
-                member_end = data + tar_blocks_bytes(size);
-            }
-            off += 8 + len;
-            continue;
-        }
-        if (magic != ZSTD_MAGICNUMBER) {
-            cp_errmsg(why, whylen, "no zstd frame at offset %llu", (unsigned long long)off);
-            break;
-        }
-        unsigned long long fcs = ZSTD_getFrameContentSize(h, hl);
-        if (fcs == ZSTD_CONTENTSIZE_ERROR) {
-            if (hl < sizeof(h))
-                cp_errmsg(why, whylen, "file ends inside a frame header at offset %llu",
-                    (unsigned long long)off);
-            else
-                cp_errmsg(why, whylen, "bad zstd frame header at offset %llu", (unsigned long long)off);
-            break;
-        }
-        if (fcs == ZSTD_CONTENTSIZE_UNKNOWN) {
-            cp_errmsg(why, whylen, "zstd frame at offset %llu has no content size",
-                (unsigned long long)off);
-            break;
-        }
-        if (fcs > BUNDLE_MAX_FRAME_SIZE) {
-            cp_errmsg(why, whylen, "zstd frame at offset %llu declares %llu bytes, over the limit",
-                (unsigned long long)off, fcs);
-            break;
-        }
-        uint64_t csize = 0;
-        int r = walk_frame_size(b, off, fcs, &csize);
-        if (r == 1) {
-            cp_errmsg(why, whylen, "file ends inside the zstd frame at offset %llu",
-                (unsigned long long)off);
-            break;
-        } else if (r < 0) {
-            cp_errmsg(why, whylen, "%s at offset %llu",
-                r == -1 ? "corrupt zstd frame" : "read error or out of memory",
-                (unsigned long long)off);
-            break;
-        }
-        if (fcs == 0) { /* adds nothing to the tar stream */
-            off += csize;
-            continue;
-        }
-        if (in_member && cursor < member_end) {
-            if (cursor + fcs > member_end) {
-                cp_errmsg(why, whylen, "zstd frame at offset %llu crosses the end of member `%s`",
-                    (unsigned long long)off, b->members[b->nmembers - 1].name);
-                break;
-            }
-            int e = table_add_frame(b, off, csize, cursor, fcs);
-            if (e) {
-                cp_errmsg(why, whylen, "at offset %llu: %s", (unsigned long long)off, bundle_strerror(e));
-                break;
-            }
+            r = walk_skippable(b, &w, h, hl, remain, why, whylen);
+        } else if (magic != ZSTD_MAGICNUMBER) {
+            cp_errmsg(why, whylen, "no zstd frame at offset %llu", (unsigned long long)w.off);
+            r = -1;
         } else {
-            in_member = 0; /* the tar end, or frames that belong to no member */
+            r = walk_data_frame(b, &w, h, hl, sizeof(h), why, whylen);
         }
-        cursor += fcs;
-        off += csize;
+        if (r)
+            break;
     }
-    b->tar_size = cursor;
-    free(name);
+    b->tar_size = w.cursor;
+    free(w.name);
 }
 
 /* ---- open / close ---- */

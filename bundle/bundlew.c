@@ -403,6 +403,166 @@ int bw_finish(struct bw *w)
     return rc ? -1 : 0;
 }
 
+/* What bw_adopt restores when the last frame it took turns out corrupt: the state before it. */
+struct adopt_undo {
+    uint64_t file_off, tar_off, written;
+    size_t nframes;
+    int open;
+};
+
+/* The walk of bw_adopt: the file, the buffer for one whole frame, and what was learned so far. */
+struct adopt {
+    struct bw *w;
+    int fd;
+    uint64_t fsize;
+    uint8_t *buf;
+    size_t bufcap;
+    struct bw_member *cur; /* the member of the frames that follow */
+    uint64_t off, marker_off;
+    struct adopt_undo prev;
+    uint64_t last_off, last_len; /* the last data frame taken */
+};
+
+/* A member marker (payload len bytes at a->off + 8): opens its member when it agrees with the tar
+ * offset so far. 0 to go on, -1 where the walk stops (the cut). */
+static int adopt_marker(struct adopt *a, uint32_t len)
+{
+    struct bw *w = a->w;
+    if (len >= 512 || w->open_member >= 0)
+        return -1;
+    char js[512];
+    if (pread(a->fd, js, len, (off_t)(a->off + 8)) != (ssize_t)len)
+        return -1;
+    js[len] = 0;
+    cJSON *o = cJSON_Parse(js);
+    cJSON *nm = cJSON_GetObjectItem(o, "member"), *sz = cJSON_GetObjectItem(o, "size"),
+          *hd = cJSON_GetObjectItem(o, "header"), *da = cJSON_GetObjectItem(o, "data");
+    int good = cJSON_IsString(nm) && cJSON_IsNumber(sz) && cJSON_IsNumber(hd) &&
+               cJSON_IsNumber(da) && (uint64_t)hd->valuedouble == w->tar_off &&
+               da->valuedouble >= hd->valuedouble + TAR_BLOCK;
+    if (good) {
+        a->cur = new_member(w, nm->valuestring, (uint64_t)sz->valuedouble);
+        if (a->cur) {
+            a->cur->data = (uint64_t)da->valuedouble;
+            a->cur->marker_off = a->off;
+            a->marker_off = a->off;
+            w->open_member = (int)(a->cur - w->members);
+        }
+    }
+    cJSON_Delete(o);
+    if (!good || !a->cur)
+        return -1;
+    return 0;
+}
+
+/* A skippable frame (payload len bytes): a marker opens a member, others are passed over. 0 to go
+ * on, -1 where the walk stops, 1 when it is the index (the bundle is complete). */
+static int adopt_skippable(struct adopt *a, uint32_t magic, uint32_t len)
+{
+    if (a->off + 8 + len > a->fsize)
+        return -1;
+    if (magic == BUNDLE_MAGIC_INDEX)
+        return 1;
+    if (magic == BUNDLE_MAGIC_MARKER && adopt_marker(a, len))
+        return -1;
+    a->off += 8 + len;
+    a->w->file_off = a->off;
+    return 0;
+}
+
+/* A data frame of the open member (h: its first got bytes): read whole, measured and recorded
+ * with its tar range. 0 to go on, -1 where the walk stops. */
+static int adopt_frame(struct adopt *a, const uint8_t *h, size_t got)
+{
+    struct bw *w = a->w;
+    struct bw_member *cur = a->cur;
+    if (!cur || w->open_member < 0)
+        return -1; /* e.g. the tar end frame of a bundle that lost its index: rewritten */
+    unsigned long long usz = ZSTD_getFrameContentSize(h, got);
+    if (usz == ZSTD_CONTENTSIZE_UNKNOWN || usz == ZSTD_CONTENTSIZE_ERROR)
+        return -1;
+    uint64_t end_expected = cur->data + cur->size + tar_padding(cur->size);
+    if (w->tar_off + usz > end_expected)
+        return -1;
+    /* block headers are spread over the frame: read it whole (bounded by its bound) */
+    size_t need = (size_t)(a->fsize - a->off);
+    size_t max = ZSTD_compressBound((size_t)usz) + 64;
+    if (need > max)
+        need = max;
+    if (need > a->bufcap) {
+        uint8_t *nb = realloc(a->buf, need);
+        if (!nb)
+            return -1;
+        a->buf = nb;
+        a->bufcap = need;
+    }
+    if (pread(a->fd, a->buf, need, (off_t)a->off) != (ssize_t)need)
+        return -1;
+    size_t csz = ZSTD_findFrameCompressedSize(a->buf, need);
+    if (ZSTD_isError(csz))
+        return -1;
+    a->prev = (struct adopt_undo){a->off, w->tar_off, cur->written, cur->nframes, w->open_member};
+    if (add_frame(cur, a->off, csz, w->tar_off, usz))
+        return -1;
+    w->tar_off += usz;
+    cur->written = w->tar_off <= cur->data ? 0 : w->tar_off - cur->data;
+    if (cur->written > cur->size)
+        cur->written = cur->size;
+    a->off += csz;
+    w->file_off = a->off;
+    w->open_member = w->tar_off < end_expected ? (int)(cur - w->members) : -1;
+    a->last_off = a->prev.file_off;
+    a->last_len = csz;
+    return 0;
+}
+
+/* Whether the len bytes at off of fd are one frame that decompresses (64 MiB at most). */
+static int frame_decodes(int fd, ZSTD_DCtx *d, uint64_t off, uint64_t len)
+{
+    uint8_t *src = malloc(len);
+    int good = 0;
+    if (src && pread(fd, src, len, (off_t)off) == (ssize_t)len) {
+        unsigned long long usz = ZSTD_getFrameContentSize(src, len);
+        if (usz <= (64ULL << 20)) {
+            void *dst = malloc(usz ? usz : 1);
+            good = dst && !ZSTD_isError(ZSTD_decompressDCtx(d, dst, usz, src, len));
+            free(dst);
+        }
+    }
+    free(src);
+    return good;
+}
+
+/* The end of the walk: drops a corrupt last frame and a member without its header frame, then cuts
+ * the file after what was kept. Fills why; 0, or -1 when the file cannot be cut. */
+static int adopt_close(struct adopt *a, ZSTD_DCtx *d, char *why, size_t whylen)
+{
+    struct bw *w = a->w;
+    struct bw_member *cur = a->cur;
+    /* a kill cannot leave a whole frame with bad content, but a power cut can: check the last */
+    if (a->last_len && !frame_decodes(a->fd, d, a->last_off, a->last_len)) {
+        cur->nframes = a->prev.nframes;
+        cur->written = a->prev.written;
+        w->tar_off = a->prev.tar_off;
+        w->file_off = a->prev.file_off;
+        w->open_member = a->prev.open;
+        snprintf(why, whylen, "dropped a corrupt last frame");
+    }
+    if (cur && cur->nframes == 0) {
+        /* marker without its header frame: forget the member */
+        w->nmembers--;
+        w->file_off = a->marker_off;
+        w->open_member = -1;
+    }
+    if (!w->nmembers)
+        snprintf(why, whylen, "no complete member");
+    if (ftruncate(a->fd, (off_t)w->file_off) || lseek(a->fd, (off_t)w->file_off, SEEK_SET) < 0) {
+        snprintf(why, whylen, "cannot cut the file: %s", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 /* Walk the frames of an existing, possibly cut, bundle and rebuild the writer state. Frames are
  * trusted only as far as they agree with the markers; the first disagreement is the cut. */
 int bw_adopt(struct bw *w, int fd, int level, time_t mtime, char *why, size_t whylen)
@@ -415,147 +575,38 @@ int bw_adopt(struct bw *w, int fd, int level, time_t mtime, char *why, size_t wh
         snprintf(why, whylen, "cannot size the file: %s", strerror(errno));
         return -1;
     }
-    size_t bufcap = 1 << 20;
-    uint8_t *buf = malloc(bufcap);
+    struct adopt a = {.w = w, .fd = fd, .fsize = (uint64_t)fsize, .bufcap = 1 << 20};
+    a.prev.open = -1;
+    a.buf = malloc(a.bufcap);
     ZSTD_DCtx *d = ZSTD_createDCtx();
-    struct bw_member *cur = NULL;
-    uint64_t off = 0, marker_off = 0;
-    struct {
-        uint64_t file_off, tar_off, written;
-        size_t nframes;
-        int open;
-    } prev = {0, 0, 0, 0, -1};
-    uint64_t last_off = 0, last_len = 0;
     int rc = 0;
-    if (!buf || !d) {
+    if (!a.buf || !d) {
         snprintf(why, whylen, "out of memory");
         rc = -1;
         goto out;
     }
-    while (off + 8 <= (uint64_t)fsize) {
+    while (a.off + 8 <= a.fsize) {
         uint8_t h[32];
-        ssize_t got = pread(fd, h, sizeof(h), (off_t)off);
+        ssize_t got = pread(fd, h, sizeof(h), (off_t)a.off);
         if (got < 8)
             break;
         uint32_t magic, len;
         memcpy(&magic, h, 4);
         memcpy(&len, h + 4, 4);
-        if (magic >= BUNDLE_MAGIC_SKIP_MIN && magic <= BUNDLE_MAGIC_SKIP_MAX) {
-            if (off + 8 + len > (uint64_t)fsize)
-                break;
-            if (magic == BUNDLE_MAGIC_INDEX) {
-                snprintf(why, whylen, "bundle already has an index");
-                rc = 1;
-                goto out;
-            }
-            if (magic == BUNDLE_MAGIC_MARKER) {
-                if (len >= 512 || w->open_member >= 0)
-                    break;
-                char js[512];
-                if (pread(fd, js, len, (off_t)(off + 8)) != (ssize_t)len)
-                    break;
-                js[len] = 0;
-                cJSON *o = cJSON_Parse(js);
-                cJSON *nm = cJSON_GetObjectItem(o, "member"), *sz = cJSON_GetObjectItem(o, "size"),
-                      *hd = cJSON_GetObjectItem(o, "header"), *da = cJSON_GetObjectItem(o, "data");
-                int good = cJSON_IsString(nm) && cJSON_IsNumber(sz) && cJSON_IsNumber(hd) &&
-                           cJSON_IsNumber(da) && (uint64_t)hd->valuedouble == w->tar_off &&
-                           da->valuedouble >= hd->valuedouble + TAR_BLOCK;
-                if (good) {
-                    cur = new_member(w, nm->valuestring, (uint64_t)sz->valuedouble);
-                    if (cur) {
-                        cur->data = (uint64_t)da->valuedouble;
-                        cur->marker_off = off;
-                        marker_off = off;
-                        w->open_member = (int)(cur - w->members);
-                    }
-                }
-                cJSON_Delete(o);
-                if (!good || !cur)
-                    break;
-            }
-            off += 8 + len;
-            w->file_off = off;
-            continue;
+        int step = magic >= BUNDLE_MAGIC_SKIP_MIN && magic <= BUNDLE_MAGIC_SKIP_MAX
+                       ? adopt_skippable(&a, magic, len)
+                       : adopt_frame(&a, h, (size_t)got);
+        if (step == 1) {
+            snprintf(why, whylen, "bundle already has an index");
+            rc = 1;
+            goto out;
         }
-        if (!cur || w->open_member < 0)
-            break; /* e.g. the tar end frame of a bundle that lost its index: rewritten */
-        unsigned long long usz = ZSTD_getFrameContentSize(h, (size_t)got);
-        if (usz == ZSTD_CONTENTSIZE_UNKNOWN || usz == ZSTD_CONTENTSIZE_ERROR)
+        if (step < 0)
             break;
-        uint64_t end_expected = cur->data + cur->size + tar_padding(cur->size);
-        if (w->tar_off + usz > end_expected)
-            break;
-        /* block headers are spread over the frame: read it whole (bounded by its bound) */
-        size_t need = (size_t)((uint64_t)fsize - off);
-        size_t max = ZSTD_compressBound((size_t)usz) + 64;
-        if (need > max)
-            need = max;
-        if (need > bufcap) {
-            uint8_t *nb = realloc(buf, need);
-            if (!nb)
-                break;
-            buf = nb;
-            bufcap = need;
-        }
-        if (pread(fd, buf, need, (off_t)off) != (ssize_t)need)
-            break;
-        size_t csz = ZSTD_findFrameCompressedSize(buf, need);
-        if (ZSTD_isError(csz))
-            break;
-        prev.file_off = off;
-        prev.tar_off = w->tar_off;
-        prev.written = cur->written;
-        prev.nframes = cur->nframes;
-        prev.open = w->open_member;
-        if (add_frame(cur, off, csz, w->tar_off, usz))
-            break;
-        w->tar_off += usz;
-        cur->written = w->tar_off <= cur->data ? 0 : w->tar_off - cur->data;
-        if (cur->written > cur->size)
-            cur->written = cur->size;
-        off += csz;
-        w->file_off = off;
-        w->open_member = w->tar_off < end_expected ? (int)(cur - w->members) : -1;
-        last_off = prev.file_off;
-        last_len = csz;
     }
-    /* a kill cannot leave a whole frame with bad content, but a power cut can: check the last */
-    if (last_len) {
-        uint8_t *src = malloc(last_len);
-        int good = 0;
-        if (src && pread(fd, src, last_len, (off_t)last_off) == (ssize_t)last_len) {
-            unsigned long long usz = ZSTD_getFrameContentSize(src, last_len);
-            if (usz <= (64ULL << 20)) {
-                void *dst = malloc(usz ? usz : 1);
-                good = dst && !ZSTD_isError(ZSTD_decompressDCtx(d, dst, usz, src, last_len));
-                free(dst);
-            }
-        }
-        free(src);
-        if (!good) {
-            cur->nframes = prev.nframes;
-            cur->written = prev.written;
-            w->tar_off = prev.tar_off;
-            w->file_off = prev.file_off;
-            w->open_member = prev.open;
-            snprintf(why, whylen, "dropped a corrupt last frame");
-        }
-    }
-    if (cur && cur->nframes == 0) {
-        /* marker without its header frame: forget the member */
-        w->nmembers--;
-        w->file_off = marker_off;
-        w->open_member = -1;
-    }
-    if (!w->nmembers)
-        snprintf(why, whylen, "no complete member");
-    if (ftruncate(fd, (off_t)w->file_off) || lseek(fd, (off_t)w->file_off, SEEK_SET) < 0) {
-        snprintf(why, whylen, "cannot cut the file: %s", strerror(errno));
-        rc = -1;
-    }
+    rc = adopt_close(&a, d, why, whylen);
 out:
-    free(buf);
+    free(a.buf);
     ZSTD_freeDCtx(d);
     return rc;
 }

@@ -66,15 +66,15 @@ static int ob_put(struct obuf *o, const uint8_t *d, size_t n)
     return 0;
 }
 
-static int write_core(struct bundle *b, struct bw *w, uint64_t *core_size, char *err, size_t errlen)
+/* The core's layout (*L) and a copy of its prefix up to the segment data (*prefix, malloc'd),
+ * read larger until the headers and notes fit (CORE_PREFIX_MAX at most). 0, or -1 with nothing
+ * left to free and the reason in err. */
+static int read_layout(struct bundle *b, const struct bundle_member *m, uint8_t **prefix_out,
+                       struct core_layout *L, char *err, size_t errlen)
 {
-    const struct bundle_member *m = bundle_find(b, "core");
-    if (!m)
-        return 1; /* no core: a metadata-only slim bundle */
     size_t plen = 1 << 16;
     uint8_t *prefix = NULL;
-    struct core_layout L;
-    memset(&L, 0, sizeof(L));
+    memset(L, 0, sizeof(*L));
     char why[256] = "";
     for (;;) {
         uint8_t *np = realloc(prefix, plen);
@@ -90,9 +90,9 @@ static int write_core(struct bundle *b, struct bw *w, uint64_t *core_size, char 
             return -1;
         }
         uint64_t need = 0;
-        core_layout_free(&L);
-        memset(&L, 0, sizeof(L));
-        int rc = core_layout_parse(prefix, plen, &L, &need, why, sizeof(why));
+        core_layout_free(L);
+        memset(L, 0, sizeof(*L));
+        int rc = core_layout_parse(prefix, plen, L, &need, why, sizeof(why));
         if (rc < 0) {
             free(prefix);
             cp_errmsg(err, errlen, "core: %s", why);
@@ -102,35 +102,35 @@ static int write_core(struct bundle *b, struct bw *w, uint64_t *core_size, char 
             plen = (size_t)need;
             continue;
         }
-        if (rc == 0 && L.data_start > plen && L.data_start <= CORE_PREFIX_MAX) {
-            plen = (size_t)L.data_start;
+        if (rc == 0 && L->data_start > plen && L->data_start <= CORE_PREFIX_MAX) {
+            plen = (size_t)L->data_start;
             continue;
         }
-        if (rc != 0 || L.data_start > plen) {
+        if (rc != 0 || L->data_start > plen) {
             free(prefix);
-            core_layout_free(&L);
+            core_layout_free(L);
             cp_errmsg(err, errlen, "core: headers and notes larger than %u bytes", CORE_PREFIX_MAX);
             return -1;
         }
         break;
     }
-    struct slim_plan P;
-    memset(&P, 0, sizeof(P));
-    if (core_slim_plan(prefix, &L, SLIM_STACK_MAX, &P, why, sizeof(why))) {
-        free(prefix);
-        core_layout_free(&L);
-        cp_errmsg(err, errlen, "slim plan: %s", why);
-        return -1;
-    }
-    free(prefix);
+    *prefix_out = prefix;
+    return 0;
+}
+
+/* The slim core of plan P as the member "core" of w: the head, then each piece of core member m
+ * at its offset, zeros between them. 0, or -1 (w->err says why, or the plan was bad). */
+static int write_pieces(struct bundle *b, const struct bundle_member *m, struct bw *w,
+                        const struct slim_plan *P)
+{
     int rc = -1;
     struct obuf o = {.w = w, .buf = malloc(SLIM_FRAME)};
     uint8_t *chunk = malloc(1 << 20);
-    if (!o.buf || !chunk || bw_begin(w, "core", P.size) || ob_put(&o, P.head, P.head_len))
+    if (!o.buf || !chunk || bw_begin(w, "core", P->size) || ob_put(&o, P->head, P->head_len))
         goto out;
-    uint64_t pos = P.head_len;
-    for (size_t i = 0; i < P.npieces; i++) {
-        struct slim_piece *sp = &P.pieces[i];
+    uint64_t pos = P->head_len;
+    for (size_t i = 0; i < P->npieces; i++) {
+        const struct slim_piece *sp = &P->pieces[i];
         if (sp->out_off < pos)
             goto out;
         if (ob_put(&o, NULL, sp->out_off - pos))
@@ -143,19 +143,43 @@ static int write_core(struct bundle *b, struct bw *w, uint64_t *core_size, char 
         }
         pos = sp->out_off + sp->len;
     }
-    if (pos < P.size && ob_put(&o, NULL, P.size - pos))
+    if (pos < P->size && ob_put(&o, NULL, P->size - pos))
         goto out;
     if (o.len && bw_data(w, o.buf, o.len))
         goto out;
     if (bw_end(w, SLIM_FRAME) < 0)
         goto out;
-    *core_size = P.size;
     rc = 0;
 out:
-    if (rc)
-        cp_errmsg(err, errlen, "writing the slim core: %s", w->err ? strerror(w->err) : "bad plan");
     free(o.buf);
     free(chunk);
+    return rc;
+}
+
+static int write_core(struct bundle *b, struct bw *w, uint64_t *core_size, char *err, size_t errlen)
+{
+    const struct bundle_member *m = bundle_find(b, "core");
+    if (!m)
+        return 1; /* no core: a metadata-only slim bundle */
+    uint8_t *prefix = NULL;
+    struct core_layout L;
+    if (read_layout(b, m, &prefix, &L, err, errlen))
+        return -1;
+    char why[256] = "";
+    struct slim_plan P;
+    memset(&P, 0, sizeof(P));
+    if (core_slim_plan(prefix, &L, SLIM_STACK_MAX, &P, why, sizeof(why))) {
+        free(prefix);
+        core_layout_free(&L);
+        cp_errmsg(err, errlen, "slim plan: %s", why);
+        return -1;
+    }
+    free(prefix);
+    int rc = write_pieces(b, m, w, &P);
+    if (rc == 0)
+        *core_size = P.size;
+    else
+        cp_errmsg(err, errlen, "writing the slim core: %s", w->err ? strerror(w->err) : "bad plan");
     core_slim_free(&P);
     core_layout_free(&L);
     return rc;

@@ -349,60 +349,40 @@ static void copy_step(cJSON *dst, const char *key, const cJSON *src)
         add_text(dst, key, s->valuestring);
 }
 
-/* (1) the helper's state file */
-static void src_helper(struct kid *k)
+/* The helper's state directory, opened with no symlink in any component and trusted only when
+ * it is the crashed uid's and nobody else can write it. Returns NULL, or the state_file status
+ * with why set; *dfd is its descriptor or -1 (open even when refused: the caller closes it). */
+static const char *state_dir_open(struct kid *k, const char *dir, int *dfd, char *why,
+                                  size_t whylen)
 {
-    struct cap *c = k->c;
-    cJSON *sf = cJSON_AddObjectToObject(k->out, "state_file");
-    const char *env = c->secure ? NULL : cap_env(c, "CRASHPACK_STATE_DIR");
-    char dir[PATH_MAX];
-    if (env && env[0] == '/')
-        snprintf(dir, sizeof(dir), "%s", env);
-    else
-        snprintf(dir, sizeof(dir), "/tmp/crashpack-%u", (unsigned)c->uid);
-    char name[64], path[PATH_MAX + 64];
-    snprintf(name, sizeof(name), "checkpoint-%d.json", (int)k->nspid);
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
-    add_text(sf, "path", path);
-    if (env && env[0] != '/')
-        cJSON_AddStringToObject(sf, "note", "CRASHPACK_STATE_DIR is not absolute: ignored");
-
-    char why[400] = "";
+    const struct cap *c = k->c;
     const char *status = NULL;
-    stage(k->sock, "the helper's state file", path);
-    int dfd = open_in_root(k, dir, O_DIRECTORY, 1);
+    *dfd = open_in_root(k, dir, O_DIRECTORY, 1);
     struct stat st;
-    if (dfd < 0) {
+    if (*dfd < 0) {
         status = errno == ENOENT ? "absent" : errno == ELOOP || errno == ENOTDIR ? "refused"
                                                                                 : "failed";
-        snprintf(why, sizeof(why), "%s: %s", dir,
+        snprintf(why, whylen, "%s: %s", dir,
                  errno == ELOOP ? "a symlink in the path (not followed)" : strerror(errno));
-    } else if (fstat(dfd, &st)) {
+    } else if (fstat(*dfd, &st)) {
         status = "failed";
-        snprintf(why, sizeof(why), "%s: %s", dir, strerror(errno));
+        snprintf(why, whylen, "%s: %s", dir, strerror(errno));
     } else if (st.st_uid != c->uid) {
         status = "refused";
-        snprintf(why, sizeof(why), "%s is owned by uid %u, not by the crashed uid %u", dir,
+        snprintf(why, whylen, "%s is owned by uid %u, not by the crashed uid %u", dir,
                  (unsigned)st.st_uid, (unsigned)c->uid);
     } else if (st.st_mode & 022) {
         status = "refused";
-        snprintf(why, sizeof(why), "%s is writable by group or others (mode %03o)", dir,
+        snprintf(why, whylen, "%s is writable by group or others (mode %03o)", dir,
                  (unsigned)(st.st_mode & 0777));
     }
-    cJSON *state = NULL;
-    if (!status)
-        state = helper_file(k, dfd, name, &status, why, sizeof(why));
-    if (status) {
-        cJSON_AddStringToObject(sf, "status", status);
-        add_text(sf, "reason", why);
-        if (!strcmp(status, "refused"))
-            refuse(k, "helper state file refused: %s", why);
-        if (dfd >= 0)
-            close(dfd);
-        return;
-    }
-    cJSON_AddStringToObject(sf, "status", "ok");
-    /* a save that was running when the process died */
+    return status;
+}
+
+/* The in-progress marker next to the state file: a save that was running when the process
+ * died (save_in_progress, in_progress), or why the marker was not trusted. */
+static void note_save_in_progress(struct kid *k, cJSON *sf, int dfd)
+{
     char mname[64], mwhy[300];
     const char *mstatus;
     snprintf(mname, sizeof(mname), "checkpoint-%d.saving", (int)k->nspid);
@@ -422,6 +402,12 @@ static void src_helper(struct kid *k)
     } else if (strcmp(mstatus, "absent")) {
         add_text(sf, "in_progress_marker", mwhy);
     }
+}
+
+/* The state file's last completed save, as the helper's candidate (with what the helper
+ * recorded of it: step, size, time). Frees state. */
+static void last_save_candidate(struct kid *k, cJSON *sf, cJSON *state)
+{
     cJSON *last = cJSON_GetObjectItemCaseSensitive(state, "last");
     cJSON *lp = cJSON_GetObjectItemCaseSensitive(last, "path");
     cJSON *hist = cJSON_GetObjectItemCaseSensitive(state, "history");
@@ -443,6 +429,45 @@ static void src_helper(struct kid *k)
     if (cJSON_IsNumber(rt))
         cJSON_AddNumberToObject(cand, "saved_at", rt->valuedouble);
     cJSON_Delete(state);
+}
+
+/* (1) the helper's state file */
+static void src_helper(struct kid *k)
+{
+    struct cap *c = k->c;
+    cJSON *sf = cJSON_AddObjectToObject(k->out, "state_file");
+    const char *env = c->secure ? NULL : cap_env(c, "CRASHPACK_STATE_DIR");
+    char dir[PATH_MAX];
+    if (env && env[0] == '/')
+        snprintf(dir, sizeof(dir), "%s", env);
+    else
+        snprintf(dir, sizeof(dir), "/tmp/crashpack-%u", (unsigned)c->uid);
+    char name[64], path[PATH_MAX + 64];
+    snprintf(name, sizeof(name), "checkpoint-%d.json", (int)k->nspid);
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    add_text(sf, "path", path);
+    if (env && env[0] != '/')
+        cJSON_AddStringToObject(sf, "note", "CRASHPACK_STATE_DIR is not absolute: ignored");
+
+    char why[400] = "";
+    stage(k->sock, "the helper's state file", path);
+    int dfd;
+    const char *status = state_dir_open(k, dir, &dfd, why, sizeof(why));
+    cJSON *state = NULL;
+    if (!status)
+        state = helper_file(k, dfd, name, &status, why, sizeof(why));
+    if (status) {
+        cJSON_AddStringToObject(sf, "status", status);
+        add_text(sf, "reason", why);
+        if (!strcmp(status, "refused"))
+            refuse(k, "helper state file refused: %s", why);
+        if (dfd >= 0)
+            close(dfd);
+        return;
+    }
+    cJSON_AddStringToObject(sf, "status", "ok");
+    note_save_in_progress(k, sf, dfd); /* closes dfd */
+    last_save_candidate(k, sf, state);
 }
 
 /* (2b) the newest checkpoint-like regular file in CRASHPACK_CHECKPOINT_DIR */
@@ -752,10 +777,11 @@ static void send_all(int sock, const char *s, size_t len, const int *fds, int nf
     }
 }
 
-static void __attribute__((noreturn)) collect_child(struct cap *c, int sock)
+/* The collector child's descriptors: above all not the core pipe (the kernel waits for every
+ * reader of it) nor the bundle, since this child may hang on a dead mount; only the socket to
+ * the parent and /proc/<pid> stay, 0-2 on /dev/null. */
+static void child_fds(const struct cap *c, int sock)
 {
-    /* above all not the core pipe (the kernel waits for every reader of it) nor the bundle:
-     * this child may hang on a dead mount */
     for (int fd = 0; fd < 1024; fd++)
         if (fd != sock && fd != c->procfd)
             close(fd);
@@ -765,25 +791,126 @@ static void __attribute__((noreturn)) collect_child(struct cap *c, int sock)
         dup2(nul, 1);
         dup2(nul, 2);
     }
+}
+
+/* The child's state, set up as root before the switch: checkpoint.json's start, the pid and
+ * start time the helper's files are checked against, and the process's root and working
+ * directory as O_PATH handles (every lookup through them happens after the switch, with the
+ * crashed uid's rights; without its root no path is opened at all, never the host's). */
+static void kid_init(struct kid *k, struct cap *c, int sock)
+{
+    memset(k, 0, sizeof(*k));
+    k->c = c;
+    k->sock = sock;
+    k->best_fd = k->best_dirfd = -1;
+    k->out = cJSON_CreateObject();
+    k->cands = cJSON_CreateArray();
+    k->nspid = ns_pid(c);
+    k->starttime = stat_starttime(c->procfd);
+    if (proc_root_open(&k->root, c->procfd))
+        add_text(k->out, "root", "the process's root is not accessible: no path opened");
+    if (c->procfd >= 0) {
+        ssize_t l = readlinkat(c->procfd, "cwd", k->cwd, sizeof(k->cwd) - 1);
+        k->cwd[l > 0 ? l : 0] = 0;
+    }
+}
+
+/* The sources, best first, until one names a regular file (as the crashed uid). */
+static void look_everywhere(struct kid *k)
+{
+    const struct cap *c = k->c;
+    src_helper(k);
+    const char *e1 = c->secure ? NULL : cap_env(c, "CRASHPACK_CHECKPOINT");
+    const char *e2 = c->secure ? NULL : cap_env(c, "CRASHPACK_CHECKPOINT_DIR");
+    if (!k->best && e1 && *e1) {
+        stage(k->sock, "CRASHPACK_CHECKPOINT", e1);
+        path_candidate(k, "env", e1);
+    }
+    if (!k->best && e2 && *e2) {
+        stage(k->sock, "CRASHPACK_CHECKPOINT_DIR", e2);
+        src_env_dir(k, e2);
+    }
+    if (!k->best && c->procfd >= 0) {
+        stage(k->sock, "the process's open files", NULL);
+        src_open_fds(k);
+    }
+    if (!k->best && c->procfd >= 0) {
+        stage(k->sock, "the process's mapped files", NULL);
+        src_mapped(k);
+    }
+    if (c->secure)
+        cJSON_AddStringToObject(k->out, "note",
+                                "secure process: its environment was not consulted");
+}
+
+/* checkpoint.json's reason: where the chosen checkpoint came from, or why none was chosen
+ * (top: the candidate shown at the top level, or NULL). */
+static void found_reason(const struct kid *k, const cJSON *top, char *reason, size_t n)
+{
+    if (k->best) {
+        const char *src = cJSON_GetObjectItemCaseSensitive(k->best, "source")->valuestring;
+        snprintf(reason, n, "%s",
+                 !strcmp(src, "helper")    ? "the last completed save recorded by the "
+                                             "crashpack_checkpoint helper"
+                 : !strcmp(src, "env")     ? "named by CRASHPACK_CHECKPOINT"
+                 : !strcmp(src, "env_dir") ? "the newest checkpoint in CRASHPACK_CHECKPOINT_DIR"
+                 : !strcmp(src, "open_fd") ? "a checkpoint-like file the process had open"
+                                           : "a checkpoint-like file the process had mapped");
+    } else if (k->refused[0]) {
+        snprintf(reason, n, "%s", k->refused);
+    } else if (top) {
+        cJSON *r = cJSON_GetObjectItemCaseSensitive(top, "reason");
+        snprintf(reason, n, "%s: %s",
+                 source_label(cJSON_GetObjectItemCaseSensitive(top, "source")->valuestring),
+                 cJSON_IsString(r) ? r->valuestring : "not a regular file");
+    } else {
+        snprintf(reason, n,
+                 "no helper state file, no CRASHPACK_CHECKPOINT(_DIR), no checkpoint-like file "
+                 "open or mapped");
+    }
+}
+
+/* checkpoint.json's top level: found, the chosen candidate's fields (all of them stay under
+ * candidates), save_in_progress, reason, refused, candidates. */
+static void summarize(struct kid *k)
+{
+    cJSON *top = k->best ? k->best : k->first;
+    cJSON_AddBoolToObject(k->out, "found", k->best != NULL);
+    for (cJSON *f = top ? top->child : NULL; f; f = f->next)
+        if (strcmp(f->string, "status") && strcmp(f->string, "reason"))
+            cJSON_AddItemToObject(k->out, f->string, cJSON_Duplicate(f, 1));
+    if (!cJSON_GetObjectItemCaseSensitive(k->out, "save_in_progress"))
+        cJSON_AddBoolToObject(k->out, "save_in_progress", 0);
+    char reason[600];
+    found_reason(k, top, reason, sizeof(reason));
+    add_text(k->out, "reason", reason);
+    if (k->refused[0])
+        add_text(k->out, "refused", k->refused);
+    cJSON_AddItemToObject(k->out, "candidates", k->cands);
+}
+
+/* Sends checkpoint.json to the parent, with the chosen file's and its directory's O_PATH
+ * descriptors (_fds says how many). */
+static void send_result(struct kid *k)
+{
+    int fds[2], nfds = 0;
+    if (k->best && k->best_fd >= 0) {
+        fds[nfds++] = k->best_fd;
+        if (k->best_dirfd >= 0)
+            fds[nfds++] = k->best_dirfd;
+    }
+    cJSON_AddNumberToObject(k->out, "_fds", nfds);
+    char *s = cJSON_PrintUnformatted(k->out);
+    if (s && strlen(s) < RESULT_MAX)
+        send_all(k->sock, s, strlen(s), fds, nfds);
+}
+
+static void __attribute__((noreturn)) collect_child(struct cap *c, int sock)
+{
+    child_fds(c, sock);
     alarm(timeout_s(c) + 1); /* even if the parent is gone */
     struct kid k;
-    memset(&k, 0, sizeof(k));
-    k.c = c;
-    k.sock = sock;
-    k.best_fd = k.best_dirfd = -1;
-    k.out = cJSON_CreateObject();
-    k.cands = cJSON_CreateArray();
-    k.nspid = ns_pid(c);
-    k.starttime = stat_starttime(c->procfd);
-    /* the process's root and working directory: O_PATH handles taken before the switch (every
-     * lookup through them happens after it, with the crashed uid's rights); without its root
-     * no path is opened at all, never the host's */
-    if (proc_root_open(&k.root, c->procfd))
-        add_text(k.out, "root", "the process's root is not accessible: no path opened");
-    if (c->procfd >= 0) {
-        ssize_t l = readlinkat(c->procfd, "cwd", k.cwd, sizeof(k.cwd) - 1);
-        k.cwd[l > 0 ? l : 0] = 0;
-    }
+    kid_init(&k, c, sock);
     if (privs_become(c, c->uid, c->gid)) {
         cJSON_AddBoolToObject(k.out, "found", 0);
         cJSON_AddStringToObject(k.out, "reason", "cannot switch to the crashed uid/gid");
@@ -792,73 +919,9 @@ static void __attribute__((noreturn)) collect_child(struct cap *c, int sock)
             send_all(sock, s, strlen(s), NULL, 0);
         _exit(1);
     }
-    src_helper(&k);
-    const char *e1 = c->secure ? NULL : cap_env(c, "CRASHPACK_CHECKPOINT");
-    const char *e2 = c->secure ? NULL : cap_env(c, "CRASHPACK_CHECKPOINT_DIR");
-    if (!k.best && e1 && *e1) {
-        stage(k.sock, "CRASHPACK_CHECKPOINT", e1);
-        path_candidate(&k, "env", e1);
-    }
-    if (!k.best && e2 && *e2) {
-        stage(k.sock, "CRASHPACK_CHECKPOINT_DIR", e2);
-        src_env_dir(&k, e2);
-    }
-    if (!k.best && c->procfd >= 0) {
-        stage(k.sock, "the process's open files", NULL);
-        src_open_fds(&k);
-    }
-    if (!k.best && c->procfd >= 0) {
-        stage(k.sock, "the process's mapped files", NULL);
-        src_mapped(&k);
-    }
-    if (c->secure)
-        cJSON_AddStringToObject(k.out, "note",
-                                "secure process: its environment was not consulted");
-
-    /* the chosen candidate's fields at the top level; all of them under candidates */
-    cJSON *top = k.best ? k.best : k.first;
-    cJSON_AddBoolToObject(k.out, "found", k.best != NULL);
-    for (cJSON *f = top ? top->child : NULL; f; f = f->next)
-        if (strcmp(f->string, "status") && strcmp(f->string, "reason"))
-            cJSON_AddItemToObject(k.out, f->string, cJSON_Duplicate(f, 1));
-    if (!cJSON_GetObjectItemCaseSensitive(k.out, "save_in_progress"))
-        cJSON_AddBoolToObject(k.out, "save_in_progress", 0);
-    char reason[600];
-    if (k.best) {
-        const char *src = cJSON_GetObjectItemCaseSensitive(k.best, "source")->valuestring;
-        snprintf(reason, sizeof(reason), "%s",
-                 !strcmp(src, "helper")    ? "the last completed save recorded by the "
-                                             "crashpack_checkpoint helper"
-                 : !strcmp(src, "env")     ? "named by CRASHPACK_CHECKPOINT"
-                 : !strcmp(src, "env_dir") ? "the newest checkpoint in CRASHPACK_CHECKPOINT_DIR"
-                 : !strcmp(src, "open_fd") ? "a checkpoint-like file the process had open"
-                                           : "a checkpoint-like file the process had mapped");
-    } else if (k.refused[0]) {
-        snprintf(reason, sizeof(reason), "%s", k.refused);
-    } else if (top) {
-        cJSON *r = cJSON_GetObjectItemCaseSensitive(top, "reason");
-        snprintf(reason, sizeof(reason), "%s: %s",
-                 source_label(cJSON_GetObjectItemCaseSensitive(top, "source")->valuestring),
-                 cJSON_IsString(r) ? r->valuestring : "not a regular file");
-    } else {
-        snprintf(reason, sizeof(reason),
-                 "no helper state file, no CRASHPACK_CHECKPOINT(_DIR), no checkpoint-like file "
-                 "open or mapped");
-    }
-    add_text(k.out, "reason", reason);
-    if (k.refused[0])
-        add_text(k.out, "refused", k.refused);
-    cJSON_AddItemToObject(k.out, "candidates", k.cands);
-    int fds[2], nfds = 0;
-    if (k.best && k.best_fd >= 0) {
-        fds[nfds++] = k.best_fd;
-        if (k.best_dirfd >= 0)
-            fds[nfds++] = k.best_dirfd;
-    }
-    cJSON_AddNumberToObject(k.out, "_fds", nfds);
-    char *s = cJSON_PrintUnformatted(k.out);
-    if (s && strlen(s) < RESULT_MAX)
-        send_all(sock, s, strlen(s), fds, nfds);
+    look_everywhere(&k);
+    summarize(&k);
+    send_result(&k);
     _exit(0);
 }
 
@@ -927,6 +990,92 @@ static char *receive(int sock, double deadline, int fds[2], int *nfds, int *time
     return buf;
 }
 
+/* Skips the child's "#stage" lines at the start of buf; the last one's text goes to where.
+ * Returns the JSON result after them. */
+static char *skip_stages(char *buf, char *where, size_t n)
+{
+    char *res = buf;
+    while (res && *res == '#') {
+        char *nl = strchr(res, '\n');
+        if (!nl)
+            break;
+        snprintf(where, n, "%.*s", (int)(nl - res - 1), res + 1);
+        res = nl + 1;
+    }
+    return res;
+}
+
+/* checkpoint.json when the child sent nothing usable: timed out (stuck at `where`) or no
+ * result. Returns the step status, with reason set. */
+static const char *no_result(const struct cap *c, cJSON **j, int timed_out, const char *where,
+                             int st, char *reason, size_t n)
+{
+    cJSON_Delete(*j);
+    *j = cJSON_CreateObject();
+    cJSON_AddBoolToObject(*j, "found", 0);
+    if (timed_out)
+        snprintf(reason, n,
+                 "looking for the checkpoint took over %u s (a dead network mount?), stuck "
+                 "at %s: the child was killed",
+                 timeout_s(c), where[0] ? where : "the start");
+    else
+        snprintf(reason, n, "the collector child sent no result (status 0x%x)", st);
+    cJSON_AddStringToObject(*j, "reason", reason);
+    cJSON_AddBoolToObject(*j, "timed_out", timed_out);
+    if (where[0])
+        add_text(*j, "stuck_at", where);
+    return timed_out ? "timeout" : "failed";
+}
+
+/* The child's checkpoint.json: a found checkpoint's path and descriptors (as many as _fds says
+ * were sent) are kept for the verdict, other descriptors closed. Returns the step status, with
+ * reason set. */
+static const char *take_result(struct cap *c, cJSON *j, const int fds[2], int nfds, char *reason,
+                               size_t n)
+{
+    const char *status;
+    cJSON *f = cJSON_GetObjectItemCaseSensitive(j, "found");
+    cJSON *path = cJSON_GetObjectItemCaseSensitive(j, "path");
+    cJSON *r = cJSON_GetObjectItemCaseSensitive(j, "reason");
+    cJSON *ref = cJSON_GetObjectItemCaseSensitive(j, "refused");
+    cJSON *nf = cJSON_GetObjectItemCaseSensitive(j, "_fds");
+    int want = cJSON_IsNumber(nf) ? (int)nf->valuedouble : 0;
+    cJSON_DeleteItemFromObjectCaseSensitive(j, "_fds");
+    snprintf(reason, n, "%s", cJSON_IsString(r) ? r->valuestring : "");
+    if (cJSON_IsTrue(f) && cJSON_IsString(path)) {
+        status = "ok";
+        c->ckpt_found = 1;
+        snprintf(c->ckpt_path, sizeof(c->ckpt_path), "%s", path->valuestring);
+        if (nfds >= 1 && want >= 1)
+            c->ckpt_fd = fds[0];
+        if (nfds >= 2 && want >= 2)
+            c->ckpt_dirfd = fds[1];
+        snprintf(reason, n, "%s (%s)", c->ckpt_path,
+                 cJSON_GetObjectItemCaseSensitive(j, "source")
+                     ? cJSON_GetObjectItemCaseSensitive(j, "source")->valuestring
+                     : "?");
+    } else {
+        status = cJSON_IsString(ref) ? "refused" : "absent";
+    }
+    for (int i = 0; i < nfds; i++)
+        if (fds[i] != c->ckpt_fd && fds[i] != c->ckpt_dirfd)
+            close(fds[i]);
+    return status;
+}
+
+/* Adds j (with the step's ms) as the member `name` and records the step; frees j. */
+static void add_json_step(struct cap *c, const char *name, cJSON *j, double t, const char *status,
+                          const char *reason)
+{
+    char *s = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    if (!s || bw_add(&c->bw, name, s, strlen(s)))
+        cap_step(c, name, "failed", t, "write: %s", strerror(c->bw.err));
+    else
+        cap_step(c, name, status, t, "%s", reason);
+    free(s);
+}
+
 void ckpt_collect(struct cap *c)
 {
     double t = now_mono();
@@ -953,16 +1102,8 @@ void ckpt_collect(struct cap *c)
     char *buf = receive(sv[0], t + timeout_s(c), fds, &nfds, &timed_out);
     close(sv[0]);
     int st = reap_child(p, timed_out);
-    /* "#stage" lines, then the JSON result */
     char where[600] = "";
-    char *res = buf;
-    while (res && *res == '#') {
-        char *nl = strchr(res, '\n');
-        if (!nl)
-            break;
-        snprintf(where, sizeof(where), "%.*s", (int)(nl - res - 1), res + 1);
-        res = nl + 1;
-    }
+    char *res = skip_stages(buf, where, sizeof(where));
     cJSON *j = res && !timed_out ? cJSON_Parse(res) : NULL;
     free(buf);
     const char *status;
@@ -970,59 +1111,12 @@ void ckpt_collect(struct cap *c)
     if (timed_out || !cJSON_IsObject(j)) {
         for (int i = 0; i < nfds; i++)
             close(fds[i]);
-        nfds = 0;
-        cJSON_Delete(j);
-        j = cJSON_CreateObject();
-        cJSON_AddBoolToObject(j, "found", 0);
-        if (timed_out)
-            snprintf(reason, sizeof(reason),
-                     "looking for the checkpoint took over %u s (a dead network mount?), stuck "
-                     "at %s: the child was killed",
-                     timeout_s(c), where[0] ? where : "the start");
-        else
-            snprintf(reason, sizeof(reason), "the collector child sent no result (status 0x%x)",
-                     st);
-        cJSON_AddStringToObject(j, "reason", reason);
-        cJSON_AddBoolToObject(j, "timed_out", timed_out);
-        if (where[0])
-            add_text(j, "stuck_at", where);
-        status = timed_out ? "timeout" : "failed";
+        status = no_result(c, &j, timed_out, where, st, reason, sizeof(reason));
     } else {
-        cJSON *f = cJSON_GetObjectItemCaseSensitive(j, "found");
-        cJSON *path = cJSON_GetObjectItemCaseSensitive(j, "path");
-        cJSON *r = cJSON_GetObjectItemCaseSensitive(j, "reason");
-        cJSON *ref = cJSON_GetObjectItemCaseSensitive(j, "refused");
-        cJSON *nf = cJSON_GetObjectItemCaseSensitive(j, "_fds");
-        int want = cJSON_IsNumber(nf) ? (int)nf->valuedouble : 0;
-        cJSON_DeleteItemFromObjectCaseSensitive(j, "_fds");
-        snprintf(reason, sizeof(reason), "%s", cJSON_IsString(r) ? r->valuestring : "");
-        if (cJSON_IsTrue(f) && cJSON_IsString(path)) {
-            status = "ok";
-            c->ckpt_found = 1;
-            snprintf(c->ckpt_path, sizeof(c->ckpt_path), "%s", path->valuestring);
-            if (nfds >= 1 && want >= 1)
-                c->ckpt_fd = fds[0];
-            if (nfds >= 2 && want >= 2)
-                c->ckpt_dirfd = fds[1];
-            snprintf(reason, sizeof(reason), "%s (%s)", c->ckpt_path,
-                     cJSON_GetObjectItemCaseSensitive(j, "source")
-                         ? cJSON_GetObjectItemCaseSensitive(j, "source")->valuestring
-                         : "?");
-        } else {
-            status = cJSON_IsString(ref) ? "refused" : "absent";
-        }
-        for (int i = 0; i < nfds; i++)
-            if (fds[i] != c->ckpt_fd && fds[i] != c->ckpt_dirfd)
-                close(fds[i]);
+        status = take_result(c, j, fds, nfds, reason, sizeof(reason));
     }
     cJSON_AddNumberToObject(j, "ms", (double)(long)((now_mono() - t) * 1e4) / 10);
-    char *s = cJSON_PrintUnformatted(j);
-    cJSON_Delete(j);
-    if (!s || bw_add(&c->bw, "checkpoint.json", s, strlen(s)))
-        cap_step(c, "checkpoint.json", "failed", t, "write: %s", strerror(c->bw.err));
-    else
-        cap_step(c, "checkpoint.json", status, t, "%s", reason);
-    free(s);
+    add_json_step(c, "checkpoint.json", j, t, status, reason);
 }
 
 /* ---- the verdict, in the finisher ---- */
@@ -1076,60 +1170,40 @@ static void __attribute__((noreturn)) verdict_child(struct cap *c, const char *p
     _exit(127);
 }
 
-void ckpt_verdict(struct cap *c)
+/* The crashpack command next to crashpack-capture, into prog. Returns NULL, or why not. */
+static const char *find_crashpack(char *prog, size_t n)
 {
-    double t = now_mono();
-    if (!c->ckpt_found) {
-        cap_step(c, "checkpoint-verdict.json", "skipped", t, "no checkpoint was found");
-        return;
-    }
-    char prog[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", prog, sizeof(prog) - 32);
-    char *slash = n > 0 ? memrchr(prog, '/', (size_t)n) : NULL;
-    struct stat st;
-    int pfd[2] = {-1, -1};
-    const char *why = NULL;
+    ssize_t l = readlink("/proc/self/exe", prog, n - 32);
+    char *slash = l > 0 ? memrchr(prog, '/', (size_t)l) : NULL;
     if (!slash)
-        why = "cannot locate the crashpack command (readlink /proc/self/exe)";
-    else {
-        strcpy(slash + 1, "crashpack");
-        if (stat(prog, &st) || !S_ISREG(st.st_mode))
-            why = "the crashpack command is not next to crashpack-capture";
-        else if (pipe2(pfd, O_CLOEXEC))
-            why = "pipe failed";
-    }
-    pid_t p = why ? -1 : fork();
-    if (p == 0) {
-        close(pfd[0]);
-        verdict_child(c, prog, pfd[1]);
-    }
-    if (pfd[1] >= 0)
-        close(pfd[1]);
-    if (!why && p < 0)
-        why = "fork failed";
-    if (why) {
-        if (pfd[0] >= 0)
-            close(pfd[0]);
-        cap_step(c, "checkpoint-verdict.json", "failed", t, "%s", why);
-        goto out;
-    }
-    double deadline = t + timeout_s(c);
+        return "cannot locate the crashpack command (readlink /proc/self/exe)";
+    strcpy(slash + 1, "crashpack");
+    struct stat st;
+    if (stat(prog, &st) || !S_ISREG(st.st_mode))
+        return "the crashpack command is not next to crashpack-capture";
+    return NULL;
+}
+
+/* The verdict's output: read until EOF, the deadline (*timed_out) or VERDICT_MAX bytes
+ * (*capped). Returns it NUL-terminated, or NULL when out of memory. */
+static char *read_verdict(int fd, double deadline, int *timed_out, int *capped)
+{
     size_t cap = 65536, len = 0;
     char *buf = malloc(cap + 1);
-    int timed_out = 0, capped = 0;
+    *timed_out = *capped = 0;
     while (buf) {
         double left = deadline - now_mono();
         if (left <= 0) {
-            timed_out = 1;
+            *timed_out = 1;
             break;
         }
-        struct pollfd pf = {pfd[0], POLLIN, 0};
+        struct pollfd pf = {fd, POLLIN, 0};
         int pr = poll(&pf, 1, (int)(left * 1000) + 1);
         if (pr <= 0)
             continue;
         if (len == cap) {
             if (cap >= VERDICT_MAX) {
-                capped = 1;
+                *capped = 1;
                 break;
             }
             char *nb = realloc(buf, cap * 2 + 1);
@@ -1138,30 +1212,45 @@ void ckpt_verdict(struct cap *c)
             buf = nb;
             cap *= 2;
         }
-        ssize_t r = read(pfd[0], buf + len, cap - len);
+        ssize_t r = read(fd, buf + len, cap - len);
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0)
             break;
         len += (size_t)r;
     }
-    close(pfd[0]);
-    int ws = reap_child(p, timed_out || capped);
     if (buf)
         buf[len] = 0;
-    cJSON *j = buf && !timed_out && !capped ? cJSON_Parse(buf) : NULL;
-    free(buf);
-    if (!cJSON_IsObject(j)) {
-        cJSON_Delete(j);
-        if (timed_out)
-            cap_step(c, "checkpoint-verdict.json", "timeout", t,
-                     "crashpack checkpoint took over %u s: killed", timeout_s(c));
-        else
-            cap_step(c, "checkpoint-verdict.json", "failed", t,
-                     "crashpack checkpoint gave no verdict (%s, wait status 0x%x)",
-                     capped ? "output over 1 MiB" : "no JSON", ws);
-        goto out;
+    return buf;
+}
+
+/* Starts `crashpack checkpoint` on the found checkpoint, its stdout on *rd. Returns its pid,
+ * or -1 with why set. */
+static pid_t start_verdict(struct cap *c, int *rd, const char **why)
+{
+    char prog[PATH_MAX];
+    int pfd[2] = {-1, -1};
+    *why = find_crashpack(prog, sizeof(prog));
+    if (!*why && pipe2(pfd, O_CLOEXEC))
+        *why = "pipe failed";
+    pid_t p = *why ? -1 : fork();
+    if (p == 0) {
+        close(pfd[0]);
+        verdict_child(c, prog, pfd[1]);
     }
+    if (pfd[1] >= 0)
+        close(pfd[1]);
+    if (!*why && p < 0)
+        *why = "fork failed";
+    if (*why && pfd[0] >= 0)
+        close(pfd[0]);
+    *rd = pfd[0];
+    return *why ? -1 : p;
+}
+
+/* checkpoint-verdict.json: the command's JSON with when and how it was checked. */
+static void record_verdict(struct cap *c, cJSON *j, int ws, double t)
+{
     cJSON_AddBoolToObject(j, "checked_at_capture", 1);
     cJSON_AddNumberToObject(j, "checked_at", (double)time(NULL));
     cJSON_AddNumberToObject(j, "ms", (double)(long)((now_mono() - t) * 1e4) / 10);
@@ -1172,14 +1261,47 @@ void ckpt_verdict(struct cap *c)
     char summary[300];
     snprintf(summary, sizeof(summary), "%s: %s", cJSON_IsString(v) ? v->valuestring : "?",
              cJSON_IsString(r) ? r->valuestring : "");
-    char *s = cJSON_PrintUnformatted(j);
+    add_json_step(c, "checkpoint-verdict.json", j, t, "ok", summary);
+}
+
+/* Runs the verifier under checkpoint_timeout and records its verdict, or why there is none. */
+static void run_verdict(struct cap *c, double t)
+{
+    const char *why;
+    int rd;
+    pid_t p = start_verdict(c, &rd, &why);
+    if (why) {
+        cap_step(c, "checkpoint-verdict.json", "failed", t, "%s", why);
+        return;
+    }
+    int timed_out, capped;
+    char *buf = read_verdict(rd, t + timeout_s(c), &timed_out, &capped);
+    close(rd);
+    int ws = reap_child(p, timed_out || capped);
+    cJSON *j = buf && !timed_out && !capped ? cJSON_Parse(buf) : NULL;
+    free(buf);
+    if (cJSON_IsObject(j)) {
+        record_verdict(c, j, ws, t);
+        return;
+    }
     cJSON_Delete(j);
-    if (!s || bw_add(&c->bw, "checkpoint-verdict.json", s, strlen(s)))
-        cap_step(c, "checkpoint-verdict.json", "failed", t, "write: %s", strerror(c->bw.err));
+    if (timed_out)
+        cap_step(c, "checkpoint-verdict.json", "timeout", t,
+                 "crashpack checkpoint took over %u s: killed", timeout_s(c));
     else
-        cap_step(c, "checkpoint-verdict.json", "ok", t, "%s", summary);
-    free(s);
-out:
+        cap_step(c, "checkpoint-verdict.json", "failed", t,
+                 "crashpack checkpoint gave no verdict (%s, wait status 0x%x)",
+                 capped ? "output over 1 MiB" : "no JSON", ws);
+}
+
+void ckpt_verdict(struct cap *c)
+{
+    double t = now_mono();
+    if (!c->ckpt_found) {
+        cap_step(c, "checkpoint-verdict.json", "skipped", t, "no checkpoint was found");
+        return;
+    }
+    run_verdict(c, t);
     if (c->ckpt_fd >= 0)
         close(c->ckpt_fd);
     if (c->ckpt_dirfd >= 0)

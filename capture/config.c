@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,141 +131,188 @@ static int copy_str(char *dst, size_t n, const char *s)
     return 0;
 }
 
+/* ---- the keys: one row each in `keys` below, with how its value is parsed ---- */
+
+/* The keys whose value needs more than one of the common kinds (set_key's KEY_FN rows). */
+static int set_mode(struct cp_config *c, const char *v)
+{
+    if (!strcmp(v, "full"))
+        c->mode = CP_MODE_FULL;
+    else if (!strcmp(v, "slim"))
+        c->mode = CP_MODE_SLIM;
+    else if (!strcmp(v, "meta"))
+        c->mode = CP_MODE_META;
+    else
+        return -1;
+    return 0;
+}
+
+static int set_level(struct cp_config *c, const char *v)
+{
+    char *end;
+    long l = strtol(v, &end, 10);
+    if (*end || l < -7 || l > 19)
+        return -1;
+    c->level = (int)l;
+    return 0;
+}
+
+/* 64 KiB .. 64 MiB, rounded down to a whole tar block */
+static int set_frame_size(struct cp_config *c, const char *v)
+{
+    uint64_t f;
+    if (cp_parse_size(v, &f) || f < (64 << 10) || f > (64 << 20))
+        return -1;
+    c->frame_size = f & ~(uint64_t)511;
+    return 0;
+}
+
+static int set_run_exits(struct cp_config *c, const char *v)
+{
+    if (!strcmp(v, "main"))
+        c->run_exits = CP_RUN_EXITS_MAIN;
+    else if (!strcmp(v, "python"))
+        c->run_exits = CP_RUN_EXITS_PYTHON;
+    else if (!strcmp(v, "all"))
+        c->run_exits = CP_RUN_EXITS_ALL;
+    else
+        return -1;
+    return 0;
+}
+
+static int set_enrich(struct cp_config *c, const char *v)
+{
+    return (!strcmp(v, "auto") || !strcmp(v, "off") || v[0] == '/')
+               ? copy_str(c->enrich, sizeof(c->enrich), v)
+               : -1;
+}
+
+/* stored before it is checked: 0 is refused, but stays in the struct (as it always has) */
+static int set_enrich_timeout(struct cp_config *c, const char *v)
+{
+    return parse_uint(v, &c->enrich_timeout_s) || !c->enrich_timeout_s ? -1 : 0;
+}
+
+/* python_hook and python_hook_timeout are read by the Python hook (python/_crashpack_hook.py,
+ * python/crashpack/; docs/python.md): checked here so that a bad value is an error of the
+ * configuration too, and stored nowhere */
+static int check_python_hook(struct cp_config *c, const char *v)
+{
+    (void)c;
+    int on;
+    return parse_bool(v, &on);
+}
+
+static int check_python_hook_timeout(struct cp_config *c, const char *v)
+{
+    (void)c;
+    unsigned t;
+    return parse_uint(v, &t) || !t || t > 3600 ? -1 : 0;
+}
+
+/* How a key's value is parsed, and what it may be. */
+enum key_kind {
+    KEY_SIZE,    /* cp_parse_size into a uint64_t, within [lo, hi] */
+    KEY_UINT,    /* parse_uint into an unsigned */
+    KEY_BOOL,    /* parse_bool into an int */
+    KEY_DISK,    /* parse_cpsize: bytes or a percentage of the filesystem */
+    KEY_ABS,     /* an absolute path */
+    KEY_ABS_OFF, /* an absolute path, or empty (off) */
+    KEY_TEXT,    /* any text that fits */
+    KEY_FN,      /* its own function */
+};
+
+struct key {
+    const char *name;
+    enum key_kind kind;
+    size_t off, size;                            /* the field of struct cp_config */
+    uint64_t lo, hi;                             /* KEY_SIZE: the range allowed */
+    int (*fn)(struct cp_config *, const char *); /* KEY_FN */
+};
+
+#define FIELD(f) .off = offsetof(struct cp_config, f), .size = sizeof(((struct cp_config *)0)->f)
+
+static const struct key keys[] = {
+    {"bundle_dir", KEY_ABS, FIELD(bundle_dir)},
+    {"mode", KEY_FN, .fn = set_mode},
+    {"max_core_size", KEY_SIZE, FIELD(max_core_size), 0, UINT64_MAX},
+    {"max_use", KEY_DISK, FIELD(max_use)},
+    {"keep_free", KEY_DISK, FIELD(keep_free)},
+    {"honor_rlimit_core", KEY_BOOL, FIELD(honor_rlimit_core)},
+    {"deadline", KEY_UINT, FIELD(deadline_s)},
+    {"finisher_deadline", KEY_UINT, FIELD(finisher_deadline_s)},
+    {"level", KEY_FN, .fn = set_level},
+    {"threads", KEY_UINT, FIELD(threads)},
+    {"frame_size", KEY_FN, .fn = set_frame_size},
+    {"slim_stack_max", KEY_SIZE, FIELD(slim_stack_max), 0, UINT64_MAX},
+    {"burst_full", KEY_UINT, FIELD(burst_full)},
+    {"burst_window", KEY_UINT, FIELD(burst_window_s)},
+    {"repeat_full", KEY_UINT, FIELD(repeat_full)},
+    {"repeat_window", KEY_UINT, FIELD(repeat_window_s)},
+    {"agent_socket", KEY_ABS, FIELD(agent_socket)},
+    {"state_dir", KEY_ABS, FIELD(state_dir)},
+    {"agent_rate", KEY_UINT, FIELD(agent_rate)},
+    {"agent_oom", KEY_BOOL, FIELD(agent_oom)},
+    {"run_exits", KEY_FN, .fn = set_run_exits},
+    {"run_output_tail", KEY_SIZE, FIELD(run_output_tail), 1024, 64ULL << 20},
+    {"post_command", KEY_ABS_OFF, FIELD(post_command)},
+    {"nvidia_smi", KEY_ABS_OFF, FIELD(nvidia_smi)},
+    {"nvidia_smi_timeout", KEY_UINT, FIELD(nvidia_smi_timeout_s)},
+    {"proc_file_max", KEY_SIZE, FIELD(proc_file_max), 0, UINT64_MAX},
+    {"kmsg_margin", KEY_UINT, FIELD(kmsg_margin_s)},
+    {"kmsg_max", KEY_SIZE, FIELD(kmsg_max), 0, UINT64_MAX},
+    {"nvidia_smi_output_max", KEY_SIZE, FIELD(smi_output_max), 0, UINT64_MAX},
+    {"nvidia_smi_bus_lost_window", KEY_UINT, FIELD(smi_bus_lost_window_s)},
+    {"log_tail", KEY_SIZE, FIELD(log_tail), 0, UINT64_MAX},
+    {"ml_file_max", KEY_SIZE, FIELD(ml_file_max), 0, UINT64_MAX},
+    {"checkpoint_timeout", KEY_UINT, FIELD(checkpoint_timeout_s)},
+    {"enrich", KEY_FN, .fn = set_enrich},
+    {"enrich_timeout", KEY_FN, .fn = set_enrich_timeout},
+    /* one zstd frame: readers refuse frames over 64 MiB */
+    {"enrich_max", KEY_SIZE, FIELD(enrich_max), 4096, 48ULL << 20},
+    {"enrich_memory", KEY_SIZE, FIELD(enrich_memory), 64ULL << 20, UINT64_MAX},
+    {"python_hook", KEY_FN, .fn = check_python_hook},
+    {"python_hook_timeout", KEY_FN, .fn = check_python_hook_timeout},
+    {"redact_patterns", KEY_TEXT, FIELD(redact_patterns)},
+    {"redact_env", KEY_TEXT, FIELD(redact_patterns)}, /* redact_env: its name */
+};
+
+/* Parses one value by its row's kind into its field: 0, or -1 for a bad value (the field is
+ * left as it was, but for enrich_timeout). */
+static int set_value(struct cp_config *c, const struct key *k, const char *v)
+{
+    char *field = (char *)c + k->off;
+    uint64_t u;
+    switch (k->kind) {
+    case KEY_SIZE:
+        if (cp_parse_size(v, &u) || u < k->lo || u > k->hi)
+            return -1;
+        *(uint64_t *)(void *)field = u;
+        return 0;
+    case KEY_UINT:
+        return parse_uint(v, (unsigned *)(void *)field);
+    case KEY_BOOL:
+        return parse_bool(v, (int *)(void *)field);
+    case KEY_DISK:
+        return parse_cpsize(v, (struct cp_size *)(void *)field);
+    case KEY_ABS:
+        return v[0] == '/' ? copy_str(field, k->size, v) : -1;
+    case KEY_ABS_OFF:
+        return (v[0] == '/' || !v[0]) ? copy_str(field, k->size, v) : -1;
+    case KEY_TEXT:
+        return copy_str(field, k->size, v);
+    case KEY_FN:
+        return k->fn(c, v);
+    }
+    return -1;
+}
+
+/* 0, -1 for a bad value, -2 for an unknown key. */
 static int set_key(struct cp_config *c, const char *k, const char *v)
 {
-    if (!strcmp(k, "bundle_dir"))
-        return v[0] == '/' ? copy_str(c->bundle_dir, sizeof(c->bundle_dir), v) : -1;
-    if (!strcmp(k, "mode")) {
-        if (!strcmp(v, "full"))
-            c->mode = CP_MODE_FULL;
-        else if (!strcmp(v, "slim"))
-            c->mode = CP_MODE_SLIM;
-        else if (!strcmp(v, "meta"))
-            c->mode = CP_MODE_META;
-        else
-            return -1;
-        return 0;
-    }
-    if (!strcmp(k, "max_core_size"))
-        return cp_parse_size(v, &c->max_core_size);
-    if (!strcmp(k, "max_use"))
-        return parse_cpsize(v, &c->max_use);
-    if (!strcmp(k, "keep_free"))
-        return parse_cpsize(v, &c->keep_free);
-    if (!strcmp(k, "honor_rlimit_core"))
-        return parse_bool(v, &c->honor_rlimit_core);
-    if (!strcmp(k, "deadline"))
-        return parse_uint(v, &c->deadline_s);
-    if (!strcmp(k, "finisher_deadline"))
-        return parse_uint(v, &c->finisher_deadline_s);
-    if (!strcmp(k, "level")) {
-        char *end;
-        long l = strtol(v, &end, 10);
-        if (*end || l < -7 || l > 19)
-            return -1;
-        c->level = (int)l;
-        return 0;
-    }
-    if (!strcmp(k, "threads"))
-        return parse_uint(v, &c->threads);
-    if (!strcmp(k, "frame_size")) {
-        uint64_t f;
-        if (cp_parse_size(v, &f) || f < (64 << 10) || f > (64 << 20))
-            return -1;
-        c->frame_size = f & ~(uint64_t)511;
-        return 0;
-    }
-    if (!strcmp(k, "slim_stack_max"))
-        return cp_parse_size(v, &c->slim_stack_max);
-    if (!strcmp(k, "burst_full"))
-        return parse_uint(v, &c->burst_full);
-    if (!strcmp(k, "burst_window"))
-        return parse_uint(v, &c->burst_window_s);
-    if (!strcmp(k, "repeat_full"))
-        return parse_uint(v, &c->repeat_full);
-    if (!strcmp(k, "repeat_window"))
-        return parse_uint(v, &c->repeat_window_s);
-    if (!strcmp(k, "agent_socket"))
-        return v[0] == '/' ? copy_str(c->agent_socket, sizeof(c->agent_socket), v) : -1;
-    if (!strcmp(k, "state_dir"))
-        return v[0] == '/' ? copy_str(c->state_dir, sizeof(c->state_dir), v) : -1;
-    if (!strcmp(k, "agent_rate"))
-        return parse_uint(v, &c->agent_rate);
-    if (!strcmp(k, "agent_oom"))
-        return parse_bool(v, &c->agent_oom);
-    if (!strcmp(k, "run_exits")) {
-        if (!strcmp(v, "main"))
-            c->run_exits = CP_RUN_EXITS_MAIN;
-        else if (!strcmp(v, "python"))
-            c->run_exits = CP_RUN_EXITS_PYTHON;
-        else if (!strcmp(v, "all"))
-            c->run_exits = CP_RUN_EXITS_ALL;
-        else
-            return -1;
-        return 0;
-    }
-    if (!strcmp(k, "run_output_tail")) {
-        uint64_t t;
-        if (cp_parse_size(v, &t) || t < 1024 || t > (64ULL << 20))
-            return -1;
-        c->run_output_tail = t;
-        return 0;
-    }
-    if (!strcmp(k, "post_command"))
-        return (v[0] == '/' || !v[0]) ? copy_str(c->post_command, sizeof(c->post_command), v) : -1;
-    if (!strcmp(k, "nvidia_smi"))
-        return (v[0] == '/' || !v[0]) ? copy_str(c->nvidia_smi, sizeof(c->nvidia_smi), v) : -1;
-    if (!strcmp(k, "nvidia_smi_timeout"))
-        return parse_uint(v, &c->nvidia_smi_timeout_s);
-    if (!strcmp(k, "proc_file_max"))
-        return cp_parse_size(v, &c->proc_file_max);
-    if (!strcmp(k, "kmsg_margin"))
-        return parse_uint(v, &c->kmsg_margin_s);
-    if (!strcmp(k, "kmsg_max"))
-        return cp_parse_size(v, &c->kmsg_max);
-    if (!strcmp(k, "nvidia_smi_output_max"))
-        return cp_parse_size(v, &c->smi_output_max);
-    if (!strcmp(k, "nvidia_smi_bus_lost_window"))
-        return parse_uint(v, &c->smi_bus_lost_window_s);
-    if (!strcmp(k, "log_tail"))
-        return cp_parse_size(v, &c->log_tail);
-    if (!strcmp(k, "ml_file_max"))
-        return cp_parse_size(v, &c->ml_file_max);
-    if (!strcmp(k, "checkpoint_timeout"))
-        return parse_uint(v, &c->checkpoint_timeout_s);
-    if (!strcmp(k, "enrich"))
-        return (!strcmp(v, "auto") || !strcmp(v, "off") || v[0] == '/')
-                   ? copy_str(c->enrich, sizeof(c->enrich), v)
-                   : -1;
-    if (!strcmp(k, "enrich_timeout"))
-        return parse_uint(v, &c->enrich_timeout_s) || !c->enrich_timeout_s ? -1 : 0;
-    if (!strcmp(k, "enrich_max")) {
-        /* one zstd frame: readers refuse frames over 64 MiB */
-        uint64_t m;
-        if (cp_parse_size(v, &m) || m < 4096 || m > (48ULL << 20))
-            return -1;
-        c->enrich_max = m;
-        return 0;
-    }
-    if (!strcmp(k, "enrich_memory")) {
-        uint64_t m;
-        if (cp_parse_size(v, &m) || m < (64ULL << 20))
-            return -1;
-        c->enrich_memory = m;
-        return 0;
-    }
-    /* read by the Python hook (python/_crashpack_hook.py, python/crashpack/; docs/python.md):
-     * checked here so that a bad value is an error of the configuration too */
-    if (!strcmp(k, "python_hook")) {
-        int on;
-        return parse_bool(v, &on);
-    }
-    if (!strcmp(k, "python_hook_timeout")) {
-        unsigned t;
-        return parse_uint(v, &t) || !t || t > 3600 ? -1 : 0;
-    }
-    if (!strcmp(k, "redact_patterns") || !strcmp(k, "redact_env")) /* redact_env: its name */
-        return copy_str(c->redact_patterns, sizeof(c->redact_patterns), v);
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+        if (!strcmp(k, keys[i].name))
+            return set_value(c, &keys[i], v);
     return -2;
 }
 

@@ -276,106 +276,75 @@ static void step(struct cap *c, const char *status, double t, size_t bytes, long
     }
 }
 
-void enrich_finish(struct cap *c)
+/* What the enrichment runs as and for how long. */
+struct job {
+    char prog[PATH_MAX]; /* the command */
+    uid_t uid;           /* the crashed uid, or the sandbox user */
+    gid_t gid;
+    unsigned timeout; /* crashpack enrich --timeout */
+};
+
+/* The analysis's time limit: enrich_timeout, shortened so that the finisher, which dies at its
+ * alarm (finisher_deadline), keeps time to publish. 0 when too little is left (*left: the
+ * alarm's seconds, 0 when none is set). */
+static unsigned time_limit(const struct cap *c, unsigned *left)
 {
-    double t = now_mono();
-    char prog[PATH_MAX], why[600] = "";
-    int bfd = -1, pout[2] = {-1, -1}, perr[2] = {-1, -1};
-    uid_t uid = c->uid;
-    gid_t gid = c->gid;
-    if (c->secure || c->uid == 0)
-        sandbox_user(&uid, &gid); /* never parse as uid 0, nor as a setuid program's owner */
-    const char *e;
-    if (!wanted(c)) {
-        step(c, "off", t, 0, -1, "enrich = off");
-        goto out;
-    }
-    if (!has_core(c)) {
-        step(c, "skipped", t, 0, -1, "no core in this bundle");
-        goto out;
-    }
-    /* the finisher dies at its alarm (finisher_deadline): leave it time to publish */
-    unsigned left = alarm(0);
-    alarm(left);
+    *left = alarm(0);
+    alarm(*left);
     unsigned timeout = c->cfg.enrich_timeout_s;
-    if (left && left < timeout + GRACE_S + MARGIN_S)
-        timeout = left > 2 * GRACE_S + MARGIN_S ? left - GRACE_S - MARGIN_S : 0;
-    if (!timeout) {
-        snprintf(why, sizeof(why), "only %u s left before finisher_deadline", left);
-        step(c, "skipped", t, 0, -1, why);
-        goto out;
-    }
-    if ((e = find_prog(c, prog, sizeof(prog)))) {
-        step(c, "failed", t, 0, -1, e);
-        goto out;
-    }
-    /* read-only, re-opened as root (the owner) before anything becomes the crashed uid */
-    char self[64];
-    snprintf(self, sizeof(self), "/proc/self/fd/%d", c->outfd);
-    bfd = open(self, O_RDONLY | O_CLOEXEC);
-    if (bfd < 0 || pipe2(pout, O_CLOEXEC) || pipe2(perr, O_CLOEXEC)) {
-        snprintf(why, sizeof(why), "%s: %s", bfd < 0 ? "re-opening the bundle" : "pipe",
-                 strerror(errno));
-        step(c, "failed", t, 0, -1, why);
-        goto out;
-    }
-    pid_t p = fork();
-    if (p == 0)
-        child(c, prog, pout[1], perr[1], bfd, uid, gid, timeout);
-    if (p < 0) {
-        snprintf(why, sizeof(why), "fork: %s", strerror(errno));
-        step(c, "failed", t, 0, -1, why);
-        goto out;
-    }
-    setpgid(p, p); /* as the child does: no window where a kill misses it */
-    close(pout[1]);
-    close(perr[1]);
-    close(bfd);
-    pout[1] = perr[1] = bfd = -1;
-    struct run r;
-    memset(&r, 0, sizeof(r));
-    collect(c, &r, pout[0], perr[0], t + timeout + GRACE_S);
-    if (r.timed_out || r.capped)
-        kill_group(c, p, uid, gid);
-    int ws = reap_child(p, 0);
-    if (ws < 0 && !r.timed_out && !r.capped) { /* still running with its output closed */
-        kill_group(c, p, uid, gid);
-        ws = reap_child(p, 0);
-    }
+    if (*left && *left < timeout + GRACE_S + MARGIN_S)
+        timeout = *left > 2 * GRACE_S + MARGIN_S ? *left - GRACE_S - MARGIN_S : 0;
+    return timeout;
+}
+
+/* The command's output as a crashpack-stacks/1 object, or NULL with why set (the output is
+ * incomplete, it was killed, it failed). */
+static cJSON *parse_stacks(const struct cap *c, struct run *r, int ws, unsigned timeout, char *why,
+                           size_t n)
+{
     char errline[300] = "";
-    last_line(r.err, r.errlen, errline, sizeof(errline));
-    cJSON *j = NULL;
-    if (r.buf && !r.timed_out && !r.capped && ws >= 0 && WIFEXITED(ws) && WEXITSTATUS(ws) <= 1) {
-        r.buf[r.len] = 0;
-        j = cJSON_ParseWithLength(r.buf, r.len);
+    last_line(r->err, r->errlen, errline, sizeof(errline));
+    if (r->buf && !r->timed_out && !r->capped && ws >= 0 && WIFEXITED(ws) && WEXITSTATUS(ws) <= 1) {
+        r->buf[r->len] = 0;
+        cJSON *j = cJSON_ParseWithLength(r->buf, r->len);
         const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(j, "format");
         if (!cJSON_IsObject(j) || !cJSON_IsString(fmt) || strcmp(fmt->valuestring, STACKS_FORMAT)) {
             cJSON_Delete(j);
-            j = NULL;
-            snprintf(why, sizeof(why), "the output is not a complete %s object", STACKS_FORMAT);
+            snprintf(why, n, "the output is not a complete %s object", STACKS_FORMAT);
+            return NULL;
         }
-    } else if (r.timed_out) {
-        snprintf(why, sizeof(why), "crashpack enrich took over %u s: killed", timeout + GRACE_S);
-    } else if (r.capped) {
-        snprintf(why, sizeof(why), "the output is over enrich_max (%llu bytes): killed",
+        return j;
+    }
+    if (r->timed_out) {
+        snprintf(why, n, "crashpack enrich took over %u s: killed", timeout + GRACE_S);
+    } else if (r->capped) {
+        snprintf(why, n, "the output is over enrich_max (%llu bytes): killed",
                  (unsigned long long)c->cfg.enrich_max);
     } else if (ws >= 0 && WIFSIGNALED(ws)) {
-        snprintf(why, sizeof(why), "crashpack enrich was killed by signal %d%s%s", WTERMSIG(ws),
+        snprintf(why, n, "crashpack enrich was killed by signal %d%s%s", WTERMSIG(ws),
                  errline[0] ? ": " : "", errline);
     } else if (ws >= 0 && WIFEXITED(ws)) {
         int code = WEXITSTATUS(ws);
-        snprintf(why, sizeof(why), "crashpack enrich exited %d%s%s%s", code,
-                 code == 127 ? " (exec failed)"
+        snprintf(why, n, "crashpack enrich exited %d%s%s%s", code,
+                 code == 127   ? " (exec failed)"
                  : code == 126 ? " (no descriptors)"
-                 : code == 125 ? " (cannot become the crashed uid)" : "",
+                 : code == 125 ? " (cannot become the crashed uid)"
+                               : "",
                  errline[0] ? ": " : "", errline);
     } else {
-        snprintf(why, sizeof(why), "crashpack enrich did not exit (wait status unknown)");
+        snprintf(why, n, "crashpack enrich did not exit (wait status unknown)");
     }
+    return NULL;
+}
+
+/* The step's outcome from what the command gave: stacks.json added, or why not. */
+static void record(struct cap *c, const struct job *jb, struct run *r, int ws, double t)
+{
+    char why[600] = "";
+    cJSON *j = parse_stacks(c, r, ws, jb->timeout, why, sizeof(why));
     if (!j) {
-        step(c, r.timed_out ? "timeout" : "failed", t, r.len, (long)uid, why);
-        free(r.buf);
-        goto out;
+        step(c, r->timed_out ? "timeout" : "failed", t, r->len, (long)jb->uid, why);
+        return;
     }
     const cJSON *nat = cJSON_GetObjectItemCaseSensitive(j, "native");
     const cJSON *err = cJSON_GetObjectItemCaseSensitive(nat, "error");
@@ -384,14 +353,40 @@ void enrich_finish(struct cap *c)
              cJSON_IsString(err) ? "; partial: " : "", cJSON_IsString(err) ? err->valuestring : "",
              c->rootfd >= 0 ? "the crashed process's root" : "the host's paths");
     cJSON_Delete(j);
-    if (bw_add(&c->bw, "stacks.json", r.buf, r.len)) {
+    if (bw_add(&c->bw, "stacks.json", r->buf, r->len)) {
         snprintf(why, sizeof(why), "write: %s", strerror(c->bw.err));
-        step(c, "failed", t, r.len, (long)uid, why);
+        step(c, "failed", t, r->len, (long)jb->uid, why);
     } else {
-        step(c, "ok", t, r.len, (long)uid, why);
+        step(c, "ok", t, r->len, (long)jb->uid, why);
     }
-    free(r.buf);
-out:
+}
+
+/* Forks the child on a read-only descriptor of the bundle, re-opened as root (the owner) before
+ * anything becomes the crashed uid. Returns its pid, with its stdout and stderr on *out and
+ * *err; or -1 once the failed step is recorded. */
+static pid_t start_enrich(struct cap *c, const struct job *jb, double t, int *out, int *err)
+{
+    char why[600] = "";
+    int pout[2] = {-1, -1}, perr[2] = {-1, -1};
+    char self[64];
+    snprintf(self, sizeof(self), "/proc/self/fd/%d", c->outfd);
+    int bfd = open(self, O_RDONLY | O_CLOEXEC);
+    pid_t p = -1;
+    if (bfd < 0 || pipe2(pout, O_CLOEXEC) || pipe2(perr, O_CLOEXEC)) {
+        snprintf(why, sizeof(why), "%s: %s", bfd < 0 ? "re-opening the bundle" : "pipe",
+                 strerror(errno));
+        step(c, "failed", t, 0, -1, why);
+    } else if ((p = fork()) == 0) {
+        child(c, jb->prog, pout[1], perr[1], bfd, jb->uid, jb->gid, jb->timeout);
+    } else if (p < 0) {
+        snprintf(why, sizeof(why), "fork: %s", strerror(errno));
+        step(c, "failed", t, 0, -1, why);
+    } else {
+        setpgid(p, p); /* as the child does: no window where a kill misses it */
+        *out = pout[0];
+        *err = perr[0];
+        pout[0] = perr[0] = -1;
+    }
     for (int i = 0; i < 2; i++) {
         if (pout[i] >= 0)
             close(pout[i]);
@@ -400,6 +395,54 @@ out:
     }
     if (bfd >= 0)
         close(bfd);
+    return p;
+}
+
+/* Runs the child, reads its output under the deadline, kills its group when it is over (or
+ * still running with its output closed), and records the step. */
+static void run_enrich(struct cap *c, const struct job *jb, double t)
+{
+    int out = -1, err = -1;
+    pid_t p = start_enrich(c, jb, t, &out, &err);
+    if (p < 0)
+        return;
+    struct run r;
+    memset(&r, 0, sizeof(r));
+    collect(c, &r, out, err, t + jb->timeout + GRACE_S);
+    if (r.timed_out || r.capped)
+        kill_group(c, p, jb->uid, jb->gid);
+    int ws = reap_child(p, 0);
+    if (ws < 0 && !r.timed_out && !r.capped) { /* still running with its output closed */
+        kill_group(c, p, jb->uid, jb->gid);
+        ws = reap_child(p, 0);
+    }
+    record(c, jb, &r, ws, t);
+    free(r.buf);
+    close(out);
+    close(err);
+}
+
+void enrich_finish(struct cap *c)
+{
+    double t = now_mono();
+    struct job jb = {.uid = c->uid, .gid = c->gid};
+    if (c->secure || c->uid == 0)
+        sandbox_user(&jb.uid, &jb.gid); /* never parse as uid 0, nor as a setuid program's owner */
+    const char *e;
+    unsigned left;
+    if (!wanted(c)) {
+        step(c, "off", t, 0, -1, "enrich = off");
+    } else if (!has_core(c)) {
+        step(c, "skipped", t, 0, -1, "no core in this bundle");
+    } else if (!(jb.timeout = time_limit(c, &left))) {
+        char why[600];
+        snprintf(why, sizeof(why), "only %u s left before finisher_deadline", left);
+        step(c, "skipped", t, 0, -1, why);
+    } else if ((e = find_prog(c, jb.prog, sizeof(jb.prog)))) {
+        step(c, "failed", t, 0, -1, e);
+    } else {
+        run_enrich(c, &jb, t);
+    }
     if (c->rootfd >= 0)
         close(c->rootfd);
     c->rootfd = -1;

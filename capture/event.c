@@ -71,79 +71,81 @@ int cap_member_arg(struct cap *c, const char *spec)
     return -1;
 }
 
-int event_parse_args(struct cap *c, int argc, char **argv)
+/* The identity the reporter gives, checked once every option is read. */
+struct ev_ids {
+    long long uid, gid, pid;
+};
+
+/* One option with its value (every --event option takes one). Returns 0, or -1 when the option
+ * is unknown or its value is not allowed. */
+static int event_option(struct cap *c, struct ev_ids *ids, const char *a, const char *val)
 {
-    c->event = 1;
-    c->death_status = c->death_signal = -1;
-    c->reported_by = -1;
-    snprintf(c->snap_trigger, sizeof(c->snap_trigger), "agent");
-    long long v, uid = -1, gid = -1, pid = 0;
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!val)
+    long long v;
+    if (!strcmp(a, "-c")) {
+        c->config_path = val;
+    } else if (!strcmp(a, "--bundle-dir")) {
+        c->ev_bundle_dir = val;
+    } else if (!strcmp(a, "--kind")) {
+        size_t k = 0;
+        while (k < sizeof(kinds) / sizeof(kinds[0]) && strcmp(kinds[k], val))
+            k++;
+        if (k == sizeof(kinds) / sizeof(kinds[0]))
             return -1;
-        i++;
-        if (!strcmp(a, "-c")) {
-            c->config_path = val;
-        } else if (!strcmp(a, "--bundle-dir")) {
-            c->ev_bundle_dir = val;
-        } else if (!strcmp(a, "--kind")) {
-            size_t k = 0;
-            while (k < sizeof(kinds) / sizeof(kinds[0]) && strcmp(kinds[k], val))
-                k++;
-            if (k == sizeof(kinds) / sizeof(kinds[0]))
-                return -1;
-            snprintf(c->death_kind, sizeof(c->death_kind), "%s", val);
-        } else if (!strcmp(a, "--pid")) {
-            if (num_arg(val, 1, 0x3fffffff, &pid))
-                return -1;
-        } else if (!strcmp(a, "--start-time")) {
-            if (num_arg(val, 1, (long long)1 << 62, &v))
-                return -1;
-            c->start_ticks = (unsigned long long)v;
-        } else if (!strcmp(a, "--uid") || !strcmp(a, "--gid") || !strcmp(a, "--reported-by")) {
-            if (num_arg(val, 0, 0xfffffffeLL, &v))
-                return -1;
-            if (a[2] == 'u')
-                uid = v;
-            else if (a[2] == 'g')
-                gid = v;
-            else
-                c->reported_by = v;
-        } else if (!strcmp(a, "--comm")) {
-            snprintf(c->comm, sizeof(c->comm), "%s", val);
-        } else if (!strcmp(a, "--status")) {
-            if (num_arg(val, 0, 255, &v))
-                return -1;
-            c->death_status = (int)v;
-        } else if (!strcmp(a, "--signal")) {
-            if (num_arg(val, 1, 64, &v))
-                return -1;
-            c->death_signal = (int)v;
-        } else if (!strcmp(a, "--time")) {
-            if (num_arg(val, 1, (long long)1 << 40, &v))
-                return -1;
-            c->crash_time = v;
-        } else if (!strcmp(a, "--trigger")) {
-            if (strcmp(val, "hook") && strcmp(val, "run") && strcmp(val, "agent"))
-                return -1;
-            snprintf(c->snap_trigger, sizeof(c->snap_trigger), "%s", val);
-        } else if (!strcmp(a, "--reason")) {
-            snprintf(c->snap_reason, sizeof(c->snap_reason), "%s", val);
-        } else if (!strcmp(a, "--job")) {
-            snprintf(c->job, sizeof(c->job), "%s", val);
-        } else if (!strcmp(a, "--member")) {
-            if (cap_member_arg(c, val))
-                return -1;
-        } else {
+        snprintf(c->death_kind, sizeof(c->death_kind), "%s", val);
+    } else if (!strcmp(a, "--pid")) {
+        if (num_arg(val, 1, 0x3fffffff, &ids->pid))
             return -1;
-        }
-    }
-    if (!pid || !c->death_kind[0] || uid < 0 || gid < 0)
+    } else if (!strcmp(a, "--start-time")) {
+        if (num_arg(val, 1, (long long)1 << 62, &v))
+            return -1;
+        c->start_ticks = (unsigned long long)v;
+    } else if (!strcmp(a, "--uid") || !strcmp(a, "--gid") || !strcmp(a, "--reported-by")) {
+        if (num_arg(val, 0, 0xfffffffeLL, &v))
+            return -1;
+        if (a[2] == 'u')
+            ids->uid = v;
+        else if (a[2] == 'g')
+            ids->gid = v;
+        else
+            c->reported_by = v;
+    } else if (!strcmp(a, "--comm")) {
+        snprintf(c->comm, sizeof(c->comm), "%s", val);
+    } else if (!strcmp(a, "--status")) {
+        if (num_arg(val, 0, 255, &v))
+            return -1;
+        c->death_status = (int)v;
+    } else if (!strcmp(a, "--signal")) {
+        if (num_arg(val, 1, 64, &v))
+            return -1;
+        c->death_signal = (int)v;
+    } else if (!strcmp(a, "--time")) {
+        if (num_arg(val, 1, (long long)1 << 40, &v))
+            return -1;
+        c->crash_time = v;
+    } else if (!strcmp(a, "--trigger")) {
+        if (strcmp(val, "hook") && strcmp(val, "run") && strcmp(val, "agent"))
+            return -1;
+        snprintf(c->snap_trigger, sizeof(c->snap_trigger), "%s", val);
+    } else if (!strcmp(a, "--reason")) {
+        snprintf(c->snap_reason, sizeof(c->snap_reason), "%s", val);
+    } else if (!strcmp(a, "--job")) {
+        snprintf(c->job, sizeof(c->job), "%s", val);
+    } else if (!strcmp(a, "--member")) {
+        if (cap_member_arg(c, val))
+            return -1;
+    } else {
         return -1;
-    c->pid = c->tid = c->ns_tid = (pid_t)pid;
-    c->uid = (uid_t)uid;
-    c->gid = (gid_t)gid;
+    }
+    return 0;
+}
+
+/* The context from the reported identity, as the kernel's specifiers would set it; whether
+ * the process is gone (or its pid another process's now). */
+static void event_identity(struct cap *c, const struct ev_ids *ids)
+{
+    c->pid = c->tid = c->ns_tid = (pid_t)ids->pid;
+    c->uid = (uid_t)ids->uid;
+    c->gid = (gid_t)ids->gid;
     c->sig = c->death_signal > 0 ? c->death_signal : 0;
     if (!c->crash_time)
         c->crash_time = time(NULL);
@@ -156,6 +158,22 @@ int event_parse_args(struct cap *c, int argc, char **argv)
         snprintf(c->hostname, sizeof(c->hostname), "unknown");
     /* the same process only when its start time says so: a pid is reused */
     c->event_gone = !c->start_ticks || cp_start_ticks(c->pid) != c->start_ticks;
+}
+
+int event_parse_args(struct cap *c, int argc, char **argv)
+{
+    c->event = 1;
+    c->death_status = c->death_signal = -1;
+    c->reported_by = -1;
+    snprintf(c->snap_trigger, sizeof(c->snap_trigger), "agent");
+    struct ev_ids ids = {-1, -1, 0};
+    for (int i = 2; i < argc; i += 2) {
+        if (i + 1 >= argc || event_option(c, &ids, argv[i], argv[i + 1]))
+            return -1;
+    }
+    if (!ids.pid || !c->death_kind[0] || ids.uid < 0 || ids.gid < 0)
+        return -1;
+    event_identity(c, &ids);
     return 0;
 }
 

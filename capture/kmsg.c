@@ -849,174 +849,240 @@ static char *append_lines(char *o, const struct lines *l, int *first)
     return o;
 }
 
-void kmsg_collect(struct cap *c)
-{
-    double t0 = now_mono();
-    struct kctx k;
-    memset(&k, 0, sizeof(k));
-    k.rt0 = clock_s(CLOCK_REALTIME);
-    k.mono0 = clock_s(CLOCK_MONOTONIC);
-    double boot0 = clock_s(CLOCK_BOOTTIME);
-    k.deadline = t0 + DEADLINE_S;
-    k.bus_from = k.rt0 - c->cfg.smi_bus_lost_window_s;
-    k.bus_t = -1;
-    double start = process_start(c, k.rt0, boot0);
-    k.from = start >= 0 ? start - c->cfg.kmsg_margin_s : k.rt0 - 3600;
-    k.to = k.rt0;
-    size_t budget = c->cfg.kmsg_max > HEADER_RESERVE ? c->cfg.kmsg_max - HEADER_RESERVE : 0;
-    k.ring.budget = budget;
-    /* root-only bundles (secure or root's own crashes) keep every line; so does a host where
-     * any user may read the kernel log anyway */
-    int root_only = c->secure || c->uid == 0, restricted = dmesg_restricted();
-    k.scoped = !root_only && restricted;
-    if (k.scoped)
-        scope_pids(&k, c);
-
+/* What kmsg_collect found out besides the lines, for kmsg.json's header and the step. */
+struct ksum {
+    double start;   /* the process's start (wall clock), -1: unknown */
+    size_t budget;  /* bytes for lines[] */
+    int root_only;  /* a root-only bundle: every matching line */
+    int restricted; /* the host's dmesg_restrict */
     struct ringinfo ri;
-    memset(&ri, 0, sizeof(ri));
-    read_ring(&k, &ri);
-    k.to = clock_s(CLOCK_REALTIME);
-    int readable = ri.err == 0 || k.read > 0;
+    int readable, wrapped, fallback; /* the ring; kern.log read for what it lacks */
+    cJSON *files;                    /* the kern.log files read */
+    size_t nring, nklog, dropped;    /* lines kept from each, dropped for the budget */
+};
 
-    /* The ring does not reach back to the window start (it wrapped, or the window starts before
-     * this boot), or it is unreadable: the older lines may still be in kern.log. */
-    int wrapped = ri.have_oldest && ri.oldest_seq > 0 && ri.oldest_time > k.from;
-    int fallback = !readable || !ri.have_oldest || ri.oldest_time > k.from;
-    double older_than = readable && ri.have_oldest ? ri.oldest_time : k.to + 5;
-    cJSON *files = cJSON_CreateArray();
-    if (fallback) {
-        k.klog.budget = budget > k.ring.bytes ? budget - k.ring.bytes : 0;
-        kernlog_file(&k, "/var/log/kern.log.1", older_than, files);
-        kernlog_file(&k, "/var/log/kern.log", older_than, files);
+/* One reading of the clocks, the window (the process's start minus kmsg_margin, or the last
+ * hour) and the budget; the scope: root-only bundles (secure or root's own crashes) keep every
+ * line, and so does a host where any user may read the kernel log anyway. */
+static void kmsg_window(struct kctx *k, struct ksum *s, struct cap *c, double t0)
+{
+    k->rt0 = clock_s(CLOCK_REALTIME);
+    k->mono0 = clock_s(CLOCK_MONOTONIC);
+    double boot0 = clock_s(CLOCK_BOOTTIME);
+    k->deadline = t0 + DEADLINE_S;
+    k->bus_from = k->rt0 - c->cfg.smi_bus_lost_window_s;
+    k->bus_t = -1;
+    s->start = process_start(c, k->rt0, boot0);
+    k->from = s->start >= 0 ? s->start - c->cfg.kmsg_margin_s : k->rt0 - 3600;
+    k->to = k->rt0;
+    s->budget = c->cfg.kmsg_max > HEADER_RESERVE ? c->cfg.kmsg_max - HEADER_RESERVE : 0;
+    k->ring.budget = s->budget;
+    s->root_only = c->secure || c->uid == 0;
+    s->restricted = dmesg_restricted();
+    k->scoped = !s->root_only && s->restricted;
+    if (k->scoped)
+        scope_pids(k, c);
+}
+
+/* The ring, then kern.log for what the ring does not reach back to (it wrapped, or the window
+ * starts before this boot), or for everything when the ring is unreadable. */
+static void kmsg_read(struct kctx *k, struct ksum *s)
+{
+    read_ring(k, &s->ri);
+    k->to = clock_s(CLOCK_REALTIME);
+    s->readable = s->ri.err == 0 || k->read > 0;
+    s->wrapped = s->ri.have_oldest && s->ri.oldest_seq > 0 && s->ri.oldest_time > k->from;
+    s->fallback = !s->readable || !s->ri.have_oldest || s->ri.oldest_time > k->from;
+    double older_than = s->readable && s->ri.have_oldest ? s->ri.oldest_time : k->to + 5;
+    s->files = cJSON_CreateArray();
+    if (s->fallback) {
+        k->klog.budget = s->budget > k->ring.bytes ? s->budget - k->ring.bytes : 0;
+        kernlog_file(k, "/var/log/kern.log.1", older_than, s->files);
+        kernlog_file(k, "/var/log/kern.log", older_than, s->files);
     }
-    size_t nring = k.ring.n - k.ring.head, nklog = k.klog.n - k.klog.head;
-    size_t dropped = k.ring.dropped + k.klog.dropped;
+    s->nring = k->ring.n - k->ring.head;
+    s->nklog = k->klog.n - k->klog.head;
+    s->dropped = k->ring.dropped + k->klog.dropped;
+}
 
-    if (k.bus_t >= 0) {
-        c->bus_lost_recent = 1;
-        c->bus_lost_time = k.bus_t;
-        copy_utf8(c->bus_lost_line, sizeof(c->bus_lost_line), k.bus_line);
-        memcpy(c->bus_lost_pci, k.bus_pci, sizeof(c->bus_lost_pci));
-        c->bus_lost_n = k.nbus;
-        c->bus_lost_unnamed = k.bus_unnamed;
-    }
+/* A recent bus loss, for nvidia-smi (smi.c skips the lost GPUs). */
+static void kmsg_bus_lost(struct cap *c, const struct kctx *k)
+{
+    if (k->bus_t < 0)
+        return;
+    c->bus_lost_recent = 1;
+    c->bus_lost_time = k->bus_t;
+    copy_utf8(c->bus_lost_line, sizeof(c->bus_lost_line), k->bus_line);
+    memcpy(c->bus_lost_pci, k->bus_pci, sizeof(c->bus_lost_pci));
+    c->bus_lost_n = k->nbus;
+    c->bus_lost_unnamed = k->bus_unnamed;
+}
 
-    cJSON *h = cJSON_CreateObject();
-    cJSON_AddStringToObject(h, "source", "/dev/kmsg");
+/* kmsg.json's window: from, to, and what the start is based on. */
+static void header_window(cJSON *h, const struct cap *c, const struct kctx *k, const struct ksum *s)
+{
     cJSON *w = cJSON_AddObjectToObject(h, "window");
-    add_time(w, "from", "from_utc", k.from);
-    add_time(w, "to", "to_utc", k.to);
-    if (start >= 0) {
-        cJSON_AddItemToObject(w, "process_start", raw_time(start));
+    add_time(w, "from", "from_utc", k->from);
+    add_time(w, "to", "to_utc", k->to);
+    if (s->start >= 0) {
+        cJSON_AddItemToObject(w, "process_start", raw_time(s->start));
         cJSON_AddNumberToObject(w, "margin_s", c->cfg.kmsg_margin_s);
         cJSON_AddStringToObject(w, "basis", "process start minus kmsg_margin");
     } else {
         cJSON_AddNullToObject(w, "process_start");
         cJSON_AddStringToObject(w, "basis", "the last hour (process start unknown)");
     }
-    if (ri.have_oldest) {
-        add_time(h, "ring_oldest_time", "ring_oldest_utc", ri.oldest_time);
-        cJSON_AddNumberToObject(h, "ring_oldest_seq", (double)ri.oldest_seq);
+}
+
+/* kmsg.json's kern_log (whether and why it was read) and scope (which lines were kept). */
+static void header_kernlog_scope(cJSON *h, const struct kctx *k, struct ksum *s)
+{
+    cJSON *fb = cJSON_AddObjectToObject(h, "kern_log");
+    cJSON_AddBoolToObject(fb, "used", s->fallback);
+    if (s->fallback)
+        cJSON_AddStringToObject(fb, "why",
+                                !s->readable         ? "/dev/kmsg is unreadable"
+                                : !s->ri.have_oldest ? "the ring is empty"
+                                : s->wrapped         ? "the ring wrapped past the window start"
+                                                     : "the window starts before this boot");
+    cJSON_AddItemToObject(fb, "files", s->files);
+    s->files = NULL;
+    cJSON_AddNumberToObject(fb, "lines", (double)s->nklog);
+    cJSON_AddStringToObject(fb, "journal", "not read");
+    cJSON *sc = cJSON_AddObjectToObject(h, "scope");
+    cJSON_AddBoolToObject(sc, "limited", k->scoped);
+    cJSON_AddStringToObject(sc, "why",
+                            s->root_only     ? "root-only bundle: every matching line"
+                            : !s->restricted ? "dmesg_restrict is 0: any user may read "
+                                               "the kernel log"
+                                             : "the crashed uid may read this bundle: "
+                                               "lines about this process and GPU driver "
+                                               "lines only (dmesg_restrict is set)");
+    cJSON_AddNumberToObject(sc, "pids", (double)k->npids);
+    cJSON_AddNumberToObject(sc, "filtered", (double)k->filtered);
+}
+
+/* kmsg.json without its lines. */
+static cJSON *kmsg_header(const struct cap *c, const struct kctx *k, struct ksum *s)
+{
+    cJSON *h = cJSON_CreateObject();
+    cJSON_AddStringToObject(h, "source", "/dev/kmsg");
+    header_window(h, c, k, s);
+    if (s->ri.have_oldest) {
+        add_time(h, "ring_oldest_time", "ring_oldest_utc", s->ri.oldest_time);
+        cJSON_AddNumberToObject(h, "ring_oldest_seq", (double)s->ri.oldest_seq);
     } else
         cJSON_AddNullToObject(h, "ring_oldest_time");
-    cJSON_AddBoolToObject(h, "wrapped", wrapped);
-    cJSON_AddNumberToObject(h, "records_read", (double)k.read);
-    cJSON_AddNumberToObject(h, "records_overwritten", (double)k.overwritten);
-    if (ri.err)
-        cJSON_AddStringToObject(h, "error", strerror(ri.err));
-    if (ri.cut)
+    cJSON_AddBoolToObject(h, "wrapped", s->wrapped);
+    cJSON_AddNumberToObject(h, "records_read", (double)k->read);
+    cJSON_AddNumberToObject(h, "records_overwritten", (double)k->overwritten);
+    if (s->ri.err)
+        cJSON_AddStringToObject(h, "error", strerror(s->ri.err));
+    if (s->ri.cut)
         cJSON_AddStringToObject(h, "cut", "stopped at the deadline");
     cJSON_AddBoolToObject(h, "bus_lost_recent", c->bus_lost_recent);
     cJSON_AddNumberToObject(h, "bus_lost_window_s", c->cfg.smi_bus_lost_window_s);
     if (c->bus_lost_recent) {
         cJSON_AddStringToObject(h, "bus_lost_line", c->bus_lost_line);
-        add_time(h, "bus_lost_time", "bus_lost_utc", k.bus_t);
+        add_time(h, "bus_lost_time", "bus_lost_utc", k->bus_t);
         cJSON *bl = cJSON_AddArrayToObject(h, "bus_lost_pci");
-        for (int i = 0; i < k.nbus; i++)
-            cJSON_AddItemToArray(bl, cJSON_CreateString(k.bus_pci[i]));
+        for (int i = 0; i < k->nbus; i++)
+            cJSON_AddItemToArray(bl, cJSON_CreateString(k->bus_pci[i]));
     }
-    cJSON *fb = cJSON_AddObjectToObject(h, "kern_log");
-    cJSON_AddBoolToObject(fb, "used", fallback);
-    if (fallback)
-        cJSON_AddStringToObject(fb, "why", !readable       ? "/dev/kmsg is unreadable"
-                                           : !ri.have_oldest ? "the ring is empty"
-                                           : wrapped         ? "the ring wrapped past the window start"
-                                                             : "the window starts before this boot");
-    cJSON_AddItemToObject(fb, "files", files);
-    cJSON_AddNumberToObject(fb, "lines", (double)nklog);
-    cJSON_AddStringToObject(fb, "journal", "not read");
-    cJSON *sc = cJSON_AddObjectToObject(h, "scope");
-    cJSON_AddBoolToObject(sc, "limited", k.scoped);
-    cJSON_AddStringToObject(sc, "why", root_only   ? "root-only bundle: every matching line"
-                                       : !restricted ? "dmesg_restrict is 0: any user may read "
-                                                       "the kernel log"
-                                                     : "the crashed uid may read this bundle: "
-                                                       "lines about this process and GPU driver "
-                                                       "lines only (dmesg_restrict is set)");
-    cJSON_AddNumberToObject(sc, "pids", (double)k.npids);
-    cJSON_AddNumberToObject(sc, "filtered", (double)k.filtered);
-    cJSON_AddNumberToObject(h, "lines_kept", (double)(nring + nklog));
-    cJSON_AddBoolToObject(h, "truncated", dropped > 0 || ri.cut);
-    cJSON_AddNumberToObject(h, "dropped", (double)dropped);
+    header_kernlog_scope(h, k, s);
+    cJSON_AddNumberToObject(h, "lines_kept", (double)(s->nring + s->nklog));
+    cJSON_AddBoolToObject(h, "truncated", s->dropped > 0 || s->ri.cut);
+    cJSON_AddNumberToObject(h, "dropped", (double)s->dropped);
     cJSON_AddNumberToObject(h, "max_bytes", (double)c->cfg.kmsg_max);
+    return h;
+}
 
+/* kmsg.json: the header with lines[] spliced in before its closing brace (the lines are kept
+ * serialized), oldest first. Frees h. Returns NULL when out of memory. */
+static char *kmsg_json(cJSON *h, const struct kctx *k, size_t *outlen)
+{
     char *hs = cJSON_PrintUnformatted(h);
     cJSON_Delete(h);
     char *out = NULL;
-    size_t outlen = 0;
-    if (hs) {
-        size_t hl = strlen(hs); /* ends in '}': lines[] goes before it, oldest first */
-        out = malloc(hl + k.ring.bytes + k.klog.bytes + 32);
-        if (out) {
-            char *o = out;
-            memcpy(o, hs, hl - 1);
-            o += hl - 1;
-            memcpy(o, ",\"lines\":[", 10);
-            o += 10;
-            int first = 1;
-            o = append_lines(o, &k.klog, &first);
-            o = append_lines(o, &k.ring, &first);
-            memcpy(o, "]}", 2);
-            o += 2;
-            outlen = (size_t)(o - out);
-        }
-        free(hs);
+    *outlen = 0;
+    if (!hs)
+        return NULL;
+    size_t hl = strlen(hs); /* ends in '}': lines[] goes before it, oldest first */
+    out = malloc(hl + k->ring.bytes + k->klog.bytes + 32);
+    if (out) {
+        char *o = out;
+        memcpy(o, hs, hl - 1);
+        o += hl - 1;
+        memcpy(o, ",\"lines\":[", 10);
+        o += 10;
+        int first = 1;
+        o = append_lines(o, &k->klog, &first);
+        o = append_lines(o, &k->ring, &first);
+        memcpy(o, "]}", 2);
+        o += 2;
+        *outlen = (size_t)(o - out);
     }
+    free(hs);
+    return out;
+}
+
+/* The kmsg.json step: its status by what happened to the ring, and a reason that says what
+ * was kept, from where, and what was left out. */
+static void kmsg_step(struct cap *c, const struct kctx *k, const struct ksum *s, double t0,
+                      int werr, int have_out)
+{
+    char more[200] = "";
+    size_t m = 0;
+    if (s->nklog)
+        m += (size_t)snprintf(more + m, sizeof(more) - m, "; %zu from kern.log (%s)", s->nklog,
+                              !s->readable ? "ring unreadable"
+                              : s->wrapped ? "ring wrapped"
+                                           : "window before the ring");
+    if (s->dropped && m < sizeof(more))
+        m += (size_t)snprintf(more + m, sizeof(more) - m, "; %zu oldest dropped (kmsg_max)",
+                              s->dropped);
+    if (s->ri.cut && m < sizeof(more))
+        m += (size_t)snprintf(more + m, sizeof(more) - m, "; stopped at the %.0f s deadline",
+                              DEADLINE_S);
+    if (k->filtered && m < sizeof(more))
+        m +=
+            (size_t)snprintf(more + m, sizeof(more) - m,
+                             "; %zu other processes' lines left out (dmesg_restrict)", k->filtered);
+    if (c->bus_lost_recent && m < sizeof(more))
+        snprintf(more + m, sizeof(more) - m, "; GPU bus loss in the last %u s",
+                 c->cfg.smi_bus_lost_window_s);
+    int err = s->ri.err;
+    if (werr)
+        cap_step(c, "kmsg.json", "failed", t0, "cannot write the member: %s",
+                 have_out ? strerror(c->bw.err) : "out of memory");
+    else if (!s->readable && (err == ENOENT || err == ENXIO || err == ENODEV))
+        cap_step(c, "kmsg.json", "absent", t0, "no /dev/kmsg (%s)%s", strerror(err), more);
+    else if (!s->readable && (err == EPERM || err == EACCES))
+        cap_step(c, "kmsg.json", "refused", t0,
+                 "/dev/kmsg: %s (dmesg_restrict without CAP_SYSLOG?)%s", strerror(err), more);
+    else if (!s->readable)
+        cap_step(c, "kmsg.json", "failed", t0, "/dev/kmsg: %s%s", strerror(err), more);
+    else
+        cap_step(c, "kmsg.json", "ok", t0, "%zu lines kept of %zu read%s", s->nring, k->read, more);
+}
+
+void kmsg_collect(struct cap *c)
+{
+    double t0 = now_mono();
+    struct kctx k;
+    memset(&k, 0, sizeof(k));
+    struct ksum s;
+    memset(&s, 0, sizeof(s));
+    kmsg_window(&k, &s, c, t0);
+    kmsg_read(&k, &s);
+    kmsg_bus_lost(c, &k);
+    size_t outlen;
+    char *out = kmsg_json(kmsg_header(c, &k, &s), &k, &outlen);
+    int have_out = out != NULL;
     int werr = !out || bw_add(&c->bw, "kmsg.json", out, outlen);
     free(out);
     lines_free(&k.ring);
     lines_free(&k.klog);
     free(k.pids);
-
-    char more[200] = "";
-    size_t m = 0;
-    if (nklog)
-        m += (size_t)snprintf(more + m, sizeof(more) - m, "; %zu from kern.log (%s)", nklog,
-                              !readable ? "ring unreadable"
-                              : wrapped ? "ring wrapped"
-                                        : "window before the ring");
-    if (dropped && m < sizeof(more))
-        m += (size_t)snprintf(more + m, sizeof(more) - m, "; %zu oldest dropped (kmsg_max)",
-                              dropped);
-    if (ri.cut && m < sizeof(more))
-        m += (size_t)snprintf(more + m, sizeof(more) - m, "; stopped at the %.0f s deadline",
-                              DEADLINE_S);
-    if (k.filtered && m < sizeof(more))
-        m += (size_t)snprintf(more + m, sizeof(more) - m,
-                              "; %zu other processes' lines left out (dmesg_restrict)", k.filtered);
-    if (c->bus_lost_recent && m < sizeof(more))
-        snprintf(more + m, sizeof(more) - m, "; GPU bus loss in the last %u s",
-                 c->cfg.smi_bus_lost_window_s);
-    if (werr)
-        cap_step(c, "kmsg.json", "failed", t0, "cannot write the member: %s",
-                 out ? strerror(c->bw.err) : "out of memory");
-    else if (!readable && (ri.err == ENOENT || ri.err == ENXIO || ri.err == ENODEV))
-        cap_step(c, "kmsg.json", "absent", t0, "no /dev/kmsg (%s)%s", strerror(ri.err), more);
-    else if (!readable && (ri.err == EPERM || ri.err == EACCES))
-        cap_step(c, "kmsg.json", "refused", t0,
-                 "/dev/kmsg: %s (dmesg_restrict without CAP_SYSLOG?)%s", strerror(ri.err), more);
-    else if (!readable)
-        cap_step(c, "kmsg.json", "failed", t0, "/dev/kmsg: %s%s", strerror(ri.err), more);
-    else
-        cap_step(c, "kmsg.json", "ok", t0, "%zu lines kept of %zu read%s", nring, k.read, more);
+    kmsg_step(c, &k, &s, t0, werr, have_out);
 }

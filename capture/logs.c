@@ -330,6 +330,100 @@ static int dup_process_fd(struct cap *c, int n, char *target, size_t tlen)
     return fd;
 }
 
+/* Reads exactly want bytes under the deadline (*timed_out once it has passed). Returns 1, or 0
+ * at EOF, an error or the deadline. */
+static int read_full(int fd, char *dst, size_t want, double deadline, int *timed_out)
+{
+    for (size_t got = 0; got < want;) {
+        double left = deadline - now_mono();
+        struct pollfd pf = {fd, POLLIN, 0};
+        if (left <= 0 || poll(&pf, 1, (int)(left * 1000) + 1) <= 0) {
+            if (now_mono() >= deadline)
+                *timed_out = 1;
+            if (errno == EINTR && !*timed_out)
+                continue;
+            return 0;
+        }
+        ssize_t n = read(fd, dst + got, want - got);
+        if (n <= 0)
+            return 0;
+        got += (size_t)n;
+    }
+    return 1;
+}
+
+/* One record from the child: a header, then r->len bytes (*data, malloc'ed), each under the
+ * deadline. Returns 1, or 0 when there is none (the end, or a broken or oversized one). */
+static int read_rec(const struct cap *c, int fd, double deadline, struct rec *r, char **data,
+                    int *timed_out)
+{
+    *data = NULL;
+    if (!read_full(fd, (char *)r, sizeof(*r), deadline, timed_out))
+        return 0;
+    size_t want = (size_t)r->len;
+    if (r->len > c->cfg.log_tail + c->cfg.ml_file_max || !(*data = malloc(want ? want : 1)))
+        return 0;
+    if (!read_full(fd, *data, want, deadline, timed_out)) {
+        free(*data);
+        *data = NULL;
+        return 0;
+    }
+    r->member[sizeof(r->member) - 1] = r->step[sizeof(r->step) - 1] = 0;
+    r->status[sizeof(r->status) - 1] = r->detail[sizeof(r->detail) - 1] = 0;
+    return 1;
+}
+
+/* Every record the child sends: its member added, its step recorded. Returns whether the
+ * deadline passed. */
+static int take_records(struct cap *c, int fd, double t, double deadline)
+{
+    int timed_out = 0;
+    struct rec r;
+    char *data;
+    while (read_rec(c, fd, deadline, &r, &data, &timed_out)) {
+        if (r.member[0] && bw_add(&c->bw, r.member, data, (size_t)r.len))
+            cap_step(c, r.step, "failed", t, "%s: write: %s", r.detail, strerror(c->bw.err));
+        else
+            cap_step(c, r.step, r.status, t, "%s", r.detail);
+        free(data);
+    }
+    return timed_out;
+}
+
+/* Forks the reader child over the process's stdout/stderr (fds) and takes what it sends, under
+ * checkpoint_timeout: a child still reading then is killed, and never waited on long (it may
+ * be stuck in uninterruptible sleep on a dead mount). */
+static void read_as_user(struct cap *c, double t, const int fds[2], char targets[2][512])
+{
+    int pfd[2];
+    if (pipe2(pfd, O_CLOEXEC)) {
+        cap_step(c, "logs", "failed", t, "pipe: %s", strerror(errno));
+        return;
+    }
+    pid_t p = fork();
+    if (p == 0) {
+        close(pfd[0]);
+        child(c, pfd[1], fds, targets);
+    }
+    close(pfd[1]);
+    if (p < 0) {
+        close(pfd[0]);
+        cap_step(c, "logs", "failed", t, "fork: %s", strerror(errno));
+        return;
+    }
+    double deadline = t + (c->cfg.checkpoint_timeout_s ? c->cfg.checkpoint_timeout_s : 5);
+    int timed_out = take_records(c, pfd[0], t, deadline);
+    close(pfd[0]);
+    if (timed_out) {
+        kill(p, SIGKILL);
+        cap_step(c, "logs", "timeout", t, "reading logs took over %u s (dead mount?)",
+                 c->cfg.checkpoint_timeout_s);
+    }
+    /* never wait on a child stuck in uninterruptible sleep */
+    for (int i = 0; i < 100 && waitpid(p, NULL, WNOHANG) == 0; i++)
+        usleep(2000);
+}
+
 void logs_collect(struct cap *c)
 {
     double t = now_mono();
@@ -341,81 +435,7 @@ void logs_collect(struct cap *c)
     char targets[2][512];
     for (int i = 0; i < 2; i++)
         fds[i] = dup_process_fd(c, i + 1, targets[i], sizeof(targets[i]));
-    int pfd[2];
-    if (pipe2(pfd, O_CLOEXEC)) {
-        cap_step(c, "logs", "failed", t, "pipe: %s", strerror(errno));
-        goto out;
-    }
-    pid_t p = fork();
-    if (p == 0) {
-        close(pfd[0]);
-        child(c, pfd[1], fds, targets);
-    }
-    close(pfd[1]);
-    if (p < 0) {
-        close(pfd[0]);
-        cap_step(c, "logs", "failed", t, "fork: %s", strerror(errno));
-        goto out;
-    }
-    double deadline = t + (c->cfg.checkpoint_timeout_s ? c->cfg.checkpoint_timeout_s : 5);
-    int timed_out = 0;
-    for (;;) {
-        struct rec r;
-        size_t got = 0;
-        char *data = NULL;
-        int ok = 1;
-        /* a header, then r.len bytes, each under the deadline */
-        for (int phase = 0; phase < 2 && ok; phase++) {
-            size_t want = phase ? (size_t)r.len : sizeof(r);
-            if (phase) {
-                if (r.len > c->cfg.log_tail + c->cfg.ml_file_max ||
-                    !(data = malloc(want ? want : 1))) {
-                    ok = 0;
-                    break;
-                }
-            }
-            char *dst = phase ? data : (char *)&r;
-            for (got = 0; got < want;) {
-                double left = deadline - now_mono();
-                struct pollfd pf = {pfd[0], POLLIN, 0};
-                if (left <= 0 || poll(&pf, 1, (int)(left * 1000) + 1) <= 0) {
-                    if (now_mono() >= deadline)
-                        timed_out = 1;
-                    if (errno == EINTR && !timed_out)
-                        continue;
-                    ok = 0;
-                    break;
-                }
-                ssize_t n = read(pfd[0], dst + got, want - got);
-                if (n <= 0) {
-                    ok = 0;
-                    break;
-                }
-                got += (size_t)n;
-            }
-        }
-        if (!ok) {
-            free(data);
-            break;
-        }
-        r.member[sizeof(r.member) - 1] = r.step[sizeof(r.step) - 1] = 0;
-        r.status[sizeof(r.status) - 1] = r.detail[sizeof(r.detail) - 1] = 0;
-        if (r.member[0] && bw_add(&c->bw, r.member, data, (size_t)r.len))
-            cap_step(c, r.step, "failed", t, "%s: write: %s", r.detail, strerror(c->bw.err));
-        else
-            cap_step(c, r.step, r.status, t, "%s", r.detail);
-        free(data);
-    }
-    close(pfd[0]);
-    if (timed_out) {
-        kill(p, SIGKILL);
-        cap_step(c, "logs", "timeout", t, "reading logs took over %u s (dead mount?)",
-                 c->cfg.checkpoint_timeout_s);
-    }
-    /* never wait on a child stuck in uninterruptible sleep */
-    for (int i = 0; i < 100 && waitpid(p, NULL, WNOHANG) == 0; i++)
-        usleep(2000);
-out:
+    read_as_user(c, t, fds, targets);
     for (int i = 0; i < 2; i++)
         if (fds[i] >= 0)
             close(fds[i]);

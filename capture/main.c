@@ -258,13 +258,10 @@ static int finish(struct cap *c)
     return rc;
 }
 
-int main(int argc, char **argv)
+/* The entry's arguments: --snap, --event, or the kernel's core_pattern specifiers. Returns 0,
+ * or the exit status (2) once the usage has gone to stderr or the kernel log. */
+static int parse_entry(struct cap *c, int argc, char **argv)
 {
-    fds_safe();
-    struct cap cap, *c = &cap;
-    cap_init(c);
-    c->kmsgfd = open("/dev/kmsg", O_WRONLY | O_CLOEXEC | O_NONBLOCK);
-    umask(077);
     if (argc > 1 && !strcmp(argv[1], "--snap")) {
         if (snap_parse_args(c, argc, argv)) {
             fprintf(stderr, "usage: crashpack-capture --snap [-c CONFIG] [--bundle-dir DIR] "
@@ -286,12 +283,18 @@ int main(int argc, char **argv)
                             "%%s %%t %%u %%g %%d %%c %%h [%%F]\n");
         return 2;
     }
+    return 0;
+}
+
+/* The configuration file over the defaults; a broken one must not lose the crash: defaults,
+ * and a failed `config` step says so. Then what --snap and --event override. */
+static void load_config(struct cap *c)
+{
     cp_config_defaults(&c->cfg);
     char err[300] = "";
     double t = now_mono();
     if (cp_config_load(&c->cfg, c->config_path ? c->config_path : CP_DEFAULT_CONFIG,
                        c->config_path != NULL, err, sizeof(err))) {
-        /* a broken config must not lose the crash: defaults, and say so */
         cap_step(c, "config", "failed", t, "%s; using defaults", err);
         cp_config_defaults(&c->cfg);
     }
@@ -299,38 +302,112 @@ int main(int argc, char **argv)
         snap_config(c);
     if (c->event)
         event_config(c);
+}
+
+/* One death, one bundle: when the kernel's core, the exception or the OOM kill already has a
+ * bundle (event_duplicate), the kernel log and the waiting caller are told its path. Returns 1
+ * then (nothing more is written), else 0. The bundle directory is opened here. */
+static int already_captured(struct cap *c, char *err, size_t errlen)
+{
+    char dup[CP_PATH_MAX + 64];
+    if (open_bundle_dir(c, err, errlen) || !event_duplicate(c, dup, sizeof(dup)))
+        return 0;
+    kmsg_log(c->kmsgfd, "pid %d (%s) %s: already captured as %s (%s)\n", (int)c->pid, c->comm,
+             c->death_kind, dup, c->dup_kind);
+    if (c->snap_status_fd >= 0) {
+        char line[sizeof(dup) + 64];
+        int n = snprintf(line, sizeof(line), "duplicate %s\n", dup);
+        if (n > 0 && write(c->snap_status_fd, line, (size_t)n) < 0) {
+            /* the caller went away */
+        }
+    }
+    return 1;
+}
+
+/* The locked temporary bundle, once the guard admits one (err: why the bundle directory did
+ * not open, if it did not). Returns 0, or -1 when the crash is not captured, which the kernel
+ * log (and crashpack snap's stderr) are told. */
+static int open_bundle(struct cap *c, char *err, size_t errlen)
+{
+    if (c->dirfd >= 0 && !guard_admit(c, err, errlen) && !open_temp(c, err, errlen)) {
+        bw_init(&c->bw, c->outfd, c->cfg.level, (time_t)c->crash_time);
+        c->bw.scrub = &c->scrub; /* the secret values proc_identify found, masked in every member */
+        guard_attach(c);
+        return 0;
+    }
+    if (c->dirfd < 0 && !err[0])
+        snprintf(err, errlen, "cannot open the bundle directory");
+    kmsg_log(c->kmsgfd, "pid %d (%s) signal %d: crash NOT captured: %s\n", (int)c->pid, c->comm,
+             c->sig, err);
+    if (c->snap)
+        fprintf(stderr, "crashpack-capture: pid %d NOT captured: %s\n", (int)c->pid, err);
+    return -1;
+}
+
+/* Step 8, recorded: no effective capabilities, no_new_privs. */
+static void drop_privileges(struct cap *c)
+{
+    double t = now_mono();
+    if (privs_drop(c))
+        cap_step(c, "drop_privileges", "failed", t, "%s", strerror(errno));
+    else
+        cap_step(c, "drop_privileges", "ok", t, "no effective capabilities, no_new_privs");
+}
+
+/* The core member, unless the mode is metadata-only. */
+static void core(struct cap *c)
+{
+    if (c->mode != CP_MODE_META)
+        stream_core(c);
+    else
+        cap_step(c, "core", "skipped", now_mono(), "%s", c->mode_reason);
+}
+
+/* The kernel waits for every reader of the pipe: closing it lets the kernel reap the process. */
+static void release_pipe(struct cap *c)
+{
+    close(0);
+    open("/dev/null", O_RDONLY);
+    cJSON_AddNumberToObject(c->extra, "drain_ms", (now_mono() - c->t0) * 1000);
+}
+
+/* The finisher, detached (its own session, its own deadline): the handler returns at once. If
+ * the fork fails it runs inline, which only delays the handler's exit, not the reaping. Returns
+ * the exit status. */
+static int finish_detached(struct cap *c)
+{
+    pid_t p = fork();
+    if (p > 0)
+        return 0;
+    if (p == 0) {
+        setsid();
+        alarm(c->cfg.finisher_deadline_s);
+    }
+    return finish(c) ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    fds_safe();
+    struct cap cap, *c = &cap;
+    cap_init(c);
+    c->kmsgfd = open("/dev/kmsg", O_WRONLY | O_CLOEXEC | O_NONBLOCK);
+    umask(077);
+    int rc = parse_entry(c, argc, argv);
+    if (rc)
+        return rc;
+    load_config(c);
     /* a last resort: whatever hangs, the process dies, the kernel gets its pipe back, and the
      * temporary is salvaged by the next capture */
     alarm(c->cfg.deadline_s + 60);
     proc_identify(c);
     if (!c->comm[0])
         snprintf(c->comm, sizeof(c->comm), "pid%d", (int)c->pid);
-    char dup[CP_PATH_MAX + 64];
-    if (open_bundle_dir(c, err, sizeof(err)) == 0 && event_duplicate(c, dup, sizeof(dup))) {
-        /* one death, one bundle: the kernel's core, the exception or the OOM kill has it */
-        kmsg_log(c->kmsgfd, "pid %d (%s) %s: already captured as %s (%s)\n", (int)c->pid, c->comm,
-                 c->death_kind, dup, c->dup_kind);
-        if (c->snap_status_fd >= 0) {
-            char line[sizeof(dup) + 64];
-            int n = snprintf(line, sizeof(line), "duplicate %s\n", dup);
-            if (n > 0 && write(c->snap_status_fd, line, (size_t)n) < 0) {
-                /* the caller went away */
-            }
-        }
+    char err[300] = "";
+    if (already_captured(c, err, sizeof(err)))
         return 0;
-    }
-    if (c->dirfd < 0 || guard_admit(c, err, sizeof(err)) || open_temp(c, err, sizeof(err))) {
-        if (c->dirfd < 0 && !err[0])
-            snprintf(err, sizeof(err), "cannot open the bundle directory");
-        kmsg_log(c->kmsgfd, "pid %d (%s) signal %d: crash NOT captured: %s\n", (int)c->pid,
-                 c->comm, c->sig, err);
-        if (c->snap)
-            fprintf(stderr, "crashpack-capture: pid %d NOT captured: %s\n", (int)c->pid, err);
+    if (open_bundle(c, err, sizeof(err)))
         return 1;
-    }
-    bw_init(&c->bw, c->outfd, c->cfg.level, (time_t)c->crash_time);
-    c->bw.scrub = &c->scrub; /* the secret values proc_identify found, masked in every member */
-    guard_attach(c);
     choose_mode(c);
     /* quick evidence, as root, before the drain: the process is still there */
     proc_collect(c);
@@ -342,30 +419,11 @@ int main(int argc, char **argv)
     enrich_open_root(c);
     /* slow evidence runs while the core drains and lands after it */
     smi_start(c);
-    t = now_mono();
-    if (privs_drop(c))
-        cap_step(c, "drop_privileges", "failed", t, "%s", strerror(errno));
-    else
-        cap_step(c, "drop_privileges", "ok", t, "no effective capabilities, no_new_privs");
-    if (c->mode != CP_MODE_META)
-        stream_core(c);
-    else
-        cap_step(c, "core", "skipped", now_mono(), "%s", c->mode_reason);
+    drop_privileges(c);
+    core(c);
     if (c->snap)
         snap_collect_info(c);
     event_add_members(c);
-    /* the kernel waits for every reader of the pipe: let it reap the process now */
-    close(0);
-    open("/dev/null", O_RDONLY);
-    cJSON_AddNumberToObject(c->extra, "drain_ms", (now_mono() - c->t0) * 1000);
-
-    pid_t p = fork();
-    if (p > 0)
-        return 0;
-    if (p == 0) {
-        setsid();
-        alarm(c->cfg.finisher_deadline_s);
-    }
-    /* fork failed: finish inline, which only delays the handler's exit, not the reaping */
-    return finish(c) ? 1 : 0;
+    release_pipe(c);
+    return finish_detached(c);
 }

@@ -200,11 +200,111 @@ static unsigned long long self_start_ticks(void)
     return v;
 }
 
+/* %F: is fd 3 a pidfd for our pid? One that is no pidfd at all is dropped (an older kernel);
+ * a pidfd of another or of a reaped process fails closed. Returns 0, or -1 when unverified. */
+static int check_pidfd(struct cap *c, double t)
+{
+    if (c->pidfd < 0) {
+        cap_step(c, "pidfd", "absent", t, "no %%F in core_pattern");
+        return 0;
+    }
+    long fpid = pidfd_pid(c->pidfd);
+    if (fpid == -2) {
+        cap_step(c, "pidfd", "absent", t, "fd %d is not a pidfd (kernel before 6.16?)", c->pidfd);
+        c->pidfd = -1;
+    } else if (fpid != c->pid) {
+        return unverified(c, t, "pidfd", "fd %d is a pidfd of %s, not of pid %d", c->pidfd,
+                          fpid == -1 ? "a process that has exited and been reaped"
+                                     : "another process",
+                          (int)c->pid);
+    } else {
+        cap_step(c, "pidfd", "ok", t, "fd %d", c->pidfd);
+    }
+    return 0;
+}
+
+/* Whether /proc/<pid> (its stat and status) is the crashed process: why not, into why; 0 when
+ * it is. uids/gids get status's Uid:/Gid: lines (real, effective, saved, fs).
+ *
+ * A process cannot start after it crashed, nor after its handler started (the kernel starts the
+ * handler while the process still holds its pid): both start times are ticks of one clock, exact
+ * to a tick. Against %t: btime, start/HZ and %t are all rounded down, so the process's start so
+ * computed is at most %t; anything later is another process, with no slack needed (the old
+ * window accepted 2 s after %t). */
+static int not_the_process(const struct cap *c, const char *stat, const char *status,
+                           unsigned uids[4], unsigned gids[4], char *why, size_t n)
+{
+    unsigned long long start = 0, self = self_start_ticks();
+    long long bt = boot_time(), hz = sysconf(_SC_CLK_TCK);
+    if (!stat || !status || cp_stat_field(stat, 22, &start)) {
+        snprintf(why, n, "cannot read stat/status");
+        return 1;
+    }
+    if (self && start > self) {
+        snprintf(why, n, "process started after its handler (tick %llu > %llu): pid reused", start,
+                 self);
+        return 1;
+    }
+    if (bt > 0 && hz > 0 && c->crash_time > 0 &&
+        bt + (long long)(start / (unsigned long long)hz) > c->crash_time) {
+        snprintf(why, n, "process started after the crash: pid reused");
+        return 1;
+    }
+    if (read_status_ids(status, "\nUid:", uids) || read_status_ids(status, "\nGid:", gids)) {
+        snprintf(why, n, "no Uid/Gid in status");
+        return 1;
+    }
+    if (uids[0] != c->uid || gids[0] != c->gid) {
+        snprintf(why, n, "uid/gid %u/%u differ from the kernel's %u/%u", uids[0], gids[0],
+                 (unsigned)c->uid, (unsigned)c->gid);
+        return 1;
+    }
+    return 0;
+}
+
+/* AT_SECURE from auxv: setuid/setgid/file capabilities. */
+static int auxv_secure(const struct cap *c)
+{
+    size_t len;
+    int tr;
+    int at_secure = 0;
+    char *auxv = read_file_at(c->procfd, "auxv", 1 << 16, &len, &tr);
+    for (size_t i = 0; auxv && i + 16 <= len; i += 16) {
+        uint64_t k, v;
+        memcpy(&k, auxv + i, 8);
+        memcpy(&v, auxv + i + 8, 8);
+        if (k == AT_SECURE)
+            at_secure = v != 0;
+    }
+    free(auxv);
+    return at_secure;
+}
+
+/* The verified process's facts: effective ids, name, executable, whether it is secure, where
+ * the kernel put argv and envp (the core's copies are redacted in place), its environment. */
+static void read_facts(struct cap *c, const char *stat, const char *status, const unsigned uids[4],
+                       const unsigned gids[4])
+{
+    c->euid = uids[1];
+    c->egid = gids[1];
+    const char *p = strstr(status, "Name:");
+    if (p)
+        sscanf(p + 5, " %63[^\n]", c->comm);
+    ssize_t n = readlinkat(c->procfd, "exe", c->exe, sizeof(c->exe) - 1);
+    c->exe[n > 0 ? n : 0] = 0;
+    int at_secure = auxv_secure(c);
+    c->secure = c->dumpable != 1 || at_secure || uids[0] != uids[1] || gids[0] != gids[1];
+    cp_stat_field(stat, 48, &c->arg_start);
+    cp_stat_field(stat, 49, &c->arg_end);
+    cp_stat_field(stat, 50, &c->env_start);
+    cp_stat_field(stat, 51, &c->env_end);
+    int tr;
+    c->environ_raw = read_file_at(c->procfd, "environ", 1 << 20, &c->environ_len, &tr);
+}
+
 int proc_identify(struct cap *c)
 {
     double t = now_mono();
-    char path[64];
-    /* %F: is fd 3 a pidfd for our pid? A pidfd of another or of a reaped process fails closed */
     if (c->event && c->event_gone) {
         cap_step(c, "identify", "absent", t, "%s",
                  c->start_ticks ? "the process has ended (or its pid is another process's now): "
@@ -212,24 +312,10 @@ int proc_identify(struct cap *c)
                                 : "no start time given: nothing is read from /proc/<pid>");
         return -1;
     }
-    if (c->pidfd >= 0) {
-        long fpid = pidfd_pid(c->pidfd);
-        if (fpid == -2) {
-            cap_step(c, "pidfd", "absent", t, "fd %d is not a pidfd (kernel before 6.16?)",
-                     c->pidfd);
-            c->pidfd = -1;
-        } else if (fpid != c->pid) {
-            return unverified(c, t, "pidfd", "fd %d is a pidfd of %s, not of pid %d", c->pidfd,
-                              fpid == -1 ? "a process that has exited and been reaped"
-                                         : "another process",
-                              (int)c->pid);
-        } else {
-            cap_step(c, "pidfd", "ok", t, "fd %d", c->pidfd);
-        }
-    } else {
-        cap_step(c, "pidfd", "absent", t, "no %%F in core_pattern");
-    }
+    if (check_pidfd(c, t))
+        return -1;
     t = now_mono();
+    char path[64];
     snprintf(path, sizeof(path), "/proc/%d", (int)c->pid);
     c->procfd = c->pid > 0 ? open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW) : -1;
     if (c->procfd < 0) {
@@ -245,67 +331,14 @@ int proc_identify(struct cap *c)
     int tr;
     char *stat = read_file_at(c->procfd, "stat", 1 << 16, &len, &tr);
     char *status = read_file_at(c->procfd, "status", 1 << 16, &len, &tr);
-    unsigned long long start = 0, self = self_start_ticks();
-    long long bt = boot_time(), hz = sysconf(_SC_CLK_TCK);
-    int bad = 0;
-    char why[160] = "";
-    /* A process cannot start after it crashed, nor after its handler started (the kernel starts
-     * the handler while the process still holds its pid): both start times are ticks of one
-     * clock, exact to a tick. Against %t: btime, start/HZ and %t are all rounded down, so the
-     * process's start so computed is at most %t; anything later is another process, with no
-     * slack needed (the old window accepted 2 s after %t). */
-    if (!stat || !status || cp_stat_field(stat, 22, &start)) {
-        bad = 1;
-        snprintf(why, sizeof(why), "cannot read stat/status");
-    } else if (self && start > self) {
-        bad = 1;
-        snprintf(why, sizeof(why), "process started after its handler (tick %llu > %llu): "
-                 "pid reused", start, self);
-    } else if (bt > 0 && hz > 0 && c->crash_time > 0 &&
-               bt + (long long)(start / (unsigned long long)hz) > c->crash_time) {
-        bad = 1;
-        snprintf(why, sizeof(why), "process started after the crash: pid reused");
-    }
     unsigned uids[4] = {0}, gids[4] = {0};
-    if (!bad && (read_status_ids(status, "\nUid:", uids) || read_status_ids(status, "\nGid:", gids))) {
-        bad = 1;
-        snprintf(why, sizeof(why), "no Uid/Gid in status");
-    }
-    if (!bad && (uids[0] != c->uid || gids[0] != c->gid)) {
-        bad = 1;
-        snprintf(why, sizeof(why), "uid/gid %u/%u differ from the kernel's %u/%u", uids[0],
-                 gids[0], (unsigned)c->uid, (unsigned)c->gid);
-    }
-    if (bad) {
+    char why[160] = "";
+    if (not_the_process(c, stat, status, uids, gids, why, sizeof(why))) {
         free(stat);
         free(status);
         return unverified(c, t, "identify", "%s", why);
     }
-    c->euid = uids[1];
-    c->egid = gids[1];
-    char *p = strstr(status, "Name:");
-    if (p)
-        sscanf(p + 5, " %63[^\n]", c->comm);
-    ssize_t n = readlinkat(c->procfd, "exe", c->exe, sizeof(c->exe) - 1);
-    c->exe[n > 0 ? n : 0] = 0;
-    /* AT_SECURE from auxv: setuid/setgid/file capabilities */
-    int at_secure = 0;
-    char *auxv = read_file_at(c->procfd, "auxv", 1 << 16, &len, &tr);
-    for (size_t i = 0; auxv && i + 16 <= len; i += 16) {
-        uint64_t k, v;
-        memcpy(&k, auxv + i, 8);
-        memcpy(&v, auxv + i + 8, 8);
-        if (k == AT_SECURE)
-            at_secure = v != 0;
-    }
-    free(auxv);
-    c->secure = c->dumpable != 1 || at_secure || uids[0] != uids[1] || gids[0] != gids[1];
-    /* where the kernel put argv and envp: the core's copies are redacted in place */
-    cp_stat_field(stat, 48, &c->arg_start);
-    cp_stat_field(stat, 49, &c->arg_end);
-    cp_stat_field(stat, 50, &c->env_start);
-    cp_stat_field(stat, 51, &c->env_end);
-    c->environ_raw = read_file_at(c->procfd, "environ", 1 << 20, &c->environ_len, &tr);
+    read_facts(c, stat, status, uids, gids);
     plan_core_redaction(c);
     cap_step(c, "identify", "ok", t, "%s", c->secure ? "secure process: root-only bundle" : "");
     free(stat);
@@ -460,11 +493,9 @@ static void container_id(const char *cg, char *out, size_t n)
     }
 }
 
-static cJSON *manifest(struct cap *c)
+/* manifest.json's host: name, kernel, machine, boot id. */
+static void manifest_host(cJSON *m, const struct cap *c)
 {
-    cJSON *m = cJSON_CreateObject();
-    cJSON_AddStringToObject(m, "format", "crashpack-manifest/1");
-    cJSON_AddStringToObject(m, "crashpack_version", CP_VERSION);
     struct utsname u;
     cJSON *host = cJSON_AddObjectToObject(m, "host");
     cJSON_AddStringToObject(host, "hostname", c->hostname);
@@ -483,6 +514,12 @@ static cJSON *manifest(struct cap *c)
         cJSON_AddStringToObject(host, "boot_id", boot);
         free(boot);
     }
+}
+
+/* The kernel's facts: when, which pid and thread, which signal, whose. Returns the ns_tid item
+ * (corrected later from /proc/<pid>/status for snap and --event). */
+static cJSON *manifest_kernel_facts(cJSON *m, const struct cap *c)
+{
     cJSON_AddNumberToObject(m, "time", (double)c->crash_time);
     char iso[40];
     time_t tt = (time_t)c->crash_time;
@@ -503,73 +540,107 @@ static cJSON *manifest(struct cap *c)
     cJSON_AddNumberToObject(m, "dumpable", c->dumpable);
     cJSON_AddNumberToObject(m, "rlimit_core", (double)c->rlimit_core);
     cJSON_AddBoolToObject(m, "secure", c->secure);
-    if (c->procfd >= 0) {
-        cJSON_AddNumberToObject(m, "euid", c->euid);
-        cJSON_AddNumberToObject(m, "egid", c->egid);
-        cJSON_AddStringToObject(m, "exe", c->exe);
-        cJSON_AddStringToObject(m, "comm", c->comm);
-        char *cl = read_file_at(c->procfd, "cmdline", 1 << 16, &len, &tr);
-        cJSON *args = cJSON_AddArrayToObject(m, "cmdline");
-        if (cl) {
-            char *av[1024];
-            int ac = 0;
-            for (size_t i = 0; i < len && ac < 1024;) {
-                av[ac++] = cl + i;
-                i += strnlen(cl + i, len - i) + 1;
-            }
-            cp_mask_cmdline(&c->cfg, av, ac);
-            for (int i = 0; i < ac; i++)
-                cJSON_AddItemToArray(args, cJSON_CreateString(av[i]));
-            free(cl);
-        }
-        char cwd[1024];
-        ssize_t l = readlinkat(c->procfd, "cwd", cwd, sizeof(cwd) - 1);
-        if (l > 0) {
-            cwd[l] = 0;
-            cJSON_AddStringToObject(m, "cwd", cwd);
-        }
-        /* the process's root as the host sees it: "/" on the host, the container's root directory
-         * (a chroot, a pivot_root'ed overlay) otherwise; its files are what a --sysroot needs */
-        char rootp[1024];
-        l = readlinkat(c->procfd, "root", rootp, sizeof(rootp) - 1);
-        if (l > 0) {
-            rootp[l] = 0;
-            cJSON_AddStringToObject(m, "root", rootp);
-        }
-        char *cg = read_file_at(c->procfd, "cgroup", 1 << 16, &len, &tr);
-        if (cg) {
-            char *v2 = strstr(cg, "0::");
-            char *path = v2 ? v2 + 3 : strrchr(cg, ':') ? strrchr(cg, ':') + 1 : cg;
-            path[strcspn(path, "\n")] = 0;
-            cJSON_AddStringToObject(m, "cgroup", path);
-            char id[65];
-            container_id(path, id, sizeof(id));
-            if (id[0])
-                cJSON_AddStringToObject(m, "container_id", id);
-            free(cg);
-        }
-        char *status = read_file_at(c->procfd, "status", 1 << 16, &len, &tr);
-        if (c->ns_tid == c->tid && c->tid == c->pid) {
-            /* snap and --event are given the host's pid only: the pid the process itself sees
-             * (in a container, its own pid namespace) is the last NSpid value */
-            c->ns_tid = cp_nspid_last(status, c->ns_tid);
-            cJSON_SetNumberValue(nstid, c->ns_tid);
-        }
-        char *p = status ? strstr(status, "\nNSpid:") : NULL;
-        if (p) {
-            cJSON *nsp = cJSON_AddArrayToObject(m, "ns_pids");
-            for (char *q = p + 7; *q && *q != '\n';) {
-                char *e;
-                long v = strtol(q, &e, 10);
-                if (e == q)
-                    break;
-                cJSON_AddItemToArray(nsp, cJSON_CreateNumber((double)v));
-                q = e;
-            }
-        }
-        free(status);
-        add_ns(cJSON_AddObjectToObject(m, "namespaces"), c->procfd);
+    return nstid;
+}
+
+/* cmdline, secrets masked. */
+static void manifest_cmdline(cJSON *m, const struct cap *c)
+{
+    size_t len;
+    int tr;
+    char *cl = read_file_at(c->procfd, "cmdline", 1 << 16, &len, &tr);
+    cJSON *args = cJSON_AddArrayToObject(m, "cmdline");
+    if (!cl)
+        return;
+    char *av[1024];
+    int ac = 0;
+    for (size_t i = 0; i < len && ac < 1024;) {
+        av[ac++] = cl + i;
+        i += strnlen(cl + i, len - i) + 1;
     }
+    cp_mask_cmdline(&c->cfg, av, ac);
+    for (int i = 0; i < ac; i++)
+        cJSON_AddItemToArray(args, cJSON_CreateString(av[i]));
+    free(cl);
+}
+
+/* The target of the magic link /proc/<pid>/<link> as `key`, when it reads. */
+static void manifest_link(cJSON *m, const struct cap *c, const char *link, const char *key)
+{
+    char target[1024];
+    ssize_t l = readlinkat(c->procfd, link, target, sizeof(target) - 1);
+    if (l > 0) {
+        target[l] = 0;
+        cJSON_AddStringToObject(m, key, target);
+    }
+}
+
+/* The cgroup path (v2, else the last hierarchy's) and the container id it names, if any. */
+static void manifest_cgroup(cJSON *m, const struct cap *c)
+{
+    size_t len;
+    int tr;
+    char *cg = read_file_at(c->procfd, "cgroup", 1 << 16, &len, &tr);
+    if (!cg)
+        return;
+    char *v2 = strstr(cg, "0::");
+    char *path = v2 ? v2 + 3 : strrchr(cg, ':') ? strrchr(cg, ':') + 1 : cg;
+    path[strcspn(path, "\n")] = 0;
+    cJSON_AddStringToObject(m, "cgroup", path);
+    char id[65];
+    container_id(path, id, sizeof(id));
+    if (id[0])
+        cJSON_AddStringToObject(m, "container_id", id);
+    free(cg);
+}
+
+/* ns_pids (status's NSpid: the pid in each pid namespace); snap and --event are given the
+ * host's pid only: the pid the process itself sees (in a container, its own pid namespace) is
+ * the last NSpid value, and becomes ns_tid. */
+static void manifest_ns_pids(cJSON *m, struct cap *c, cJSON *nstid)
+{
+    size_t len;
+    int tr;
+    char *status = read_file_at(c->procfd, "status", 1 << 16, &len, &tr);
+    if (c->ns_tid == c->tid && c->tid == c->pid) {
+        c->ns_tid = cp_nspid_last(status, c->ns_tid);
+        cJSON_SetNumberValue(nstid, c->ns_tid);
+    }
+    char *p = status ? strstr(status, "\nNSpid:") : NULL;
+    if (p) {
+        cJSON *nsp = cJSON_AddArrayToObject(m, "ns_pids");
+        for (char *q = p + 7; *q && *q != '\n';) {
+            char *e;
+            long v = strtol(q, &e, 10);
+            if (e == q)
+                break;
+            cJSON_AddItemToArray(nsp, cJSON_CreateNumber((double)v));
+            q = e;
+        }
+    }
+    free(status);
+}
+
+/* What /proc/<pid> says of the process (only when it was opened and verified). */
+static void manifest_process(cJSON *m, struct cap *c, cJSON *nstid)
+{
+    cJSON_AddNumberToObject(m, "euid", c->euid);
+    cJSON_AddNumberToObject(m, "egid", c->egid);
+    cJSON_AddStringToObject(m, "exe", c->exe);
+    cJSON_AddStringToObject(m, "comm", c->comm);
+    manifest_cmdline(m, c);
+    manifest_link(m, c, "cwd", "cwd");
+    /* the process's root as the host sees it: "/" on the host, the container's root directory
+     * (a chroot, a pivot_root'ed overlay) otherwise; its files are what a --sysroot needs */
+    manifest_link(m, c, "root", "root");
+    manifest_cgroup(m, c);
+    manifest_ns_pids(m, c, nstid);
+    add_ns(cJSON_AddObjectToObject(m, "namespaces"), c->procfd);
+}
+
+/* manifest.json's capture (mode, identity, config, trigger, reason) and death objects. */
+static void manifest_capture(cJSON *m, const struct cap *c)
+{
     cJSON *cap = cJSON_AddObjectToObject(m, "capture");
     cJSON_AddStringToObject(cap, "mode", cp_mode_name(c->mode));
     if (c->mode_reason[0])
@@ -588,48 +659,64 @@ static cJSON *manifest(struct cap *c)
     cJSON_AddItemToObject(m, "death", event_death_json(c));
     if (c->snap || c->event)
         cJSON_AddStringToObject(cap, "reason", c->snap_reason);
+}
+
+/* The members a bundle may hold, in order; `when` says which bundles list one. */
+static const struct {
+    const char *name, *what;
+    int when; /* 0 always, 1 with /proc, 2 with a core, 3 not secure, 4 snap */
+} member_plan[] = {
+    {"manifest.json", "this file: who crashed, when, and how it was captured", 0},
+    {"proc/status", "/proc/<pid>/status", 1},
+    {"proc/stat", "/proc/<pid>/stat", 1},
+    {"proc/limits", "/proc/<pid>/limits", 1},
+    {"proc/cgroup", "/proc/<pid>/cgroup", 1},
+    {"proc/maps", "/proc/<pid>/maps (capped)", 1},
+    {"proc/mountinfo", "/proc/<pid>/mountinfo (capped)", 1},
+    {"proc/auxv", "/proc/<pid>/auxv (binary)", 1},
+    {"proc/fds.json", "open file descriptors and their targets", 1},
+    {"proc/threads.json", "threads: tid, name, state, wchan", 1},
+    {"proc/environ.json", "allow-listed environment values; names only for the rest", 3},
+    {"kmsg.json",
+     "kernel log lines that matter: NVIDIA Xid, OOM killer, segfault, MCE, hung "
+     "task, NVLink, dropped core dumps; wall-clock times and sources",
+     0},
+    {"gpu.json",
+     "this process's GPUs: /dev/nvidia minors, PCI bus ids, UUIDs, visible "
+     "devices, PCIe AER counters and link state",
+     1},
+    {"checkpoint.json", "the last saved checkpoint: path, size, mtime, inode, how it was found", 1},
+    {"logs/stderr.tail", "the end of stderr when it is a regular file", 1},
+    {"logs/stdout.tail", "the end of stdout when it is a regular file", 1},
+    {"ml/",
+     "ML debug files the environment names (NCCL flight recorder, torchelastic error "
+     "file, CUDA core dump), capped, never unpickled",
+     1},
+    {"core", "ELF core file (full or slim), opens in gdb as it is", 2},
+    {"snap.json",
+     "live capture: each thread's stop time, kernel state, syscall, kernel stack, "
+     "and the futex words threads wait on",
+     4},
+    {"nvidia-smi.xml", "nvidia-smi -q -x, run while the core drained (or why not)", 0},
+    {"checkpoint-verdict.json",
+     "is the checkpoint intact (zip/safetensors structure), and "
+     "the newest valid one",
+     1},
+    {"capture.json", "what succeeded or failed and why, sizes, core hash, timings", 0},
+};
+
+/* manifest.json's members: the planned ones this bundle may hold, then the handed-over ones. */
+static void manifest_members(cJSON *m, const struct cap *c)
+{
     cJSON *ms = cJSON_AddArrayToObject(m, "members");
-    struct {
-        const char *name, *what;
-        int when; /* 0 always, 1 with /proc, 2 with a core, 3 not secure, 4 snap */
-    } plan[] = {
-        {"manifest.json", "this file: who crashed, when, and how it was captured", 0},
-        {"proc/status", "/proc/<pid>/status", 1},
-        {"proc/stat", "/proc/<pid>/stat", 1},
-        {"proc/limits", "/proc/<pid>/limits", 1},
-        {"proc/cgroup", "/proc/<pid>/cgroup", 1},
-        {"proc/maps", "/proc/<pid>/maps (capped)", 1},
-        {"proc/mountinfo", "/proc/<pid>/mountinfo (capped)", 1},
-        {"proc/auxv", "/proc/<pid>/auxv (binary)", 1},
-        {"proc/fds.json", "open file descriptors and their targets", 1},
-        {"proc/threads.json", "threads: tid, name, state, wchan", 1},
-        {"proc/environ.json", "allow-listed environment values; names only for the rest", 3},
-        {"kmsg.json", "kernel log lines that matter: NVIDIA Xid, OOM killer, segfault, MCE, hung "
-                      "task, NVLink, dropped core dumps; wall-clock times and sources", 0},
-        {"gpu.json", "this process's GPUs: /dev/nvidia minors, PCI bus ids, UUIDs, visible "
-                     "devices, PCIe AER counters and link state", 1},
-        {"checkpoint.json", "the last saved checkpoint: path, size, mtime, inode, how it was found",
-         1},
-        {"logs/stderr.tail", "the end of stderr when it is a regular file", 1},
-        {"logs/stdout.tail", "the end of stdout when it is a regular file", 1},
-        {"ml/", "ML debug files the environment names (NCCL flight recorder, torchelastic error "
-                "file, CUDA core dump), capped, never unpickled", 1},
-        {"core", "ELF core file (full or slim), opens in gdb as it is", 2},
-        {"snap.json", "live capture: each thread's stop time, kernel state, syscall, kernel stack, "
-                      "and the futex words threads wait on", 4},
-        {"nvidia-smi.xml", "nvidia-smi -q -x, run while the core drained (or why not)", 0},
-        {"checkpoint-verdict.json", "is the checkpoint intact (zip/safetensors structure), and "
-                                    "the newest valid one", 1},
-        {"capture.json", "what succeeded or failed and why, sizes, core hash, timings", 0},
-    };
-    for (size_t i = 0; i < sizeof(plan) / sizeof(plan[0]); i++) {
-        int w = plan[i].when;
+    for (size_t i = 0; i < sizeof(member_plan) / sizeof(member_plan[0]); i++) {
+        int w = member_plan[i].when;
         if ((w == 1 && c->procfd < 0) || (w == 2 && c->mode == CP_MODE_META) ||
             (w == 3 && (c->procfd < 0 || c->secure)) || (w == 4 && !c->snap))
             continue;
         cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "name", plan[i].name);
-        cJSON_AddStringToObject(o, "what", plan[i].what);
+        cJSON_AddStringToObject(o, "name", member_plan[i].name);
+        cJSON_AddStringToObject(o, "what", member_plan[i].what);
         cJSON_AddItemToArray(ms, o);
     }
     for (size_t i = 0; i < c->nev_members; i++) {
@@ -638,6 +725,19 @@ static cJSON *manifest(struct cap *c)
         cJSON_AddStringToObject(o, "what", "handed over by the reporter (crashpack-capture --member)");
         cJSON_AddItemToArray(ms, o);
     }
+}
+
+static cJSON *manifest(struct cap *c)
+{
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "format", "crashpack-manifest/1");
+    cJSON_AddStringToObject(m, "crashpack_version", CP_VERSION);
+    manifest_host(m, c);
+    cJSON *nstid = manifest_kernel_facts(m, c);
+    if (c->procfd >= 0)
+        manifest_process(m, c, nstid);
+    manifest_capture(m, c);
+    manifest_members(m, c);
     return m;
 }
 

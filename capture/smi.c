@@ -468,24 +468,24 @@ static void add_json(struct cap *c, const char *status, const char *reason, stru
         bw_add(&c->bw, "nvidia-smi.partial", r->out, r->out_len);
 }
 
-/* The per-GPU runs (start_per_gpu): read under one deadline, killed at it, each recorded. */
-static void finish_per_gpu(struct cap *c)
+/* The collection deadline: nvidia_smi_timeout from the start, but the finisher dies at its own
+ * alarm (finisher_deadline), so at most half of that from now (*shortened when it cut in). */
+static double smi_deadline(const struct cap *c, int *shortened)
 {
-    double t0 = c->smi_started ? c->smi_started : now_mono();
-    int nj = c->smi_njobs;
-    struct smi_run *r = calloc((size_t)nj, sizeof(*r));
-    if (!r) {
-        cap_step(c, "nvidia-smi", "failed", t0, "out of memory");
-        return;
-    }
-    for (int i = 0; i < nj; i++)
-        r[i].spid = -1;
     double deadline = c->smi_started + c->cfg.nvidia_smi_timeout_s;
     double limit =
         now_mono() + (c->cfg.finisher_deadline_s > 1 ? c->cfg.finisher_deadline_s / 2 : 1);
-    if (deadline > limit)
+    *shortened = deadline > limit;
+    if (*shortened)
         deadline = limit;
-    int capped[CP_SMI_GPUS] = {0};
+    return deadline;
+}
+
+/* Reads every started per-GPU run's pipes until all are done or the deadline; a run whose
+ * output crosses the cap stops being read (capped[i]). */
+static void per_gpu_read(struct cap *c, struct smi_run *r, int capped[], double deadline)
+{
+    int nj = c->smi_njobs;
     for (;;) {
         struct pollfd pf[3 * CP_SMI_GPUS];
         int who[3 * CP_SMI_GPUS], what[3 * CP_SMI_GPUS], n = 0;
@@ -523,83 +523,127 @@ static void finish_per_gpu(struct cap *c)
                 drain_ctl(ri, j->ctl);
         }
     }
+}
+
+/* One started per-GPU run's outcome (a run still going, or capped, is killed: its group, or
+ * its supervisor when no pid came); its pipes are closed. Returns the status, why set. */
+static const char *per_gpu_outcome(struct cap *c, struct smi_job *j, struct smi_run *ri, int capped,
+                                   char *why, size_t n)
+{
+    const char *st;
+    int done = ri->out_eof && ri->err_eof && (ri->have_status || ri->ctl_eof);
+    if (!done || capped) {
+        if (ri->spid <= 0)
+            drain_ctl(ri, j->ctl);
+        if (ri->spid > 0)
+            kill(-ri->spid, SIGKILL);
+        else if (!ri->have_status)
+            kill(j->pid, SIGKILL);
+        st = capped ? "failed" : "timeout";
+        snprintf(why, n,
+                 capped ? "output over nvidia_smi_output_max; killed"
+                        : "no answer within the %u s deadline; killed (hung)",
+                 c->cfg.nvidia_smi_timeout_s);
+    } else if (ri->have_status && WIFEXITED(ri->wstatus) && WEXITSTATUS(ri->wstatus) == 0) {
+        st = "ok";
+    } else if (ri->have_status && WIFEXITED(ri->wstatus)) {
+        st = "failed";
+        snprintf(why, n, "exit status %d", WEXITSTATUS(ri->wstatus));
+    } else {
+        st = "failed";
+        snprintf(why, n,
+                 ri->have_status ? "killed by signal %d" : "the supervisor exited without a report",
+                 ri->have_status ? WTERMSIG(ri->wstatus) : 0);
+    }
+    close(j->fd), close(j->err), close(j->ctl);
+    j->fd = j->err = j->ctl = -1;
+    return st;
+}
+
+/* The per-GPU counts and lists, for the step's reason. */
+struct tally {
+    int nok, nlost, nbad;
+    char okl[200], badl[200]; /* the PCI ids that answered, that failed or hung */
+};
+
+static void tally_add(struct tally *tl, const char *st, const char *pci)
+{
+    char *lst = !strcmp(st, "ok") ? tl->okl : !strcmp(st, "skipped") ? NULL : tl->badl;
+    if (!strcmp(st, "ok"))
+        tl->nok++;
+    else if (!strcmp(st, "skipped"))
+        tl->nlost++;
+    else
+        tl->nbad++;
+    if (lst && strlen(lst) + strlen(pci) + 3 < sizeof(tl->okl))
+        snprintf(lst + strlen(lst), sizeof(tl->okl) - strlen(lst), "%s%s", lst[0] ? ", " : "", pci);
+}
+
+/* One GPU's entry of nvidia-smi.json (and its nvidia-smi/<pci>.xml member when it answered). */
+static void per_gpu_record(struct cap *c, struct smi_job *j, struct smi_run *ri, int capped,
+                           cJSON *arr, struct tally *tl)
+{
+    char why[300] = "";
+    const char *st = j->status[0] ? j->status : NULL;
+    if (st)
+        snprintf(why, sizeof(why), "%s", j->reason);
+    else
+        st = per_gpu_outcome(c, j, ri, capped, why, sizeof(why));
+    char member[64];
+    snprintf(member, sizeof(member), "nvidia-smi/%s.xml", j->pci);
+    if (!strcmp(st, "ok") && bw_add(&c->bw, member, ri->out ? ri->out : "", ri->out_len)) {
+        st = "failed";
+        snprintf(why, sizeof(why), "writing %s: %s", member, strerror(c->bw.err));
+    }
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "pci", j->pci);
+    cJSON_AddStringToObject(o, "status", st);
+    if (why[0])
+        cJSON_AddStringToObject(o, "reason", why);
+    else
+        cJSON_AddNullToObject(o, "reason");
+    if (!strcmp(st, "ok"))
+        cJSON_AddStringToObject(o, "member", member);
+    if (ri->have_status && WIFEXITED(ri->wstatus))
+        cJSON_AddNumberToObject(o, "exit_status", WEXITSTATUS(ri->wstatus));
+    cJSON_AddItemToArray(arr, o);
+    tally_add(tl, st, j->pci);
+}
+
+/* The per-GPU runs (start_per_gpu): read under one deadline, killed at it, each recorded. */
+static void finish_per_gpu(struct cap *c)
+{
+    double t0 = c->smi_started ? c->smi_started : now_mono();
+    int nj = c->smi_njobs;
+    struct smi_run *r = calloc((size_t)nj, sizeof(*r));
+    if (!r) {
+        cap_step(c, "nvidia-smi", "failed", t0, "out of memory");
+        return;
+    }
+    for (int i = 0; i < nj; i++)
+        r[i].spid = -1;
+    int shortened;
+    double deadline = smi_deadline(c, &shortened);
+    int capped[CP_SMI_GPUS] = {0};
+    per_gpu_read(c, r, capped, deadline);
     cJSON *js = cJSON_CreateObject();
     cJSON_AddStringToObject(js, "status", "per_gpu");
     cJSON_AddStringToObject(js, "path", c->cfg.nvidia_smi);
     cJSON_AddNumberToObject(js, "timeout_s", c->cfg.nvidia_smi_timeout_s);
     cJSON *arr = cJSON_CreateArray();
-    int nok = 0, nlost = 0, nbad = 0;
-    char okl[200] = "", badl[200] = "";
+    struct tally tl = {0, 0, 0, "", ""};
     for (int i = 0; i < nj; i++) {
-        struct smi_job *j = &c->smi_jobs[i];
-        struct smi_run *ri = &r[i];
-        char why[300] = "";
-        const char *st = j->status[0] ? j->status : NULL;
-        if (st) {
-            snprintf(why, sizeof(why), "%s", j->reason);
-        } else {
-            int done = ri->out_eof && ri->err_eof && (ri->have_status || ri->ctl_eof);
-            if (!done || capped[i]) {
-                if (ri->spid <= 0)
-                    drain_ctl(ri, j->ctl);
-                if (ri->spid > 0)
-                    kill(-ri->spid, SIGKILL);
-                else if (!ri->have_status)
-                    kill(j->pid, SIGKILL);
-                st = capped[i] ? "failed" : "timeout";
-                snprintf(why, sizeof(why), capped[i] ? "output over nvidia_smi_output_max; killed"
-                                                     : "no answer within the %u s deadline; killed (hung)",
-                         c->cfg.nvidia_smi_timeout_s);
-            } else if (ri->have_status && WIFEXITED(ri->wstatus) && WEXITSTATUS(ri->wstatus) == 0) {
-                st = "ok";
-            } else if (ri->have_status && WIFEXITED(ri->wstatus)) {
-                st = "failed";
-                snprintf(why, sizeof(why), "exit status %d", WEXITSTATUS(ri->wstatus));
-            } else {
-                st = "failed";
-                snprintf(why, sizeof(why), ri->have_status ? "killed by signal %d"
-                                                           : "the supervisor exited without a report",
-                         ri->have_status ? WTERMSIG(ri->wstatus) : 0);
-            }
-            close(j->fd), close(j->err), close(j->ctl);
-            j->fd = j->err = j->ctl = -1;
-        }
-        char member[64];
-        snprintf(member, sizeof(member), "nvidia-smi/%s.xml", j->pci);
-        if (!strcmp(st, "ok") && bw_add(&c->bw, member, ri->out ? ri->out : "", ri->out_len)) {
-            st = "failed";
-            snprintf(why, sizeof(why), "writing %s: %s", member, strerror(c->bw.err));
-        }
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "pci", j->pci);
-        cJSON_AddStringToObject(o, "status", st);
-        if (why[0])
-            cJSON_AddStringToObject(o, "reason", why);
-        else
-            cJSON_AddNullToObject(o, "reason");
-        if (!strcmp(st, "ok"))
-            cJSON_AddStringToObject(o, "member", member);
-        if (ri->have_status && WIFEXITED(ri->wstatus))
-            cJSON_AddNumberToObject(o, "exit_status", WEXITSTATUS(ri->wstatus));
-        cJSON_AddItemToArray(arr, o);
-        char *lst = !strcmp(st, "ok") ? okl : !strcmp(st, "skipped") ? NULL : badl;
-        if (!strcmp(st, "ok"))
-            nok++;
-        else if (!strcmp(st, "skipped"))
-            nlost++;
-        else
-            nbad++;
-        if (lst && strlen(lst) + strlen(j->pci) + 3 < sizeof(okl))
-            snprintf(lst + strlen(lst), sizeof(okl) - strlen(lst), "%s%s", lst[0] ? ", " : "", j->pci);
-        free(ri->out);
+        per_gpu_record(c, &c->smi_jobs[i], &r[i], capped[i], arr, &tl);
+        free(r[i].out);
     }
     free(r);
     char sum[400];
-    snprintf(sum, sizeof(sum),
-             "per GPU (a GPU fell off the bus): %d answered%s%s%s, %d skipped as lost, %d failed or "
-             "hung%s%s%s",
-             nok, okl[0] ? " (" : "", okl, okl[0] ? ")" : "", nlost, nbad, badl[0] ? " (" : "", badl,
-             badl[0] ? ")" : "");
+    snprintf(
+        sum, sizeof(sum),
+        "per GPU (a GPU fell off the bus): %d answered%s%s%s, %d skipped as lost, %d failed or "
+        "hung%s%s%s",
+        tl.nok, tl.okl[0] ? " (" : "", tl.okl, tl.okl[0] ? ")" : "", tl.nlost, tl.nbad,
+        tl.badl[0] ? " (" : "", tl.badl, tl.badl[0] ? ")" : "");
     cJSON_AddStringToObject(js, "reason", sum);
     cJSON_AddItemToObject(js, "gpus", arr);
     char *str = cJSON_PrintUnformatted(js);
@@ -607,7 +651,99 @@ static void finish_per_gpu(struct cap *c)
         bw_add(&c->bw, "nvidia-smi.json", str, strlen(str));
     free(str);
     cJSON_Delete(js);
-    cap_step(c, "nvidia-smi", nok ? "ok" : nbad ? "failed" : "skipped", t0, "%s", sum);
+    cap_step(c, "nvidia-smi", tl.nok ? "ok" : tl.nbad ? "failed" : "skipped", t0, "%s", sum);
+}
+
+/* Reads nvidia-smi's output until EOF on both outputs and the supervisor's report, or the
+ * deadline (*timed_out) or the output cap (*capped). A deadline that passed during a long drain
+ * still takes everything already waiting in the pipes. */
+static void smi_wait(struct cap *c, struct smi_run *r, double deadline, int *timed_out, int *capped)
+{
+    *timed_out = *capped = 0;
+    while (!(r->out_eof && r->err_eof && (r->have_status || r->ctl_eof))) {
+        int left = ms_left(deadline);
+        int k = poll_round(c, r, left, 0);
+        if (k < 0) {
+            *capped = 1;
+            break;
+        }
+        if (k == 0 && ms_left(deadline) == 0) {
+            *timed_out = 1;
+            break;
+        }
+    }
+    /* both outputs closed but no report yet: nvidia-smi is exiting, the supervisor reaping */
+    if (*timed_out && r->out_eof && r->err_eof) {
+        double until = now_mono() + SMI_REAP_WAIT_MS / 1000.0;
+        while (!r->have_status && !r->ctl_eof && poll_round(c, r, ms_left(until), 1) > 0)
+            ;
+        if (r->have_status)
+            *timed_out = 0;
+    }
+}
+
+/* nvidia-smi timed out or overflowed: its process group goes (or the supervisor, when it
+ * never reported a pid); what was killed, and how it ended, into killed. */
+static void smi_kill(struct cap *c, struct smi_run *r, char *killed, size_t n)
+{
+    if (r->spid <= 0)
+        drain_ctl(r, c->smi_ctl);
+    if (r->have_status) {
+        /* whatever it left behind still holds the pipe: its group goes (a group with
+         * members keeps its number; an empty one just gives ESRCH) */
+        if (r->spid > 0)
+            kill(-r->spid, SIGKILL);
+        snprintf(killed, n, "it had exited; its process group killed");
+    } else if (r->spid > 0) {
+        kill(-r->spid, SIGKILL); /* nvidia-smi and anything it started */
+        /* the supervisor reaps it and reports; never wait on a child in D state */
+        double until = now_mono() + SMI_REAP_WAIT_MS / 1000.0;
+        while (!r->have_status && !r->ctl_eof && poll_round(c, r, ms_left(until), 1) > 0)
+            ;
+        if (r->have_status)
+            snprintf(killed, n, "killed (SIGKILL to process group %d)", (int)r->spid);
+        else if (proc_state(r->spid) == 'D')
+            snprintf(killed, n, "killed; still in uninterruptible sleep");
+        else
+            snprintf(killed, n, "killed; not yet reaped after %d ms", SMI_REAP_WAIT_MS);
+    } else {
+        /* no pid reported: the supervisor never got to fork; kill it instead */
+        kill(c->smi_pid, SIGKILL);
+        snprintf(killed, n, "supervisor %d killed; nvidia-smi never started", (int)c->smi_pid);
+    }
+}
+
+/* How the single run ended: the step status, with why set (empty for ok). */
+static const char *smi_outcome(const struct cap *c, const struct smi_run *r, int timed_out,
+                               int capped, int shortened, const char *killed, char *why, size_t n)
+{
+    if (timed_out) {
+        snprintf(why, n, "no result within nvidia_smi_timeout = %u s%s; %s",
+                 c->cfg.nvidia_smi_timeout_s,
+                 shortened ? " (shortened to half of finisher_deadline)" : "", killed);
+        return "timeout";
+    }
+    if (capped) {
+        snprintf(why, n, "output exceeded nvidia_smi_output_max = %llu bytes; %s",
+                 (unsigned long long)c->cfg.smi_output_max, killed);
+        return "failed";
+    }
+    if (r->fork_errno) {
+        snprintf(why, n, "fork: %s", strerror(r->fork_errno));
+        return "failed";
+    }
+    if (!r->have_status) {
+        snprintf(why, n, "the supervisor exited without a report");
+        return "failed";
+    }
+    if (WIFEXITED(r->wstatus) && WEXITSTATUS(r->wstatus) == 0)
+        return "ok";
+    if (WIFEXITED(r->wstatus))
+        snprintf(why, n, "exit status %d%s", WEXITSTATUS(r->wstatus),
+                 WEXITSTATUS(r->wstatus) == 127 ? " (could not execute it)" : "");
+    else
+        snprintf(why, n, "killed by signal %d", WTERMSIG(r->wstatus));
+    return "failed";
 }
 
 void smi_finish(struct cap *c)
@@ -627,99 +763,18 @@ void smi_finish(struct cap *c)
     struct smi_run r;
     memset(&r, 0, sizeof(r));
     r.spid = -1;
-    double deadline = c->smi_started + c->cfg.nvidia_smi_timeout_s;
-    /* the finisher dies at its own alarm (finisher_deadline): leave it half of that for the rest */
-    double limit =
-        now_mono() + (c->cfg.finisher_deadline_s > 1 ? c->cfg.finisher_deadline_s / 2 : 1);
-    int shortened = deadline > limit;
-    if (shortened)
-        deadline = limit;
-    int timed_out = 0, capped = 0;
-    /* Until EOF on both outputs and the supervisor's report, or the deadline. A deadline that
-     * passed during a long drain still takes everything already waiting in the pipes. */
-    while (!(r.out_eof && r.err_eof && (r.have_status || r.ctl_eof))) {
-        int left = ms_left(deadline);
-        int k = poll_round(c, &r, left, 0);
-        if (k < 0) {
-            capped = 1;
-            break;
-        }
-        if (k == 0 && ms_left(deadline) == 0) {
-            timed_out = 1;
-            break;
-        }
-    }
-    /* both outputs closed but no report yet: nvidia-smi is exiting, the supervisor reaping */
-    if (timed_out && r.out_eof && r.err_eof) {
-        double until = now_mono() + SMI_REAP_WAIT_MS / 1000.0;
-        while (!r.have_status && !r.ctl_eof && poll_round(c, &r, ms_left(until), 1) > 0)
-            ;
-        if (r.have_status)
-            timed_out = 0;
-    }
+    int shortened, timed_out, capped;
+    double deadline = smi_deadline(c, &shortened);
+    smi_wait(c, &r, deadline, &timed_out, &capped);
     double elapsed = (now_mono() - c->smi_started) * 1000;
     char killed[160] = "";
-    if (timed_out || capped) {
-        if (r.spid <= 0)
-            drain_ctl(&r, c->smi_ctl);
-        if (r.have_status) {
-            /* whatever it left behind still holds the pipe: its group goes (a group with
-             * members keeps its number; an empty one just gives ESRCH) */
-            if (r.spid > 0)
-                kill(-r.spid, SIGKILL);
-            snprintf(killed, sizeof(killed), "it had exited; its process group killed");
-        } else if (r.spid > 0) {
-            kill(-r.spid, SIGKILL); /* nvidia-smi and anything it started */
-            /* the supervisor reaps it and reports; never wait on a child in D state */
-            double until = now_mono() + SMI_REAP_WAIT_MS / 1000.0;
-            while (!r.have_status && !r.ctl_eof && poll_round(c, &r, ms_left(until), 1) > 0)
-                ;
-            if (r.have_status)
-                snprintf(killed, sizeof(killed), "killed (SIGKILL to process group %d)",
-                         (int)r.spid);
-            else if (proc_state(r.spid) == 'D')
-                snprintf(killed, sizeof(killed), "killed; still in uninterruptible sleep");
-            else
-                snprintf(killed, sizeof(killed), "killed; not yet reaped after %d ms",
-                         SMI_REAP_WAIT_MS);
-        } else {
-            /* no pid reported: the supervisor never got to fork; kill it instead */
-            kill(c->smi_pid, SIGKILL);
-            snprintf(killed, sizeof(killed), "supervisor %d killed; nvidia-smi never started",
-                     (int)c->smi_pid);
-        }
-    }
+    if (timed_out || capped)
+        smi_kill(c, &r, killed, sizeof(killed));
     close(c->smi_fd), close(c->smi_err), close(c->smi_ctl);
     c->smi_fd = c->smi_err = c->smi_ctl = -1;
 
     char why[600];
-    const char *status;
-    if (timed_out) {
-        status = "timeout";
-        snprintf(why, sizeof(why), "no result within nvidia_smi_timeout = %u s%s; %s",
-                 c->cfg.nvidia_smi_timeout_s,
-                 shortened ? " (shortened to half of finisher_deadline)" : "", killed);
-    } else if (capped) {
-        status = "failed";
-        snprintf(why, sizeof(why), "output exceeded nvidia_smi_output_max = %llu bytes; %s",
-                 (unsigned long long)c->cfg.smi_output_max, killed);
-    } else if (r.fork_errno) {
-        status = "failed";
-        snprintf(why, sizeof(why), "fork: %s", strerror(r.fork_errno));
-    } else if (!r.have_status) {
-        status = "failed";
-        snprintf(why, sizeof(why), "the supervisor exited without a report");
-    } else if (WIFEXITED(r.wstatus) && WEXITSTATUS(r.wstatus) == 0) {
-        status = "ok";
-    } else if (WIFEXITED(r.wstatus)) {
-        status = "failed";
-        snprintf(why, sizeof(why), "exit status %d%s", WEXITSTATUS(r.wstatus),
-                 WEXITSTATUS(r.wstatus) == 127 ? " (could not execute it)" : "");
-    } else {
-        status = "failed";
-        snprintf(why, sizeof(why), "killed by signal %d", WTERMSIG(r.wstatus));
-    }
-
+    const char *status = smi_outcome(c, &r, timed_out, capped, shortened, killed, why, sizeof(why));
     if (!strcmp(status, "ok")) {
         if (bw_add(&c->bw, "nvidia-smi.xml", r.out ? r.out : "", r.out_len))
             cap_step(c, "nvidia-smi", "failed", t0, "writing the member: %s", strerror(c->bw.err));

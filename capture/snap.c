@@ -32,66 +32,54 @@ static int status_ids(const char *status, const char *key, unsigned *real)
     return p && sscanf(p + strlen(key), "%u", real) == 1 ? 0 : -1;
 }
 
-int snap_parse_args(struct cap *c, int argc, char **argv)
+/* One option with its value: 1 when taken (the value used), 0 when a is no such option (or has
+ * no value), -1 when its value is not allowed. */
+static int snap_option(struct cap *c, const char *a, const char *v)
 {
-    c->snap = 1;
-    snprintf(c->snap_trigger, sizeof(c->snap_trigger), "snap");
-    snprintf(c->snap_reason, sizeof(c->snap_reason), "requested");
-    int i = 2;
-    const char *pid_s = NULL;
-    for (; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-c") && v) {
-            c->config_path = v;
-            i++;
-        } else if (!strcmp(a, "--bundle-dir") && v) {
-            o_bundle_dir = v;
-            i++;
-        } else if (!strcmp(a, "--mode") && v) {
-            o_mode = v;
-            i++;
-        } else if (!strcmp(a, "--trigger") && v) {
-            snprintf(c->snap_trigger, sizeof(c->snap_trigger), "%s",
-                     !strcmp(v, "watch") ? "watch" : !strcmp(v, "hook") ? "hook" : "snap");
-            i++;
-        } else if (!strcmp(a, "--kind") && v) {
-            if (strcmp(v, "exception")) /* a live snapshot records no other death */
-                return -1;
-            snprintf(c->death_kind, sizeof(c->death_kind), "%s", v);
-            i++;
-        } else if (!strcmp(a, "--member") && v) {
-            if (cap_member_arg(c, v))
-                return -1;
-            i++;
-        } else if (!strcmp(a, "--reason") && v) {
-            snprintf(c->snap_reason, sizeof(c->snap_reason), "%s", v);
-            i++;
-        } else if (!pid_s && a[0] >= '0' && a[0] <= '9') {
-            pid_s = a;
-        } else {
+    if (!v)
+        return 0;
+    if (!strcmp(a, "-c")) {
+        c->config_path = v;
+    } else if (!strcmp(a, "--bundle-dir")) {
+        o_bundle_dir = v;
+    } else if (!strcmp(a, "--mode")) {
+        o_mode = v;
+    } else if (!strcmp(a, "--trigger")) {
+        snprintf(c->snap_trigger, sizeof(c->snap_trigger), "%s",
+                 !strcmp(v, "watch")  ? "watch"
+                 : !strcmp(v, "hook") ? "hook"
+                                      : "snap");
+    } else if (!strcmp(a, "--kind")) {
+        if (strcmp(v, "exception")) /* a live snapshot records no other death */
             return -1;
-        }
+        snprintf(c->death_kind, sizeof(c->death_kind), "%s", v);
+    } else if (!strcmp(a, "--member")) {
+        if (cap_member_arg(c, v))
+            return -1;
+    } else if (!strcmp(a, "--reason")) {
+        snprintf(c->snap_reason, sizeof(c->snap_reason), "%s", v);
+    } else {
+        return 0;
     }
-    if (!pid_s || (o_mode && strcmp(o_mode, "full") && strcmp(o_mode, "slim")))
-        return -1;
-    char *e;
-    long pid = strtol(pid_s, &e, 10);
-    if (*e || pid <= 0 || pid > 0x3fffffff)
-        return -1;
-    c->pid = c->tid = c->ns_tid = (pid_t)pid;
-    c->sig = 0;
-    c->crash_time = time(NULL);
-    c->rlimit_core = -1;
-    c->dumpable = 1;
+    return 1;
+}
+
+/* The descriptors crashpack snap hands over, when open: the stop report on 3, the pipe for the
+ * final name on 4. */
+static void snap_fds(struct cap *c)
+{
     c->snap_info_fd = fcntl(3, F_GETFD) >= 0 ? 3 : -1;
     c->snap_status_fd = fcntl(4, F_GETFD) >= 0 ? 4 : -1;
     if (c->snap_info_fd >= 0)
         fcntl(c->snap_info_fd, F_SETFD, FD_CLOEXEC);
     if (c->snap_status_fd >= 0)
         fcntl(c->snap_status_fd, F_SETFD, FD_CLOEXEC);
-    /* what the kernel passes as %u %g: the real ids; %d: a non-dumpable process has its /proc
-     * directory owned by root */
+}
+
+/* What the kernel passes as %u %g: the real ids; %d: a non-dumpable process has its /proc
+ * directory owned by root. Returns 0, or -1 when /proc/<pid> cannot tell. */
+static int snap_ids(struct cap *c, long pid)
+{
     char path[64];
     snprintf(path, sizeof(path), "/proc/%ld", pid);
     int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -111,6 +99,41 @@ int snap_parse_args(struct cap *c, int argc, char **argv)
         return -1;
     c->uid = uid;
     c->gid = gid;
+    return 0;
+}
+
+int snap_parse_args(struct cap *c, int argc, char **argv)
+{
+    c->snap = 1;
+    snprintf(c->snap_trigger, sizeof(c->snap_trigger), "snap");
+    snprintf(c->snap_reason, sizeof(c->snap_reason), "requested");
+    const char *pid_s = NULL;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        int r = snap_option(c, a, i + 1 < argc ? argv[i + 1] : NULL);
+        if (r < 0)
+            return -1;
+        if (r > 0)
+            i++;
+        else if (!pid_s && a[0] >= '0' && a[0] <= '9')
+            pid_s = a;
+        else
+            return -1;
+    }
+    if (!pid_s || (o_mode && strcmp(o_mode, "full") && strcmp(o_mode, "slim")))
+        return -1;
+    char *e;
+    long pid = strtol(pid_s, &e, 10);
+    if (*e || pid <= 0 || pid > 0x3fffffff)
+        return -1;
+    c->pid = c->tid = c->ns_tid = (pid_t)pid;
+    c->sig = 0;
+    c->crash_time = time(NULL);
+    c->rlimit_core = -1;
+    c->dumpable = 1;
+    snap_fds(c);
+    if (snap_ids(c, pid))
+        return -1;
     if (gethostname(c->hostname, sizeof(c->hostname) - 1))
         snprintf(c->hostname, sizeof(c->hostname), "unknown");
     c->pidfd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);

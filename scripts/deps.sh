@@ -17,6 +17,7 @@ pkgs=(
     python3-markdown cmark-gfm                             # tests: render report Markdown to HTML (test_md_escape)
     python3.11-dev                                         # scripts/pylayout-gen.sh: CPython 3.11 internal headers
     clang libclang-rt-14-dev                               # tests: the libFuzzer harnesses (fuzz/bundle, fuzz/core)
+    universal-ctags                                        # tests: function lengths (tests/unit/layout.py)
 )
 missing=()
 for p in "${pkgs[@]}"; do

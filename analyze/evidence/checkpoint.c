@@ -213,13 +213,10 @@ static int span_cmp(const void *a, const void *b)
     return x->b < y->b ? -1 : x->b > y->b ? 1 : x->e < y->e ? -1 : x->e > y->e;
 }
 
-static enum ckv_verdict check_safetensors(int fd, uint64_t hl, struct ckv_result *r)
+/* The safetensors JSON header (hl bytes after the 8-byte length) read and parsed into *out, a JSON
+ * object the caller deletes. CKV_VALID, or the verdict set in r. */
+static enum ckv_verdict st_read_header(int fd, uint64_t hl, struct ckv_result *r, cJSON **out)
 {
-    r->format = "safetensors";
-    if (8 + hl > r->size)
-        return set(r, CKV_TRUNCATED,
-                   "safetensors header is %llu bytes but the file has only %llu after the length",
-                   (unsigned long long)hl, (unsigned long long)(r->size - 8));
     char *buf = malloc(hl + 1);
     if (!buf)
         return set(r, CKV_UNREADABLE, "cannot hold a %llu-byte header", (unsigned long long)hl);
@@ -243,92 +240,136 @@ static enum ckv_verdict check_safetensors(int fd, uint64_t hl, struct ckv_result
         cJSON_Delete(h);
         return set(r, CKV_UNREADABLE, "the safetensors header is not a JSON object");
     }
-    uint64_t data = r->size - 8 - hl;
-    size_t n = 0, cap = 0;
-    struct span *sp = NULL;
+    *out = h;
+    return CKV_VALID;
+}
+
+/* Tensor t (called name) of the header: its dtype, shape and data_offsets present, and the byte
+ * range (*s) as long as dtype and shape need. CKV_VALID, or the verdict set in r. */
+static enum ckv_verdict st_tensor(const cJSON *t, const char *name, struct ckv_result *r,
+                                  struct span *s)
+{
+    cJSON *dt = cJSON_GetObjectItemCaseSensitive(t, "dtype");
+    cJSON *shape = cJSON_GetObjectItemCaseSensitive(t, "shape");
+    cJSON *off = cJSON_GetObjectItemCaseSensitive(t, "data_offsets");
+    if (!cJSON_IsString(dt) || !cJSON_IsArray(shape) || !cJSON_IsArray(off) ||
+        cJSON_GetArraySize(off) != 2)
+        return set(r, CKV_UNREADABLE, "tensor '%.100s': missing dtype, shape or data_offsets",
+                   name);
+    double b = cJSON_GetArrayItem(off, 0)->valuedouble;
+    double e = cJSON_GetArrayItem(off, 1)->valuedouble;
+    if (!cJSON_IsNumber(cJSON_GetArrayItem(off, 0)) ||
+        !cJSON_IsNumber(cJSON_GetArrayItem(off, 1)) || b < 0 || e < b || e > 9.0e15)
+        return set(r, CKV_UNREADABLE, "tensor '%.100s': bad data_offsets", name);
+    *s = (struct span){(uint64_t)b, (uint64_t)e};
+    uint64_t elems = 1;
+    int ok = 1;
+    cJSON *d;
+    cJSON_ArrayForEach(d, shape)
+    {
+        if (!cJSON_IsNumber(d) || d->valuedouble < 0 || d->valuedouble > 9.0e15 ||
+            __builtin_mul_overflow(elems, (uint64_t)d->valuedouble, &elems))
+            ok = 0;
+    }
+    int ds = dtype_size(dt->valuestring);
+    uint64_t bytes;
+    if (!ok ||
+        (ds && (__builtin_mul_overflow(elems, (uint64_t)ds, &bytes) || bytes != s->e - s->b)))
+        return set(r, CKV_UNREADABLE,
+                   "tensor '%.100s': data_offsets span %llu bytes, its dtype and shape need "
+                   "another size",
+                   name, (unsigned long long)(s->e - s->b));
+    return CKV_VALID;
+}
+
+/* The tensors' byte ranges in the data section, as the header declares them. */
+struct st_spans {
+    struct span *sp;
+    size_t n, cap;
+    uint64_t max_end; /* the end of the furthest range */
+    char worst[160];  /* the name of its tensor */
+};
+
+/* Every tensor of header h (but __metadata__) checked and its range added to S. CKV_VALID, or the
+ * verdict set in r. */
+static enum ckv_verdict st_tensors(const cJSON *h, struct st_spans *S, struct ckv_result *r)
+{
     enum ckv_verdict v = CKV_VALID;
-    char worst[160] = "";
-    uint64_t max_end = 0;
     for (cJSON *t = h->child; t && v == CKV_VALID; t = t->next) {
         if (t->string && !strcmp(t->string, "__metadata__"))
             continue;
         const char *name = t->string ? t->string : "?";
-        cJSON *dt = cJSON_GetObjectItemCaseSensitive(t, "dtype");
-        cJSON *shape = cJSON_GetObjectItemCaseSensitive(t, "shape");
-        cJSON *off = cJSON_GetObjectItemCaseSensitive(t, "data_offsets");
-        if (!cJSON_IsString(dt) || !cJSON_IsArray(shape) || !cJSON_IsArray(off) ||
-            cJSON_GetArraySize(off) != 2) {
-            v = set(r, CKV_UNREADABLE, "tensor '%.100s': missing dtype, shape or data_offsets",
-                    name);
+        struct span s;
+        v = st_tensor(t, name, r, &s);
+        if (v != CKV_VALID)
             break;
+        if (s.e > S->max_end) {
+            S->max_end = s.e;
+            snprintf(S->worst, sizeof(S->worst), "%.100s", name);
         }
-        double b = cJSON_GetArrayItem(off, 0)->valuedouble;
-        double e = cJSON_GetArrayItem(off, 1)->valuedouble;
-        if (!cJSON_IsNumber(cJSON_GetArrayItem(off, 0)) ||
-            !cJSON_IsNumber(cJSON_GetArrayItem(off, 1)) || b < 0 || e < b || e > 9.0e15) {
-            v = set(r, CKV_UNREADABLE, "tensor '%.100s': bad data_offsets", name);
-            break;
-        }
-        struct span s = {(uint64_t)b, (uint64_t)e};
-        uint64_t elems = 1;
-        int ok = 1;
-        cJSON *d;
-        cJSON_ArrayForEach(d, shape)
-        {
-            if (!cJSON_IsNumber(d) || d->valuedouble < 0 || d->valuedouble > 9.0e15 ||
-                __builtin_mul_overflow(elems, (uint64_t)d->valuedouble, &elems))
-                ok = 0;
-        }
-        int ds = dtype_size(dt->valuestring);
-        uint64_t bytes;
-        if (!ok || (ds && (__builtin_mul_overflow(elems, (uint64_t)ds, &bytes) ||
-                           bytes != s.e - s.b))) {
-            v = set(r, CKV_UNREADABLE,
-                    "tensor '%.100s': data_offsets span %llu bytes, its dtype and shape need "
-                    "another size",
-                    name, (unsigned long long)(s.e - s.b));
-            break;
-        }
-        if (s.e > max_end) {
-            max_end = s.e;
-            snprintf(worst, sizeof(worst), "%.100s", name);
-        }
-        if (n == cap) {
-            cap = cap ? cap * 2 : 64;
-            struct span *ns = realloc(sp, cap * sizeof(*sp));
+        if (S->n == S->cap) {
+            S->cap = S->cap ? S->cap * 2 : 64;
+            struct span *ns = realloc(S->sp, S->cap * sizeof(*S->sp));
             if (!ns) {
                 v = set(r, CKV_UNREADABLE, "out of memory");
                 break;
             }
-            sp = ns;
+            S->sp = ns;
         }
-        sp[n++] = s;
+        S->sp[S->n++] = s;
     }
-    cJSON_Delete(h);
-    r->entries = n;
-    if (v == CKV_VALID && max_end > data)
+    return v;
+}
+
+/* The ranges of S against the data section (data bytes): inside it, back to back from offset 0
+ * (sorts S), nothing after the last. CKV_VALID, or the verdict set in r. */
+static enum ckv_verdict st_layout(struct st_spans *S, uint64_t data, struct ckv_result *r)
+{
+    enum ckv_verdict v = CKV_VALID;
+    if (S->max_end > data)
         v = set(r, CKV_TRUNCATED,
-                "tensor '%s' ends at data byte %llu but the file holds %llu data bytes",
-                worst, (unsigned long long)max_end, (unsigned long long)data);
-    if (v == CKV_VALID && n) {
+                "tensor '%s' ends at data byte %llu but the file holds %llu data bytes", S->worst,
+                (unsigned long long)S->max_end, (unsigned long long)data);
+    if (v == CKV_VALID && S->n) {
         /* the format packs tensors back to back from offset 0; loaders reject holes/overlaps */
-        qsort(sp, n, sizeof(*sp), span_cmp);
+        qsort(S->sp, S->n, sizeof(*S->sp), span_cmp);
         uint64_t at = 0;
-        for (size_t i = 0; i < n && v == CKV_VALID; i++) {
-            if (sp[i].b != at)
+        for (size_t i = 0; i < S->n && v == CKV_VALID; i++) {
+            if (S->sp[i].b != at)
                 v = set(r, CKV_UNREADABLE,
                         "tensor data is not contiguous at data byte %llu (overlap or hole)",
                         (unsigned long long)at);
-            at = sp[i].e;
+            at = S->sp[i].e;
         }
     }
-    if (v == CKV_VALID && max_end < data)
+    if (v == CKV_VALID && S->max_end < data)
         v = set(r, CKV_UNREADABLE, "%llu bytes after the last tensor (loaders reject this)",
-                (unsigned long long)(data - max_end));
-    free(sp);
+                (unsigned long long)(data - S->max_end));
+    return v;
+}
+
+static enum ckv_verdict check_safetensors(int fd, uint64_t hl, struct ckv_result *r)
+{
+    r->format = "safetensors";
+    if (8 + hl > r->size)
+        return set(r, CKV_TRUNCATED,
+                   "safetensors header is %llu bytes but the file has only %llu after the length",
+                   (unsigned long long)hl, (unsigned long long)(r->size - 8));
+    cJSON *h = NULL;
+    enum ckv_verdict v = st_read_header(fd, hl, r, &h);
+    if (v != CKV_VALID)
+        return v;
+    uint64_t data = r->size - 8 - hl;
+    struct st_spans S = {.sp = NULL};
+    v = st_tensors(h, &S, r);
+    cJSON_Delete(h);
+    r->entries = S.n;
+    if (v == CKV_VALID)
+        v = st_layout(&S, data, r);
+    free(S.sp);
     if (v == CKV_VALID)
         set(r, CKV_VALID, "safetensors: %llu-byte header, %zu tensors, offsets inside the file",
-            (unsigned long long)hl, n);
+            (unsigned long long)hl, S.n);
     return v;
 }
 

@@ -140,24 +140,24 @@ static int cvd_none(const char *v)
                  !strcasecmp(v, "NoDevFiles"));
 }
 
-static void own_from_gpu_json(struct bundle *b, struct own *own)
+/* What gpu.json says about the devices the process had open. */
+struct gpu_open {
+    int nv_open;  /* /dev/nvidia* files it had open */
+    int gpu_open; /* of them, GPUs (/dev/nvidia<N>) */
+    int mapped;   /* GPUs the driver's files map to a PCI address it had open */
+};
+
+/* Counts the process's open NVIDIA devices (process_devices) and adds the GPUs it had open
+ * (gpus[].open_by_process) to own, with their UUIDs. */
+static void own_open_gpus(struct own *own, const cJSON *gpus, const cJSON *pdev, struct gpu_open *c)
 {
-    cJSON *g = read_json_member(b, "gpu.json");
-    if (!g) {
-        snprintf(own->why, sizeof(own->why), "%s",
-                 bundle_find(b, "gpu.json") ? "gpu.json is unreadable"
-                                            : "the bundle has no gpu.json (no driver files captured)");
-        return;
-    }
-    const cJSON *gpus = cp_jkey(g, "gpus"), *e;
-    const cJSON *pdev = cp_jkey(g, "process_devices");
-    int nv_open = 0, gpu_open = 0, mapped = 0;
+    const cJSON *e;
     cJSON_ArrayForEach(e, pdev)
     {
         const char *k = cp_jstr(e, "kind");
-        nv_open++;
+        c->nv_open++;
         if (k && !strcmp(k, "gpu"))
-            gpu_open++;
+            c->gpu_open++;
     }
     cJSON_ArrayForEach(e, gpus)
     {
@@ -166,13 +166,18 @@ static void own_from_gpu_json(struct bundle *b, struct own *own)
         if (p && cJSON_IsTrue(cp_jkey(e, "open_by_process")) &&
             kline_pci_normalize(p, pci, sizeof(pci)) == 0) {
             own_add(own, pci);
-            mapped++;
+            c->mapped++;
             if (cp_jstr(e, "uuid"))
                 own_add_uuid(own, cp_jstr(e, "uuid"));
         }
     }
-    /* CUDA_VISIBLE_DEVICES by UUID (indices are relative to what a container sees: not used) */
-    const char *cvd = cp_jstr(g, "cuda_visible_devices");
+}
+
+/* Adds the GPUs that CUDA_VISIBLE_DEVICES (cvd) names by UUID to own, with their PCI addresses
+ * from gpus (indices are relative to what a container sees: not used). Returns how many. */
+static int own_cvd_uuids(struct own *own, const cJSON *gpus, const char *cvd)
+{
+    const cJSON *e;
     int cvd_uuids = 0;
     for (const char *q = cvd; q && *q;) {
         size_t l = strcspn(q, ",");
@@ -196,29 +201,50 @@ static void own_from_gpu_json(struct bundle *b, struct own *own)
         if (*q == ',')
             q++;
     }
+    return cvd_uuids;
+}
+
+static void own_from_gpu_json(struct bundle *b, struct own *own)
+{
+    cJSON *g = read_json_member(b, "gpu.json");
+    if (!g) {
+        snprintf(own->why, sizeof(own->why), "%s",
+                 bundle_find(b, "gpu.json")
+                     ? "gpu.json is unreadable"
+                     : "the bundle has no gpu.json (no driver files captured)");
+        return;
+    }
+    const cJSON *gpus = cp_jkey(g, "gpus");
+    const cJSON *pdev = cp_jkey(g, "process_devices");
+    struct gpu_open c = {0, 0, 0};
+    own_open_gpus(own, gpus, pdev, &c);
+    const char *cvd = cp_jstr(g, "cuda_visible_devices");
+    int cvd_uuids = own_cvd_uuids(own, gpus, cvd);
     int driver = cJSON_IsTrue(cp_jkey(cp_jkey(g, "driver"), "present"));
     if (!cJSON_IsArray(pdev)) {
         snprintf(own->why, sizeof(own->why), "the process's open files were not read");
         if (own->n || cvd_uuids)
             own->known = 1;
-    } else if (gpu_open > mapped && !own->n && !cvd_uuids) {
-        snprintf(own->why, sizeof(own->why),
-                 "the process had %d /dev/nvidia<N> open but the driver's files (/proc/driver/nvidia) "
-                 "do not say which GPU%s", gpu_open, gpu_open > 1 ? "s" : "");
+    } else if (c.gpu_open > c.mapped && !own->n && !cvd_uuids) {
+        snprintf(
+            own->why, sizeof(own->why),
+            "the process had %d /dev/nvidia<N> open but the driver's files (/proc/driver/nvidia) "
+            "do not say which GPU%s",
+            c.gpu_open, c.gpu_open > 1 ? "s" : "");
     } else {
         own->known = 1;
-        if (!nv_open && !cvd_uuids &&
+        if (!c.nv_open && !cvd_uuids &&
             (!driver || cJSON_GetArraySize(gpus) == 0 || cvd_none(cvd))) {
             own->none = 1;
             snprintf(own->why, sizeof(own->why),
                      "the process opened no /dev/nvidia* and none is visible to it%s",
                      !driver ? " (no NVIDIA driver on this host)" : "");
-        } else if (!gpu_open && !cvd_uuids) {
+        } else if (!c.gpu_open && !cvd_uuids) {
             snprintf(own->why, sizeof(own->why), "the process opened no /dev/nvidia<N>");
         } else {
             snprintf(own->why, sizeof(own->why), "%s%s%s",
-                     gpu_open ? "the /dev/nvidia<N> it had open" : "",
-                     gpu_open && cvd_uuids ? " and " : "",
+                     c.gpu_open ? "the /dev/nvidia<N> it had open" : "",
+                     c.gpu_open && cvd_uuids ? " and " : "",
                      cvd_uuids ? "CUDA_VISIBLE_DEVICES (by UUID)" : "");
         }
     }
@@ -632,6 +658,58 @@ static void add_node_events(cJSON *kl, struct bundle *b)
     cJSON_Delete(k);
 }
 
+/* One line of kmsg.json as kernel_log.lines[] shows it: time, class, text, source and the code of
+ * its Xid (ev, or NULL when it is none; an implied one is a bus loss). */
+static cJSON *kmsg_line(const cJSON *l, const char *text, double t, int have_t, const char *src,
+                        const struct kline_xid *ev)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (have_t) {
+        char u[40];
+        cJSON_AddNumberToObject(o, "time", t);
+        const char *tu = cp_jstr(l, "time_utc");
+        if (!tu) {
+            utc(t, u, sizeof(u));
+            tu = u;
+        }
+        add_s(o, "time_utc", tu);
+    } else {
+        cJSON_AddNullToObject(o, "time");
+        cJSON_AddNullToObject(o, "time_utc");
+    }
+    const char *cls = cp_jstr(l, "class");
+    add_s(o, "class", cls ? cls : "other");
+    add_s(o, "text", text);
+    cJSON_AddStringToObject(o, "source", src);
+    if (ev && !ev->implied)
+        cJSON_AddNumberToObject(o, "xid", ev->code);
+    else if (ev)
+        cJSON_AddNumberToObject(o, "xid", KLINE_XID_BUSLOST);
+    else
+        cJSON_AddNullToObject(o, "xid");
+    return o;
+}
+
+/* Puts the Xids in time order (kern.log lines may come after the ring's), equal times in the order
+ * they were read (_seq, removed). */
+static void xids_by_time(cJSON *xids)
+{
+    int cnt = cJSON_GetArraySize(xids);
+    if (cnt > 1) {
+        cJSON **v = malloc(sizeof(*v) * (size_t)cnt);
+        if (v) {
+            for (int i = 0; i < cnt; i++)
+                v[i] = cJSON_DetachItemFromArray(xids, 0);
+            qsort(v, (size_t)cnt, sizeof(*v), by_time);
+            for (int i = 0; i < cnt; i++)
+                cJSON_AddItemToArray(xids, v[i]);
+            free(v);
+        }
+    }
+    cJSON *x;
+    cJSON_ArrayForEach(x, xids) cJSON_DeleteItemFromObjectCaseSensitive(x, "_seq");
+}
+
 static void add_kmsg(cJSON *r, struct bundle *b, const cJSON *cat, double pid, int have_pid,
                      const struct own *own)
 {
@@ -668,32 +746,9 @@ static void add_kmsg(cJSON *r, struct bundle *b, const cJSON *cat, double pid, i
         const char *src = cp_jstr(l, "source");
         if (!src || (strcmp(src, "kmsg") && strcmp(src, "kern.log")))
             src = "kmsg";
-        cJSON *o = cJSON_CreateObject();
-        if (have_t) {
-            char u[40];
-            cJSON_AddNumberToObject(o, "time", t);
-            const char *tu = cp_jstr(l, "time_utc");
-            if (!tu) {
-                utc(t, u, sizeof(u));
-                tu = u;
-            }
-            add_s(o, "time_utc", tu);
-        } else {
-            cJSON_AddNullToObject(o, "time");
-            cJSON_AddNullToObject(o, "time_utc");
-        }
-        const char *cls = cp_jstr(l, "class");
-        add_s(o, "class", cls ? cls : "other");
-        add_s(o, "text", text);
-        cJSON_AddStringToObject(o, "source", src);
         struct kline_xid ev;
         int is_xid = kline_xid_parse(&ctx, text, &ev);
-        if (is_xid && !ev.implied)
-            cJSON_AddNumberToObject(o, "xid", ev.code);
-        else if (is_xid)
-            cJSON_AddNumberToObject(o, "xid", KLINE_XID_BUSLOST);
-        else
-            cJSON_AddNullToObject(o, "xid");
+        cJSON *o = kmsg_line(l, text, t, have_t, src, is_xid ? &ev : NULL);
         cJSON_AddItemToArray(lines, o);
         oom_line(kills, &ost, text, t, have_t);
         if (is_xid && n < MAX_XIDS) {
@@ -709,21 +764,7 @@ static void add_kmsg(cJSON *r, struct bundle *b, const cJSON *cat, double pid, i
     }
     cJSON_Delete(k);
     oom_finish(kills, r, pid, have_pid, own);
-    /* time order (kern.log lines may come after the ring's) */
-    int cnt = cJSON_GetArraySize(xids);
-    if (cnt > 1) {
-        cJSON **v = malloc(sizeof(*v) * (size_t)cnt);
-        if (v) {
-            for (int i = 0; i < cnt; i++)
-                v[i] = cJSON_DetachItemFromArray(xids, 0);
-            qsort(v, (size_t)cnt, sizeof(*v), by_time);
-            for (int i = 0; i < cnt; i++)
-                cJSON_AddItemToArray(xids, v[i]);
-            free(v);
-        }
-    }
-    cJSON *x;
-    cJSON_ArrayForEach(x, xids) cJSON_DeleteItemFromObjectCaseSensitive(x, "_seq");
+    xids_by_time(xids);
     cp_json_set(gpu, "xid", xids);
 }
 
@@ -745,81 +786,83 @@ static int smi_answered(const cJSON *r, const char *pci)
     return 0;
 }
 
-static void xid_windows(cJSON *r, const struct own *own)
+/* One Xid of gpu.xid[] and the crash's time. */
+struct xid_at {
+    double code, t; /* its code and time */
+    int have_t;
+    const char *pci; /* its GPU, or NULL */
+    double ct;       /* the crash (host.time) */
+    int have_ct;
+};
+
+/* Adds the Xid's window_s, age_s and active to x: whether it is still a possible cause, and when
+ * not, why (into why). Returns active. */
+static int xid_active(cJSON *x, const cJSON *r, const struct xid_at *a, char *why, size_t whylen)
 {
-    cJSON *gpu = obj(r, "gpu");
-    double ct = -1;
-    int have_ct = cp_jnum(cp_jkey(r, "host"), "time", &ct) && ct > 0;
-    cJSON *ctx = cJSON_CreateArray();
-    cJSON *x;
-    cJSON_ArrayForEach(x, cp_jkey(gpu, "xid"))
-    {
-        double code = -1, t = -1;
-        cp_jnum(x, "code", &code);
-        int have_t = cp_jnum(x, "time", &t);
-        const char *blame = cp_jstr(x, "blame"), *pci = cp_jstr(x, "pci");
-        int active = 1;
-        char why[160] = "";
-        if (code == KLINE_XID_BUSLOST) {
-            cJSON_AddNullToObject(x, "window_s");
-            /* broken until a reset: only a GPU that answers nvidia-smi again, past the hardware
-             * window, has been seen healthy (a same-minute answer is not a repair) */
-            if (pci && smi_answered(r, pci) && have_ct && have_t && t < ct - XID_HW_WINDOW_S) {
-                active = 0;
-                snprintf(why, sizeof(why), "the GPU answered nvidia-smi since: seen healthy again");
-            }
-        } else {
-            double w = blame && !strcmp(blame, "application") ? XID_APP_WINDOW_S : XID_HW_WINDOW_S;
-            cJSON_AddNumberToObject(x, "window_s", w);
-            if (have_ct && have_t && (t < ct - w || t > ct + 60)) {
-                active = 0;
-                snprintf(why, sizeof(why), "outside its %.0f s window before the crash", w);
-            }
+    const char *blame = cp_jstr(x, "blame");
+    int active = 1, have_both = a->have_ct && a->have_t;
+    if (a->code == KLINE_XID_BUSLOST) {
+        cJSON_AddNullToObject(x, "window_s");
+        /* broken until a reset: only a GPU that answers nvidia-smi again, past the hardware
+         * window, has been seen healthy (a same-minute answer is not a repair) */
+        if (a->pci && smi_answered(r, a->pci) && have_both && a->t < a->ct - XID_HW_WINDOW_S) {
+            active = 0;
+            snprintf(why, whylen, "the GPU answered nvidia-smi since: seen healthy again");
         }
-        if (have_ct && have_t)
-            cJSON_AddNumberToObject(x, "age_s", floor(ct - t));
-        else
-            cJSON_AddNullToObject(x, "age_s");
-        cJSON_AddBoolToObject(x, "active", active);
-        const char *scope = cp_jstr(x, "scope");
-        int other = scope && !strcmp(scope, "other");
-        if (!other && active)
-            continue;
-        if (other && !why[0])
-            snprintf(why, sizeof(why), "%s", "names neither this process nor one of its GPUs");
-        /* context: "Xid 79 on 0000:ca:00.0, 10 min earlier, pid 8475" */
-        char line[400], age[64] = "", pidb[40] = "";
-        if (have_ct && have_t) {
-            double a = ct - t;
-            if (a < 0)
-                snprintf(age, sizeof(age), ", %.0f s later", -a);
-            else if (a < 120)
-                snprintf(age, sizeof(age), ", %.0f s earlier", a);
-            else if (a < 7200)
-                snprintf(age, sizeof(age), ", %.0f min earlier", floor(a / 60));
-            else
-                snprintf(age, sizeof(age), ", %.0f h earlier", floor(a / 3600));
+    } else {
+        double w = blame && !strcmp(blame, "application") ? XID_APP_WINDOW_S : XID_HW_WINDOW_S;
+        cJSON_AddNumberToObject(x, "window_s", w);
+        if (have_both && (a->t < a->ct - w || a->t > a->ct + 60)) {
+            active = 0;
+            snprintf(why, whylen, "outside its %.0f s window before the crash", w);
         }
-        double xp;
-        if (cp_jnum(x, "pid", &xp))
-            snprintf(pidb, sizeof(pidb), ", pid %.0f", xp);
-        snprintf(line, sizeof(line), "Xid %.0f on %s%s%s", code, pci ? pci : "an unnamed GPU", age,
-                 pidb);
-        cJSON *c = cJSON_CreateObject();
-        cJSON_AddNumberToObject(c, "code", code);
-        add_s(c, "pci", pci);
-        if (cp_jnum(x, "pid", &xp))
-            cJSON_AddNumberToObject(c, "pid", xp);
-        else
-            cJSON_AddNullToObject(c, "pid");
-        add_s(c, "time_utc", cp_jstr(x, "time_utc"));
-        add_s(c, "summary", line);
-        add_s(c, "why", why);
-        add_s(c, "text", cp_jstr(x, "text"));
-        cJSON_AddItemToArray(ctx, c);
     }
-    cp_json_set(gpu, "host_context", ctx);
-    /* which GPUs are this process's, and how that is known */
+    if (have_both)
+        cJSON_AddNumberToObject(x, "age_s", floor(a->ct - a->t));
+    else
+        cJSON_AddNullToObject(x, "age_s");
+    cJSON_AddBoolToObject(x, "active", active);
+    return active;
+}
+
+/* The gpu.host_context[] entry of Xid x, which is no cause of this crash (why says why), with its
+ * summary: "Xid 79 on 0000:ca:00.0, 10 min earlier, pid 8475". */
+static cJSON *xid_context(const cJSON *x, const struct xid_at *a, const char *why)
+{
+    char line[400], age[64] = "", pidb[40] = "";
+    if (a->have_ct && a->have_t) {
+        double d = a->ct - a->t;
+        if (d < 0)
+            snprintf(age, sizeof(age), ", %.0f s later", -d);
+        else if (d < 120)
+            snprintf(age, sizeof(age), ", %.0f s earlier", d);
+        else if (d < 7200)
+            snprintf(age, sizeof(age), ", %.0f min earlier", floor(d / 60));
+        else
+            snprintf(age, sizeof(age), ", %.0f h earlier", floor(d / 3600));
+    }
+    double xp;
+    if (cp_jnum(x, "pid", &xp))
+        snprintf(pidb, sizeof(pidb), ", pid %.0f", xp);
+    snprintf(line, sizeof(line), "Xid %.0f on %s%s%s", a->code, a->pci ? a->pci : "an unnamed GPU",
+             age, pidb);
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddNumberToObject(c, "code", a->code);
+    add_s(c, "pci", a->pci);
+    if (cp_jnum(x, "pid", &xp))
+        cJSON_AddNumberToObject(c, "pid", xp);
+    else
+        cJSON_AddNullToObject(c, "pid");
+    add_s(c, "time_utc", cp_jstr(x, "time_utc"));
+    add_s(c, "summary", line);
+    add_s(c, "why", why);
+    add_s(c, "text", cp_jstr(x, "text"));
+    return c;
+}
+
+/* gpu.scope: which GPUs are this process's, and how that is known. */
+static cJSON *gpu_scope(const struct own *own)
+{
     cJSON *sc = cJSON_CreateObject();
     cJSON_AddStringToObject(sc, "process_gpus", own->none ? "none" : own->known || own->n ? "known" : "unknown");
     cJSON *ps = cJSON_AddArrayToObject(sc, "pci");
@@ -832,7 +875,35 @@ static void xid_windows(cJSON *r, const struct own *own)
     for (int i = 0; i < own->npids; i++)
         cJSON_AddItemToArray(pp, cJSON_CreateNumber(own->pids[i]));
     add_s(sc, "reason", own->why[0] ? own->why : NULL);
-    cp_json_set(gpu, "scope", sc);
+    return sc;
+}
+
+static void xid_windows(cJSON *r, const struct own *own)
+{
+    cJSON *gpu = obj(r, "gpu");
+    struct xid_at a = {.ct = -1};
+    a.have_ct = cp_jnum(cp_jkey(r, "host"), "time", &a.ct) && a.ct > 0;
+    cJSON *ctx = cJSON_CreateArray();
+    cJSON *x;
+    cJSON_ArrayForEach(x, cp_jkey(gpu, "xid"))
+    {
+        a.code = -1;
+        a.t = -1;
+        cp_jnum(x, "code", &a.code);
+        a.have_t = cp_jnum(x, "time", &a.t);
+        a.pci = cp_jstr(x, "pci");
+        char why[160] = "";
+        int active = xid_active(x, r, &a, why, sizeof(why));
+        const char *scope = cp_jstr(x, "scope");
+        int other = scope && !strcmp(scope, "other");
+        if (!other && active)
+            continue;
+        if (other && !why[0])
+            snprintf(why, sizeof(why), "%s", "names neither this process nor one of its GPUs");
+        cJSON_AddItemToArray(ctx, xid_context(x, &a, why));
+    }
+    cp_json_set(gpu, "host_context", ctx);
+    cp_json_set(gpu, "scope", gpu_scope(own));
 }
 
 /* ---- log tails ---- */
@@ -983,6 +1054,69 @@ static int same_file(const cJSON *v, const struct stat *st)
            ino == (double)st->st_ino && !strcmp(dev, d);
 }
 
+/* checkpoint.valid, verdict, reason, verdict_from and newest_valid of a bundle without a verdict:
+ * why there is none (found: checkpoint.json, or NULL). */
+static void checkpoint_no_verdict(cJSON *ck, const cJSON *found)
+{
+    cJSON_AddNullToObject(ck, "valid");
+    cJSON_AddNullToObject(ck, "verdict");
+    const char *why = cp_jstr(found, "reason");
+    char buf[600];
+    if (!found)
+        snprintf(buf, sizeof(buf), "the bundle has no checkpoint.json");
+    else if (!cJSON_IsTrue(cp_jkey(found, "found")))
+        snprintf(buf, sizeof(buf), "no checkpoint found at capture time%s%s", why ? ": " : "",
+                 why ? why : "");
+    else
+        snprintf(buf, sizeof(buf), "the bundle has no checkpoint verdict");
+    add_s(ck, "reason", buf);
+    cJSON_AddNullToObject(ck, "verdict_from");
+    cJSON_AddNullToObject(ck, "newest_valid");
+}
+
+/* Checks the checkpoint at path again when it is still the very file the capture judged (verdict
+ * v: same device, inode, size and mtime), and adds that verdict, valid, reason and the capture's
+ * verdict to ck. 1 when it did, else 0. */
+static int checkpoint_recheck(cJSON *ck, const cJSON *v, const char *path)
+{
+    struct stat st;
+    if (!(path && path[0] == '/' && stat(path, &st) == 0 && S_ISREG(st.st_mode) &&
+          same_file(v, &st)))
+        return 0;
+    struct ckv_result res;
+    memset(&res, 0, sizeof(res));
+    ckv_check_at(AT_FDCWD, path, 1, &res);
+    if (!(res.have_stat && res.size == (uint64_t)st.st_size && res.inode == (uint64_t)st.st_ino))
+        return 0;
+    cJSON_AddStringToObject(ck, "verdict", ckv_verdict_name(res.verdict));
+    if (res.verdict == CKV_UNVERIFIABLE)
+        cJSON_AddNullToObject(ck, "valid");
+    else
+        cJSON_AddBoolToObject(ck, "valid", res.verdict == CKV_VALID);
+    cJSON_AddStringToObject(ck, "reason", res.reason);
+    const char *cv = cp_jstr(v, "verdict");
+    if (cv)
+        add_s(ck, "capture_verdict", cv);
+    return 1;
+}
+
+/* checkpoint.verdict, valid and reason as the capture judged them (verdict v). */
+static void checkpoint_capture_verdict(cJSON *ck, const cJSON *v)
+{
+    const char *verdict = cp_jstr(v, "verdict");
+    const cJSON *valid = cp_jkey(v, "valid");
+    const char *reason = cp_jstr(v, "reason");
+    if (verdict)
+        add_s(ck, "verdict", verdict);
+    else
+        cJSON_AddNullToObject(ck, "verdict");
+    if (cJSON_IsBool(valid))
+        cJSON_AddBoolToObject(ck, "valid", cJSON_IsTrue(valid));
+    else
+        cJSON_AddNullToObject(ck, "valid");
+    add_s(ck, "reason", reason ? reason : "");
+}
+
 static void add_checkpoint(cJSON *r, struct bundle *b)
 {
     cJSON *ck = cJSON_CreateObject();
@@ -1006,60 +1140,16 @@ static void add_checkpoint(cJSON *r, struct bundle *b)
     if (cJSON_IsTrue(cp_jkey(found, "save_in_progress")))
         cJSON_AddTrueToObject(ck, "save_in_progress");
     if (!v) {
-        cJSON_AddNullToObject(ck, "valid");
-        cJSON_AddNullToObject(ck, "verdict");
-        const char *why = cp_jstr(found, "reason");
-        char buf[600];
-        if (!found)
-            snprintf(buf, sizeof(buf), "the bundle has no checkpoint.json");
-        else if (!cJSON_IsTrue(cp_jkey(found, "found")))
-            snprintf(buf, sizeof(buf), "no checkpoint found at capture time%s%s",
-                     why ? ": " : "", why ? why : "");
-        else
-            snprintf(buf, sizeof(buf), "the bundle has no checkpoint verdict");
-        add_s(ck, "reason", buf);
-        cJSON_AddNullToObject(ck, "verdict_from");
-        cJSON_AddNullToObject(ck, "newest_valid");
+        checkpoint_no_verdict(ck, found);
         cJSON_Delete(found);
         return;
     }
-    const char *verdict = cp_jstr(v, "verdict");
-    const cJSON *valid = cp_jkey(v, "valid");
-    const char *reason = cp_jstr(v, "reason");
     const char *from = "capture";
     const cJSON *nv = cp_jkey(v, "newest_valid");
-    struct stat st;
-    /* re-check only the very file the capture judged (same device, inode, size and mtime) */
-    if (path && path[0] == '/' && stat(path, &st) == 0 && S_ISREG(st.st_mode) && same_file(v, &st)) {
-        struct ckv_result res;
-        memset(&res, 0, sizeof(res));
-        ckv_check_at(AT_FDCWD, path, 1, &res);
-        if (res.have_stat && res.size == (uint64_t)st.st_size && res.inode == (uint64_t)st.st_ino) {
-            from = "recheck";
-            verdict = ckv_verdict_name(res.verdict);
-            reason = res.reason;
-            cJSON_AddStringToObject(ck, "verdict", verdict);
-            if (res.verdict == CKV_UNVERIFIABLE)
-                cJSON_AddNullToObject(ck, "valid");
-            else
-                cJSON_AddBoolToObject(ck, "valid", res.verdict == CKV_VALID);
-            cJSON_AddStringToObject(ck, "reason", reason);
-            const char *cv = cp_jstr(v, "verdict");
-            if (cv)
-                add_s(ck, "capture_verdict", cv);
-        }
-    }
-    if (!strcmp(from, "capture")) {
-        if (verdict)
-            add_s(ck, "verdict", verdict);
-        else
-            cJSON_AddNullToObject(ck, "verdict");
-        if (cJSON_IsBool(valid))
-            cJSON_AddBoolToObject(ck, "valid", cJSON_IsTrue(valid));
-        else
-            cJSON_AddNullToObject(ck, "valid");
-        add_s(ck, "reason", reason ? reason : "");
-    }
+    if (checkpoint_recheck(ck, v, path))
+        from = "recheck";
+    else
+        checkpoint_capture_verdict(ck, v);
     cJSON_AddStringToObject(ck, "verdict_from", from);
     if (cp_jstr(v, "file_format"))
         add_s(ck, "file_format", cp_jstr(v, "file_format"));

@@ -269,94 +269,117 @@ static void frame_text(const cJSON *f, char *out, size_t n)
                  cp_jstr(f, "module") ? cp_jstr(f, "module") : "?");
 }
 
-static cJSON *classify(const cJSON *t, const cJSON *st, const struct cp_jindex *fds)
+/* What classify reads of one thread: its frames (t) and snap.json's record of it (st, or NULL:
+ * then t's own state and wchan). */
+struct wait_in {
+    const cJSON *t, *st, *frames;
+    const cJSON *sc; /* st's syscall */
+    double nr;       /* its number, when have_nr */
+    int have_nr;
+    const char *kstate, *wchan, *kfirst; /* kernel state, wait channel, innermost kernel frame */
+    int stopped;
+    const char *sstate, *what; /* the syscall's state and kind (syscall_state), or NULL */
+};
+
+/* The thread's state as it stands: its state, where it was learnt and its detail. */
+struct wait_out {
+    const char *state, *source;
+    char detail[512];
+};
+
+/* A thread in uninterruptible sleep that never stopped: the kernel function it sleeps in. */
+static void uninterruptible(const struct wait_in *w, struct wait_out *o)
 {
-    const cJSON *frames = cJSON_GetObjectItemCaseSensitive(t, "frames");
-    const cJSON *sc = cJSON_GetObjectItemCaseSensitive(st, "syscall");
-    double nr = -1;
-    int have_nr = cp_jnum(sc, "nr", &nr);
-    const char *kstate = st ? cp_jstr(st, "state") : cp_jstr(t, "state");
-    const char *wchan = st ? cp_jstr(st, "wchan") : cp_jstr(t, "wchan");
-    int stopped = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(st, "stopped"));
-    const cJSON *ks = cJSON_GetObjectItemCaseSensitive(st, "kernel_stack");
-    const char *kfirst = cJSON_GetStringValue(cJSON_GetArrayItem(ks, 0));
-    const char *state = NULL, *source = NULL;
-    char detail[512] = "";
+    o->state = "uninterruptible";
+    o->source = "kernel";
+    char kf[200];
+    snprintf(kf, sizeof(kf), "%s", w->kfirst ? w->kfirst : w->wchan ? w->wchan : "?");
+    kf[strcspn(kf, "+")] = 0;
+    if (w->have_nr && (long)w->nr == 58)
+        snprintf(o->detail, sizeof(o->detail),
+                 "uninterruptible sleep in the kernel (%s): vfork, waiting for the child to "
+                 "exec or exit; never stopped",
+                 kf);
+    else
+        snprintf(o->detail, sizeof(o->detail),
+                 "uninterruptible sleep in the kernel (%s)%s%s; never stopped", kf,
+                 w->what ? " in " : "", w->what ? w->what : "");
+}
+
+/* The state of wait pattern p, matched at frame fi; a Python lock wait is told apart further by
+ * the Python frames (a queue or DataLoader get, a thread's join). */
+static void frames_state(const struct wait_in *w, const struct pat *p, int fi, struct wait_out *o)
+{
+    o->state = p->state;
+    o->source = "frames";
+    const cJSON *f = cJSON_GetArrayItem(w->frames, fi);
+    snprintf(o->detail, sizeof(o->detail), "%s in %s", p->detail,
+             cp_jstr(f, "function") ? cp_jstr(f, "function") : "?");
+    if (!strcmp(o->state, "python_lock_wait") && python_queue(w->t)) {
+        o->state = "python_queue_wait";
+        snprintf(o->detail, sizeof(o->detail), "Python queue/DataLoader wait (%s)",
+                 cp_jstr(f, "function") ? cp_jstr(f, "function") : "?");
+    } else if (!strcmp(o->state, "python_lock_wait") && python_join(w->t)) {
+        o->state = "join_wait";
+        snprintf(o->detail, sizeof(o->detail),
+                 "joining a Python thread (threading.Thread.join, %s)",
+                 cp_jstr(f, "function") ? cp_jstr(f, "function") : "?");
+    }
+}
+
+/* The thread's state, from the first that says: the kernel (uninterruptible sleep), the frames
+ * (wait patterns), the syscall, the kernel or /proc (running). 0, or -1 when there is nothing to
+ * go by (no frames, no snap.json record). */
+static int wait_state(const struct wait_in *w, struct wait_out *o)
+{
     int fi = -1;
     size_t npats;
     const char *pats_err;
     const struct pat *pats = wait_frames_get(&npats, &pats_err);
-    const struct pat *p = pats ? match_frames(pats, npats, frames, &fi) : NULL;
-    const char *what = NULL;
-    const char *sstate = have_nr ? syscall_state((long)nr, &what) : NULL;
-
-    if (kstate && kstate[0] == 'D' && !stopped && st) {
-        state = "uninterruptible";
-        source = "kernel";
-        char kf[200];
-        snprintf(kf, sizeof(kf), "%s", kfirst ? kfirst : wchan ? wchan : "?");
-        kf[strcspn(kf, "+")] = 0;
-        if (have_nr && (long)nr == 58)
-            snprintf(detail, sizeof(detail),
-                     "uninterruptible sleep in the kernel (%s): vfork, waiting for the child to "
-                     "exec or exit; never stopped",
-                     kf);
-        else
-            snprintf(detail, sizeof(detail),
-                     "uninterruptible sleep in the kernel (%s)%s%s; never stopped", kf,
-                     what ? " in " : "", what ? what : "");
+    const struct pat *p = pats ? match_frames(pats, npats, w->frames, &fi) : NULL;
+    if (w->kstate && w->kstate[0] == 'D' && !w->stopped && w->st) {
+        uninterruptible(w, o);
     } else if (p) {
-        state = p->state;
-        source = "frames";
-        const cJSON *f = cJSON_GetArrayItem(frames, fi);
-        snprintf(detail, sizeof(detail), "%s in %s", p->detail,
-                 cp_jstr(f, "function") ? cp_jstr(f, "function") : "?");
-        if (!strcmp(state, "python_lock_wait") && python_queue(t)) {
-            state = "python_queue_wait";
-            snprintf(detail, sizeof(detail), "Python queue/DataLoader wait (%s)",
-                     cp_jstr(f, "function") ? cp_jstr(f, "function") : "?");
-        } else if (!strcmp(state, "python_lock_wait") && python_join(t)) {
-            state = "join_wait";
-            snprintf(detail, sizeof(detail), "joining a Python thread (threading.Thread.join, %s)",
-                     cp_jstr(f, "function") ? cp_jstr(f, "function") : "?");
-        }
-    } else if (sstate) {
-        state = sstate;
-        source = "syscall";
-        snprintf(detail, sizeof(detail), "blocked in %s",
-                 cp_jstr(sc, "name") ? cp_jstr(sc, "name") : what);
-    } else if ((have_nr == 0 && st && cp_jstr(sc, "raw") &&
-                !strcmp(cp_jstr(sc, "raw"), "running")) ||
-               (kstate && kstate[0] == 'R')) {
-        state = "running";
-        source = st ? "kernel" : "proc";
-        snprintf(detail, sizeof(detail), "running (on a CPU or runnable)");
-    } else if (!frames && !st) {
-        return cJSON_CreateNull();
+        frames_state(w, p, fi, o);
+    } else if (w->sstate) {
+        o->state = w->sstate;
+        o->source = "syscall";
+        snprintf(o->detail, sizeof(o->detail), "blocked in %s",
+                 cp_jstr(w->sc, "name") ? cp_jstr(w->sc, "name") : w->what);
+    } else if ((w->have_nr == 0 && w->st && cp_jstr(w->sc, "raw") &&
+                !strcmp(cp_jstr(w->sc, "raw"), "running")) ||
+               (w->kstate && w->kstate[0] == 'R')) {
+        o->state = "running";
+        o->source = w->st ? "kernel" : "proc";
+        snprintf(o->detail, sizeof(o->detail), "running (on a CPU or runnable)");
+    } else if (!w->frames && !w->st) {
+        return -1;
     } else {
-        state = "unknown";
-        source = "none";
+        o->state = "unknown";
+        o->source = "none";
     }
     /* python_queue_wait without a lock frame: Python frames alone */
-    if ((!strcmp(state, "futex_wait") || !strcmp(state, "unknown")) && python_queue(t)) {
-        state = "python_queue_wait";
-        snprintf(detail, sizeof(detail), "Python queue/DataLoader wait");
+    if ((!strcmp(o->state, "futex_wait") || !strcmp(o->state, "unknown")) && python_queue(w->t)) {
+        o->state = "python_queue_wait";
+        snprintf(o->detail, sizeof(o->detail), "Python queue/DataLoader wait");
     }
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "state", state);
-    cJSON_AddStringToObject(o, "detail", detail);
-    cJSON_AddStringToObject(o, "source", source);
-    if (cp_jstr(sc, "name"))
-        cJSON_AddStringToObject(o, "syscall", cp_jstr(sc, "name"));
-    else
-        cJSON_AddNullToObject(o, "syscall");
-    /* which fd */
-    const cJSON *args = cJSON_GetObjectItemCaseSensitive(sc, "args");
+    return 0;
+}
+
+/* Adds fd and fd_target to the thread's hang_state o: the file its syscall waits on, when it is
+ * one that takes a file descriptor, also named in detail (replaced in o). A wait on an NVIDIA
+ * device is gpu_driver_wait. */
+static void add_wait_fd(cJSON *o, const struct wait_in *w, const struct cp_jindex *fds,
+                        struct wait_out *wo)
+{
+    const char *what = w->what;
+    const cJSON *args = cJSON_GetObjectItemCaseSensitive(w->sc, "args");
     double fd = -1;
-    if (have_nr && (!strcmp(what ? what : "", "read") || !strcmp(what ? what : "", "recv") ||
-                    !strcmp(what ? what : "", "accept") || !strcmp(what ? what : "", "epoll_wait") ||
-                    !strcmp(what ? what : "", "write") || !strcmp(what ? what : "", "connect") ||
-                    !strcmp(what ? what : "", "ioctl")))
+    if (w->have_nr &&
+        (!strcmp(what ? what : "", "read") || !strcmp(what ? what : "", "recv") ||
+         !strcmp(what ? what : "", "accept") || !strcmp(what ? what : "", "epoll_wait") ||
+         !strcmp(what ? what : "", "write") || !strcmp(what ? what : "", "connect") ||
+         !strcmp(what ? what : "", "ioctl")))
         fd = (double)(int64_t)hexval(cJSON_GetStringValue(cJSON_GetArrayItem(args, 0)));
     if (fd >= 0 && fd < 1 << 30) {
         cJSON_AddNumberToObject(o, "fd", fd);
@@ -367,10 +390,10 @@ static cJSON *classify(const cJSON *t, const cJSON *st, const struct cp_jindex *
             cJSON_AddNullToObject(o, "fd_target");
         char more[300];
         snprintf(more, sizeof(more), " on fd %d%s%s", (int)fd, tg ? " -> " : "", tg ? tg : "");
-        if (strlen(detail) + strlen(more) < sizeof(detail))
-            strcat(detail, more);
-        cJSON_ReplaceItemInObject(o, "detail", cJSON_CreateString(detail));
-        if (!strcmp(state, "ioctl") || (tg && !strncmp(tg, "/dev/nvidia", 11))) {
+        if (strlen(wo->detail) + strlen(more) < sizeof(wo->detail))
+            strcat(wo->detail, more);
+        cJSON_ReplaceItemInObject(o, "detail", cJSON_CreateString(wo->detail));
+        if (!strcmp(wo->state, "ioctl") || (tg && !strncmp(tg, "/dev/nvidia", 11))) {
             if (tg && !strncmp(tg, "/dev/nvidia", 11))
                 cJSON_ReplaceItemInObject(o, "state", cJSON_CreateString("gpu_driver_wait"));
         }
@@ -378,35 +401,69 @@ static cJSON *classify(const cJSON *t, const cJSON *st, const struct cp_jindex *
         cJSON_AddNullToObject(o, "fd");
         cJSON_AddNullToObject(o, "fd_target");
     }
-    /* the futex word: a mutex (with its owner) or another wait */
-    const cJSON *fx = cJSON_GetObjectItemCaseSensitive(st, "futex");
+}
+
+/* Adds mutex, mutex_symbol and mutex_owner to the hang_state o of a thread in state: the futex
+ * word it waits on (snap.json's futex), and for a mutex its owner. */
+static void add_wait_mutex(cJSON *o, const struct wait_in *w, const char *state)
+{
+    const cJSON *fx = cJSON_GetObjectItemCaseSensitive(w->st, "futex");
     const char *addr = cp_jstr(fx, "addr");
-    if (addr && (!strcmp(state, "mutex_wait") || !strcmp(state, "condvar_wait") ||
-                 !strcmp(state, "futex_wait"))) {
-        cJSON_AddStringToObject(o, "mutex", addr);
-        if (cp_jstr(fx, "symbol"))
-            cJSON_AddStringToObject(o, "mutex_symbol", cp_jstr(fx, "symbol"));
-        else
-            cJSON_AddNullToObject(o, "mutex_symbol");
-        /* the owner in the core's terms: a core with the process's own (namespace) tids (this
-         * thread's tid is snap.json's ns_tid) takes glibc's word as it is; an older snapshot's
-         * core held host tids (mutex_owner, translated by snap) */
-        double owner, tid = 0, nst = 0;
-        int ns_core = cp_jnum(t, "tid", &tid) && cp_jnum(st, "ns_tid", &nst) && nst == tid;
-        const char *ok = ns_core && cJSON_HasObjectItem(fx, "mutex_owner_ns") ? "mutex_owner_ns"
-                                                                               : "mutex_owner";
-        if (!strcmp(state, "mutex_wait") && cp_jnum(fx, ok, &owner) && owner > 0)
-            cJSON_AddNumberToObject(o, "mutex_owner", owner);
-        else
-            cJSON_AddNullToObject(o, "mutex_owner");
-    } else {
+    if (!(addr && (!strcmp(state, "mutex_wait") || !strcmp(state, "condvar_wait") ||
+                   !strcmp(state, "futex_wait")))) {
         cJSON_AddNullToObject(o, "mutex");
         cJSON_AddNullToObject(o, "mutex_symbol");
         cJSON_AddNullToObject(o, "mutex_owner");
+        return;
     }
-    if (kfirst || (wchan && wchan[0])) {
+    cJSON_AddStringToObject(o, "mutex", addr);
+    if (cp_jstr(fx, "symbol"))
+        cJSON_AddStringToObject(o, "mutex_symbol", cp_jstr(fx, "symbol"));
+    else
+        cJSON_AddNullToObject(o, "mutex_symbol");
+    /* the owner in the core's terms: a core with the process's own (namespace) tids (this
+     * thread's tid is snap.json's ns_tid) takes glibc's word as it is; an older snapshot's
+     * core held host tids (mutex_owner, translated by snap) */
+    double owner, tid = 0, nst = 0;
+    int ns_core = cp_jnum(w->t, "tid", &tid) && cp_jnum(w->st, "ns_tid", &nst) && nst == tid;
+    const char *ok =
+        ns_core && cJSON_HasObjectItem(fx, "mutex_owner_ns") ? "mutex_owner_ns" : "mutex_owner";
+    if (!strcmp(state, "mutex_wait") && cp_jnum(fx, ok, &owner) && owner > 0)
+        cJSON_AddNumberToObject(o, "mutex_owner", owner);
+    else
+        cJSON_AddNullToObject(o, "mutex_owner");
+}
+
+/* The hang_state of thread t (st: its snap.json record, or NULL), or JSON null when nothing tells
+ * it. */
+static cJSON *classify(const cJSON *t, const cJSON *st, const struct cp_jindex *fds)
+{
+    struct wait_in w = {.t = t, .st = st, .nr = -1};
+    w.frames = cJSON_GetObjectItemCaseSensitive(t, "frames");
+    w.sc = cJSON_GetObjectItemCaseSensitive(st, "syscall");
+    w.have_nr = cp_jnum(w.sc, "nr", &w.nr);
+    w.kstate = st ? cp_jstr(st, "state") : cp_jstr(t, "state");
+    w.wchan = st ? cp_jstr(st, "wchan") : cp_jstr(t, "wchan");
+    w.stopped = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(st, "stopped"));
+    const cJSON *ks = cJSON_GetObjectItemCaseSensitive(st, "kernel_stack");
+    w.kfirst = cJSON_GetStringValue(cJSON_GetArrayItem(ks, 0));
+    w.sstate = w.have_nr ? syscall_state((long)w.nr, &w.what) : NULL;
+    struct wait_out wo = {.state = NULL};
+    if (wait_state(&w, &wo))
+        return cJSON_CreateNull();
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "state", wo.state);
+    cJSON_AddStringToObject(o, "detail", wo.detail);
+    cJSON_AddStringToObject(o, "source", wo.source);
+    if (cp_jstr(w.sc, "name"))
+        cJSON_AddStringToObject(o, "syscall", cp_jstr(w.sc, "name"));
+    else
+        cJSON_AddNullToObject(o, "syscall");
+    add_wait_fd(o, &w, fds, &wo);
+    add_wait_mutex(o, &w, wo.state);
+    if (w.kfirst || (w.wchan && w.wchan[0])) {
         char kf[200];
-        snprintf(kf, sizeof(kf), "%s", kfirst ? kfirst : wchan);
+        snprintf(kf, sizeof(kf), "%s", w.kfirst ? w.kfirst : w.wchan);
         kf[strcspn(kf, "+")] = 0;
         cJSON_AddStringToObject(o, "kernel_function", kf);
     } else {
@@ -478,6 +535,97 @@ static cJSON *holder_json(const cJSON *t, const cJSON *hs, const struct cp_jinde
     return o;
 }
 
+/* The waits-for graph of deadlocks: node i is byid.e[i] (only the first entry of each tid is a
+ * node), its successor next[i] the node of the owner of the mutex it waits for (m: none). */
+struct waits_graph {
+    struct cp_jindex byid;    /* the threads by tid */
+    struct cp_jindex waiters; /* the threads by hang_state.mutex_owner */
+    size_t m;                 /* nodes */
+    size_t *next;
+    unsigned char *mark;  /* 0 new, 1 on the current walk, 2 done */
+    unsigned char *oncyc; /* on a cycle */
+    double *cmin;         /* the smallest tid of its cycle */
+    size_t *walk;         /* the current walk */
+};
+
+/* Each node's successor: the first thread of the owner of the mutex it waits for. */
+static void graph_edges(struct waits_graph *g)
+{
+    for (size_t i = 0; i < g->m; i++) {
+        g->next[i] = g->m;
+        if (cp_jindex_first(&g->byid, g->byid.e[i].key) != i)
+            continue;
+        double ow;
+        const cJSON *hs = cJSON_GetObjectItemCaseSensitive(g->byid.e[i].item, "hang_state");
+        if (cp_jnum(hs, "mutex_owner", &ow))
+            g->next[i] = cp_jindex_first(&g->byid, ow);
+    }
+}
+
+/* Marks the nodes on a cycle (oncyc) with their cycle's smallest tid (cmin), following each
+ * chain once. */
+static void graph_cycles(struct waits_graph *g)
+{
+    for (size_t i = 0; i < g->m; i++) {
+        if (g->mark[i] || cp_jindex_first(&g->byid, g->byid.e[i].key) != i)
+            continue;
+        size_t len = 0, v = i;
+        while (v < g->m && !g->mark[v]) {
+            g->mark[v] = 1;
+            g->walk[len++] = v;
+            v = g->next[v];
+        }
+        if (v < g->m && g->mark[v] == 1) { /* a new cycle: from v to the end of the walk */
+            double mn = g->byid.e[v].key;
+            size_t k = len;
+            while (k > 0 && g->walk[k - 1] != v)
+                k--;
+            for (size_t q = k - 1; q < len; q++)
+                if (g->byid.e[g->walk[q]].key < mn)
+                    mn = g->byid.e[g->walk[q]].key;
+            for (size_t q = k - 1; q < len; q++) {
+                g->oncyc[g->walk[q]] = 1;
+                g->cmin[g->walk[q]] = mn;
+            }
+        }
+        for (size_t q = 0; q < len; q++)
+            g->mark[g->walk[q]] = 2;
+    }
+}
+
+/* The deadlock of the cycle through node s0: its summary and each thread on it (holder_json). */
+static cJSON *deadlock_json(const struct waits_graph *g, size_t s0)
+{
+    cJSON *d = cJSON_CreateObject();
+    cJSON *dt = cJSON_CreateArray();
+    char summary[2048] = "deadlock:";
+    size_t slen = strlen(summary);
+    size_t v = s0;
+    do {
+        const cJSON *ct = g->byid.e[v].item;
+        const cJSON *hs = cJSON_GetObjectItemCaseSensitive(ct, "hang_state");
+        cJSON_AddItemToArray(dt, holder_json(ct, hs, &g->waiters));
+        char part[300];
+        double ow = 0;
+        cp_jnum(hs, "mutex_owner", &ow);
+        int pn = snprintf(part, sizeof(part), "%s thread %d (%s) waits for %s held by thread %d",
+                          v == s0 ? "" : ";", (int)g->byid.e[v].key,
+                          cp_jstr(ct, "name") ? cp_jstr(ct, "name") : "",
+                          cp_jstr(hs, "mutex_symbol") ? cp_jstr(hs, "mutex_symbol")
+                                                      : cp_jstr(hs, "mutex"),
+                          (int)ow);
+        size_t plen = pn < 0 ? 0 : strlen(part);
+        if (slen + plen < sizeof(summary)) {
+            memcpy(summary + slen, part, plen + 1);
+            slen += plen;
+        }
+        v = g->next[v];
+    } while (v != s0 && v < g->m);
+    cJSON_AddStringToObject(d, "summary", summary);
+    cJSON_AddItemToObject(d, "threads", dt);
+    return d;
+}
+
 /* Each waiting thread waits for one owner: the threads and their owners form a graph in which
  * every node has at most one successor, so its cycles are found in one pass (each node is visited
  * once: linear in the threads, where following each chain from every thread was quadratic). A
@@ -486,124 +634,66 @@ static cJSON *holder_json(const cJSON *t, const cJSON *hs, const struct cp_jinde
 static void deadlocks(cJSON *threads, cJSON *out)
 {
     int n = cJSON_GetArraySize(threads);
-    struct cp_jindex byid, waiters;
-    if (n <= 0 || cp_jindex_build(&byid, threads, "tid"))
+    struct waits_graph g;
+    if (n <= 0 || cp_jindex_build(&g.byid, threads, "tid"))
         return;
-    if (cp_jindex_build(&waiters, threads, "hang_state.mutex_owner")) {
-        cp_jindex_free(&byid);
+    if (cp_jindex_build(&g.waiters, threads, "hang_state.mutex_owner")) {
+        cp_jindex_free(&g.byid);
         return;
     }
-    /* node i: byid.e[i]; only the first entry of each tid is a node */
-    size_t m = byid.n;
-    size_t *next = malloc((m + 1) * sizeof(*next));
-    unsigned char *mark = calloc(m + 1, 1); /* 0 new, 1 on the current walk, 2 done */
-    unsigned char *oncyc = calloc(m + 1, 1);
-    double *cmin = malloc((m + 1) * sizeof(*cmin));
-    size_t *walk = malloc((m + 1) * sizeof(*walk));
-    if (!next || !mark || !oncyc || !cmin || !walk)
+    size_t m = g.m = g.byid.n;
+    g.next = malloc((m + 1) * sizeof(*g.next));
+    g.mark = calloc(m + 1, 1);
+    g.oncyc = calloc(m + 1, 1);
+    g.cmin = malloc((m + 1) * sizeof(*g.cmin));
+    g.walk = malloc((m + 1) * sizeof(*g.walk));
+    if (!g.next || !g.mark || !g.oncyc || !g.cmin || !g.walk)
         goto out;
-    for (size_t i = 0; i < m; i++) {
-        next[i] = m;
-        if (cp_jindex_first(&byid, byid.e[i].key) != i)
-            continue;
-        double ow;
-        const cJSON *hs = cJSON_GetObjectItemCaseSensitive(byid.e[i].item, "hang_state");
-        if (cp_jnum(hs, "mutex_owner", &ow))
-            next[i] = cp_jindex_first(&byid, ow);
-    }
-    for (size_t i = 0; i < m; i++) {
-        if (mark[i] || cp_jindex_first(&byid, byid.e[i].key) != i)
-            continue;
-        size_t len = 0, v = i;
-        while (v < m && !mark[v]) {
-            mark[v] = 1;
-            walk[len++] = v;
-            v = next[v];
-        }
-        if (v < m && mark[v] == 1) { /* a new cycle: from v to the end of the walk */
-            double mn = byid.e[v].key;
-            size_t k = len;
-            while (k > 0 && walk[k - 1] != v)
-                k--;
-            for (size_t q = k - 1; q < len; q++)
-                if (byid.e[walk[q]].key < mn)
-                    mn = byid.e[walk[q]].key;
-            for (size_t q = k - 1; q < len; q++) {
-                oncyc[walk[q]] = 1;
-                cmin[walk[q]] = mn;
-            }
-        }
-        for (size_t q = 0; q < len; q++)
-            mark[walk[q]] = 2;
-    }
+    graph_edges(&g);
+    graph_cycles(&g);
     const cJSON *t;
     cJSON_ArrayForEach(t, threads)
     {
         double start;
         if (!cp_jnum(t, "tid", &start))
             continue;
-        size_t s0 = cp_jindex_first(&byid, start);
-        if (s0 >= m || !oncyc[s0] || cmin[s0] != start)
+        size_t s0 = cp_jindex_first(&g.byid, start);
+        if (s0 >= m || !g.oncyc[s0] || g.cmin[s0] != start)
             continue;
-        cJSON *d = cJSON_CreateObject();
-        cJSON *dt = cJSON_CreateArray();
-        char summary[2048] = "deadlock:";
-        size_t slen = strlen(summary);
-        size_t v = s0;
-        do {
-            const cJSON *ct = byid.e[v].item;
-            const cJSON *hs = cJSON_GetObjectItemCaseSensitive(ct, "hang_state");
-            cJSON_AddItemToArray(dt, holder_json(ct, hs, &waiters));
-            char part[300];
-            double ow = 0;
-            cp_jnum(hs, "mutex_owner", &ow);
-            int pn = snprintf(
-                part, sizeof(part), "%s thread %d (%s) waits for %s held by thread %d",
-                v == s0 ? "" : ";", (int)byid.e[v].key, cp_jstr(ct, "name") ? cp_jstr(ct, "name") : "",
-                cp_jstr(hs, "mutex_symbol") ? cp_jstr(hs, "mutex_symbol") : cp_jstr(hs, "mutex"),
-                (int)ow);
-            size_t plen = pn < 0 ? 0 : strlen(part);
-            if (slen + plen < sizeof(summary)) {
-                memcpy(summary + slen, part, plen + 1);
-                slen += plen;
-            }
-            v = next[v];
-        } while (v != s0 && v < m);
-        cJSON_AddStringToObject(d, "summary", summary);
-        cJSON_AddItemToObject(d, "threads", dt);
-        cJSON_AddItemToArray(out, d);
+        cJSON_AddItemToArray(out, deadlock_json(&g, s0));
     }
 out:
-    free(next);
-    free(mark);
-    free(oncyc);
-    free(cmin);
-    free(walk);
-    cp_jindex_free(&byid);
-    cp_jindex_free(&waiters);
+    free(g.next);
+    free(g.mark);
+    free(g.oncyc);
+    free(g.cmin);
+    free(g.walk);
+    cp_jindex_free(&g.byid);
+    cp_jindex_free(&g.waiters);
 }
 
-void hang_analyze_json(cJSON *r, const cJSON *snap, const cJSON *fds_json)
+/* The indexes hang_analyze_json looks threads up by: one pass each, not one per thread. */
+struct hang_ix {
+    struct cp_jindex snapix; /* snap.json's threads by tid (the host's) */
+    struct cp_jindex snapns; /* snap.json's threads by ns_tid */
+    struct cp_jindex fds;    /* fds.json by fd */
+    struct cp_jindex byid;   /* the report's threads by tid */
+};
+
+/* Sets each thread's hang_state (its snap.json record found by ns_tid first, then tid) and counts
+ * the threads of each state in states. */
+static void classify_threads(cJSON *threads, const cJSON *snap, const struct hang_ix *ix,
+                             cJSON *states)
 {
-    cJSON *threads = cJSON_GetObjectItemCaseSensitive(r, "threads");
     cJSON *t;
-    cJSON *states = cJSON_CreateObject();
-    /* lookups by tid and fd through indexes: one pass each, not one per thread */
-    /* The core's tids are the process's own (its pid namespace, as in a kernel core); snap.json
-     * has both: ns_tid first, then tid (older snapshots' cores held the host's tids) */
-    struct cp_jindex snapix, snapns, fds, byid;
-    cp_jindex_build(&snapix, cJSON_GetObjectItemCaseSensitive(snap, "threads"), "tid");
-    cp_jindex_build(&snapns, cJSON_GetObjectItemCaseSensitive(snap, "threads"), "ns_tid");
-    cp_jindex_build(&fds, fds_json, "fd");
-    cp_jindex_build(&byid, threads, "tid");
     cJSON_ArrayForEach(t, threads)
     {
         double tid = 0;
         cp_jnum(t, "tid", &tid);
-        const cJSON *st = snap ? cp_jindex_find(&snapns, tid) : NULL;
+        const cJSON *st = snap ? cp_jindex_find(&ix->snapns, tid) : NULL;
         if (snap && !st)
-            st = cp_jindex_find(&snapix, tid);
-        cJSON *hs = classify(t, st, &fds);
+            st = cp_jindex_find(&ix->snapix, tid);
+        cJSON *hs = classify(t, st, &ix->fds);
         cJSON_DeleteItemFromObjectCaseSensitive(t, "hang_state");
         cJSON_AddItemToObject(t, "hang_state", hs);
         const char *s = cp_jstr(hs, "state");
@@ -615,18 +705,22 @@ void hang_analyze_json(cJSON *r, const cJSON *snap, const cJSON *fds_json)
                 cJSON_AddNumberToObject(states, s, 1);
         }
     }
-    /* threads the native analysis did not see (no registers: never stopped) */
+}
+
+/* Adds the threads the native analysis did not see (no registers: never stopped) from snap.json,
+ * once per tid (the snap's first thread with it, when the core has none), with their hang_state. */
+static void add_unseen_threads(cJSON *threads, const cJSON *snap, const struct hang_ix *ix)
+{
     const cJSON *st;
     cJSON_ArrayForEach(st, cJSON_GetObjectItemCaseSensitive(snap, "threads"))
     {
         double tid, host;
-        /* once per tid: the snap's first thread with it, when the core has none */
         if (!cp_jnum(st, "tid", &host) || !cJSON_IsArray(threads))
             continue;
         if (!cp_jnum(st, "ns_tid", &tid) || tid <= 0)
             tid = host;
-        if (cp_jindex_find(&byid, tid) || cp_jindex_find(&byid, host) ||
-            cp_jindex_find(&snapix, host) != st)
+        if (cp_jindex_find(&ix->byid, tid) || cp_jindex_find(&ix->byid, host) ||
+            cp_jindex_find(&ix->snapix, host) != st)
             continue;
         cJSON *nt = cJSON_CreateObject();
         cJSON_AddNumberToObject(nt, "tid", tid);
@@ -637,14 +731,16 @@ void hang_analyze_json(cJSON *r, const cJSON *snap, const cJSON *fds_json)
         cJSON_AddStringToObject(nt, "state", cp_jstr(st, "state") ? cp_jstr(st, "state") : "?");
         cJSON_AddStringToObject(nt, "wchan", cp_jstr(st, "wchan") ? cp_jstr(st, "wchan") : "");
         cJSON_AddItemToObject(nt, "frames", cJSON_CreateArray());
-        cJSON *hs = classify(nt, st, &fds);
+        cJSON *hs = classify(nt, st, &ix->fds);
         cJSON_AddItemToObject(nt, "hang_state", hs);
         cJSON_AddItemToArray(threads, nt);
     }
-    cp_jindex_free(&snapix);
-    cp_jindex_free(&snapns);
-    cp_jindex_free(&fds);
-    cp_jindex_free(&byid);
+}
+
+/* The report's hang section up to its states: whether a snapshot was taken, and its trigger,
+ * reason and stop counts. */
+static cJSON *hang_head(const cJSON *snap)
+{
     cJSON *h = cJSON_CreateObject();
     cJSON_AddBoolToObject(h, "snap", snap != NULL);
     if (snap) {
@@ -666,6 +762,27 @@ void hang_analyze_json(cJSON *r, const cJSON *snap, const cJSON *fds_json)
         cJSON_AddNullToObject(h, "trigger");
         cJSON_AddNullToObject(h, "reason");
     }
+    return h;
+}
+
+void hang_analyze_json(cJSON *r, const cJSON *snap, const cJSON *fds_json)
+{
+    cJSON *threads = cJSON_GetObjectItemCaseSensitive(r, "threads");
+    cJSON *states = cJSON_CreateObject();
+    /* The core's tids are the process's own (its pid namespace, as in a kernel core); snap.json
+     * has both: ns_tid first, then tid (older snapshots' cores held the host's tids) */
+    struct hang_ix ix;
+    cp_jindex_build(&ix.snapix, cJSON_GetObjectItemCaseSensitive(snap, "threads"), "tid");
+    cp_jindex_build(&ix.snapns, cJSON_GetObjectItemCaseSensitive(snap, "threads"), "ns_tid");
+    cp_jindex_build(&ix.fds, fds_json, "fd");
+    cp_jindex_build(&ix.byid, threads, "tid");
+    classify_threads(threads, snap, &ix, states);
+    add_unseen_threads(threads, snap, &ix);
+    cp_jindex_free(&ix.snapix);
+    cp_jindex_free(&ix.snapns);
+    cp_jindex_free(&ix.fds);
+    cp_jindex_free(&ix.byid);
+    cJSON *h = hang_head(snap);
     cJSON_AddItemToObject(h, "states", states);
     size_t npats;
     const char *pats_err;

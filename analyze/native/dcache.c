@@ -201,6 +201,118 @@ struct repl {
     size_t size, align;
 };
 
+/* Copies the program headers of in (phnum of them) to out. 0, or -1. */
+static int copy_phdrs(Elf *in, Elf *out, size_t phnum)
+{
+    if (!phnum)
+        return 0;
+    if (!gelf_newphdr(out, phnum))
+        return -1;
+    for (size_t i = 0; i < phnum; i++) {
+        GElf_Phdr ph;
+        if (!gelf_getphdr(in, (int)i, &ph) || !gelf_update_phdr(out, (int)i, &ph))
+            return -1;
+    }
+    return 0;
+}
+
+/* Section so of the copy gets the content rp, uncompressed, under the input's header sh (its size,
+ * alignment and flags changed to match). 0, or -1. */
+static int section_replaced(Elf_Scn *so, GElf_Shdr *sh, const struct repl *rp)
+{
+    Elf_Data *od = elf_newdata(so);
+    if (!od)
+        return -1;
+    od->d_buf = rp->buf;
+    od->d_size = rp->size;
+    od->d_type = ELF_T_BYTE;
+    od->d_align = rp->align ? rp->align : 1;
+    od->d_version = EV_CURRENT;
+    sh->sh_flags &= ~(GElf_Xword)SHF_COMPRESSED;
+    sh->sh_size = rp->size;
+    sh->sh_addralign = od->d_align;
+    return gelf_update_shdr(so, sh) ? 0 : -1;
+}
+
+/* The copy's section-name table: the input's with ORIGIN_SECTION appended. */
+struct names {
+    unsigned char *buf; /* NULL until made; owned */
+    size_t origin_name; /* where ORIGIN_SECTION's name starts in it */
+};
+
+/* Section so of the copy gets the data of section si (header sh). When si is the section-name
+ * table (shstr), its data is the extended table of nm (made here, once, sh's size updated). 0, or
+ * -1. */
+static int section_copied(Elf_Scn *si, Elf_Scn *so, GElf_Shdr *sh, int shstr, struct names *nm)
+{
+    Elf_Data *d = NULL;
+    while ((d = elf_getdata(si, d))) {
+        Elf_Data *od = elf_newdata(so);
+        if (!od)
+            return -1;
+        od->d_buf = d->d_buf;
+        od->d_size = d->d_size;
+        od->d_type = d->d_type;
+        od->d_align = d->d_align;
+        od->d_version = d->d_version;
+        if (shstr && !nm->buf && d->d_buf && d->d_size == sh->sh_size &&
+            sh->sh_type == SHT_STRTAB) {
+            if (!(nm->buf = malloc(d->d_size + sizeof(ORIGIN_SECTION))))
+                return -1;
+            memcpy(nm->buf, d->d_buf, d->d_size);
+            memcpy(nm->buf + d->d_size, ORIGIN_SECTION, sizeof(ORIGIN_SECTION));
+            nm->origin_name = d->d_size;
+            od->d_buf = nm->buf;
+            od->d_size = d->d_size + sizeof(ORIGIN_SECTION);
+            sh->sh_size = od->d_size;
+        }
+    }
+    return 0;
+}
+
+/* Copies every section of in (shnum, the names in shstrndx) to out in the same order: the content
+ * of r where it has an entry (r may be NULL), else the input's data. 0, or -1. */
+static int copy_sections(Elf *in, Elf *out, size_t shnum, size_t shstrndx, const struct repl *r,
+                         struct names *nm)
+{
+    for (size_t i = 1; i < shnum; i++) {
+        Elf_Scn *si = elf_getscn(in, i), *so = elf_newscn(out);
+        GElf_Shdr sh;
+        if (!si || !so || !gelf_getshdr(si, &sh))
+            return -1;
+        if (r && r[i].buf) {
+            if (section_replaced(so, &sh, &r[i]))
+                return -1;
+            continue;
+        }
+        if (section_copied(si, so, &sh, i == shstrndx, nm) || !gelf_update_shdr(so, &sh))
+            return -1;
+    }
+    return 0;
+}
+
+/* Appends the section ORIGIN_SECTION to out, holding origin (NUL-terminated), its name at
+ * origin_name in the section-name table. 0, or -1. */
+static int add_origin(Elf *out, const char *origin, size_t origin_name)
+{
+    Elf_Scn *so = elf_newscn(out);
+    Elf_Data *od = so ? elf_newdata(so) : NULL;
+    GElf_Shdr sh;
+    if (!od || !gelf_getshdr(so, &sh))
+        return -1;
+    od->d_buf = (void *)origin;
+    od->d_size = strlen(origin) + 1;
+    od->d_type = ELF_T_BYTE;
+    od->d_align = 1;
+    od->d_version = EV_CURRENT;
+    memset(&sh, 0, sizeof(sh));
+    sh.sh_name = (GElf_Word)origin_name;
+    sh.sh_type = SHT_PROGBITS;
+    sh.sh_size = od->d_size;
+    sh.sh_addralign = 1;
+    return gelf_update_shdr(so, &sh) ? 0 : -1;
+}
+
 /* Writes the copy to fd, with a section ORIGIN_SECTION holding `origin`; sections with an entry
  * in `r` (indexed by section number, may be NULL) get that content, uncompressed. 0 on success. */
 static int write_copy(Elf *in, int fd, const char *origin, const struct repl *r)
@@ -214,93 +326,21 @@ static int write_copy(Elf *in, int fd, const char *origin, const struct repl *r)
     if (!out)
         return -1;
     int rc = -1;
-    unsigned char *names = NULL; /* the section-name table, with ORIGIN_SECTION appended */
-    size_t origin_name = 0;
-    if (!gelf_newehdr(out, gelf_getclass(in)))
+    struct names nm = {NULL, 0}; /* the section-name table, with ORIGIN_SECTION appended */
+    if (!gelf_newehdr(out, gelf_getclass(in)) || copy_phdrs(in, out, phnum) ||
+        copy_sections(in, out, shnum, shstrndx, r, &nm))
         goto done;
-    if (phnum) {
-        if (!gelf_newphdr(out, phnum))
-            goto done;
-        for (size_t i = 0; i < phnum; i++) {
-            GElf_Phdr ph;
-            if (!gelf_getphdr(in, (int)i, &ph) || !gelf_update_phdr(out, (int)i, &ph))
-                goto done;
-        }
-    }
-    for (size_t i = 1; i < shnum; i++) {
-        Elf_Scn *si = elf_getscn(in, i), *so = elf_newscn(out);
-        GElf_Shdr sh;
-        if (!si || !so || !gelf_getshdr(si, &sh))
-            goto done;
-        if (r && r[i].buf) {
-            Elf_Data *od = elf_newdata(so);
-            if (!od)
-                goto done;
-            od->d_buf = r[i].buf;
-            od->d_size = r[i].size;
-            od->d_type = ELF_T_BYTE;
-            od->d_align = r[i].align ? r[i].align : 1;
-            od->d_version = EV_CURRENT;
-            sh.sh_flags &= ~(GElf_Xword)SHF_COMPRESSED;
-            sh.sh_size = r[i].size;
-            sh.sh_addralign = od->d_align;
-            if (!gelf_update_shdr(so, &sh))
-                goto done;
-            continue;
-        }
-        Elf_Data *d = NULL;
-        while ((d = elf_getdata(si, d))) {
-            Elf_Data *od = elf_newdata(so);
-            if (!od)
-                goto done;
-            od->d_buf = d->d_buf;
-            od->d_size = d->d_size;
-            od->d_type = d->d_type;
-            od->d_align = d->d_align;
-            od->d_version = d->d_version;
-            if (i == shstrndx && !names && d->d_buf && d->d_size == sh.sh_size &&
-                sh.sh_type == SHT_STRTAB) {
-                if (!(names = malloc(d->d_size + sizeof(ORIGIN_SECTION))))
-                    goto done;
-                memcpy(names, d->d_buf, d->d_size);
-                memcpy(names + d->d_size, ORIGIN_SECTION, sizeof(ORIGIN_SECTION));
-                origin_name = d->d_size;
-                od->d_buf = names;
-                od->d_size = d->d_size + sizeof(ORIGIN_SECTION);
-                sh.sh_size = od->d_size;
-            }
-        }
-        if (!gelf_update_shdr(so, &sh))
-            goto done;
-    }
-    if (!names)
+    if (!nm.buf)
         goto done; /* no section-name table we could extend */
-    {
-        Elf_Scn *so = elf_newscn(out);
-        Elf_Data *od = so ? elf_newdata(so) : NULL;
-        GElf_Shdr sh;
-        if (!od || !gelf_getshdr(so, &sh))
-            goto done;
-        od->d_buf = (void *)origin;
-        od->d_size = strlen(origin) + 1;
-        od->d_type = ELF_T_BYTE;
-        od->d_align = 1;
-        od->d_version = EV_CURRENT;
-        memset(&sh, 0, sizeof(sh));
-        sh.sh_name = (GElf_Word)origin_name;
-        sh.sh_type = SHT_PROGBITS;
-        sh.sh_size = od->d_size;
-        sh.sh_addralign = 1;
-        if (!gelf_update_shdr(so, &sh))
-            goto done;
-    }
+    if (add_origin(out, origin, nm.origin_name))
+        goto done;
     eh.e_shstrndx = (Elf64_Half)shstrndx;
     if (!gelf_update_ehdr(out, &eh) || elf_update(out, ELF_C_WRITE) < 0)
         goto done;
     rc = 0;
 done:
     elf_end(out);
-    free(names);
+    free(nm.buf);
     return rc;
 }
 
@@ -409,6 +449,79 @@ int dcache_store(struct dcache *c, Elf *debug, const unsigned char *id, size_t l
 #define MAX_TOTAL (8ull << 30)
 #define HUGE ((size_t)2 << 20)
 
+/* The size the compressed sections of e (shnum sections) take decompressed, each rounded up to 64
+ * bytes, into *total. 0, or -1 when one is over MAX_SECTION or they are over MAX_TOTAL. */
+static int decompressed_total(Elf *e, size_t shnum, uint64_t *total)
+{
+    for (size_t i = 1; i < shnum; i++) {
+        Elf_Scn *scn = elf_getscn(e, i);
+        GElf_Shdr sh;
+        GElf_Chdr ch;
+        if (scn && gelf_getshdr(scn, &sh) && (sh.sh_flags & SHF_COMPRESSED) &&
+            sh.sh_type != SHT_NOBITS && gelf_getchdr(scn, &ch)) {
+            if (ch.ch_size > MAX_SECTION || *total > MAX_TOTAL)
+                return -1;
+            *total += (ch.ch_size + 63) & ~(uint64_t)63;
+        }
+    }
+    return 0;
+}
+
+/* One region for all decompressed sections, in transparent huge pages where the kernel allows
+ * (madvise): ~10 MiB written at once costs thousands of page faults otherwise. */
+struct region {
+    unsigned char *map; /* NULL: none */
+    size_t maplen;
+    unsigned char *next; /* where the next section goes (huge-page aligned at first) */
+};
+
+/* Maps the region for total bytes. 0, or -1. */
+static int region_map(struct region *g, uint64_t total)
+{
+    g->maplen = (size_t)((total + HUGE - 1) & ~(uint64_t)(HUGE - 1)) + HUGE;
+    g->map = mmap(NULL, g->maplen, PROT_READ | PROT_WRITE,
+                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (g->map == MAP_FAILED) {
+        g->map = NULL;
+        return -1;
+    }
+    g->next = (unsigned char *)(((uintptr_t)g->map + HUGE - 1) & ~(uintptr_t)(HUGE - 1));
+    madvise(g->next, g->maplen - HUGE, MADV_HUGEPAGE);
+    return 0;
+}
+
+/* Decompresses each compressed section of e (shnum sections) into the region, its place recorded
+ * in r. zlib only (what Debian's debug files use): anything else is not cached this way. 0, or
+ * -1 at the first section that cannot be. */
+static int inflate_sections(Elf *e, size_t shnum, struct libdeflate_decompressor *dd,
+                            struct region *g, struct repl *r)
+{
+    size_t hdr = gelf_getclass(e) == ELFCLASS32 ? sizeof(Elf32_Chdr) : sizeof(Elf64_Chdr);
+    for (size_t i = 1; i < shnum; i++) {
+        Elf_Scn *scn = elf_getscn(e, i);
+        GElf_Shdr sh;
+        GElf_Chdr ch;
+        if (!scn || !gelf_getshdr(scn, &sh))
+            return -1;
+        if (!(sh.sh_flags & SHF_COMPRESSED) || sh.sh_type == SHT_NOBITS)
+            continue;
+        Elf_Data *raw = elf_rawdata(scn, NULL);
+        size_t out = 0;
+        if (!gelf_getchdr(scn, &ch) || ch.ch_type != ELFCOMPRESS_ZLIB || !raw || !raw->d_buf ||
+            raw->d_size <= hdr || !g->next ||
+            (uint64_t)(g->next - g->map) + ch.ch_size > g->maplen ||
+            libdeflate_zlib_decompress(dd, (const char *)raw->d_buf + hdr, raw->d_size - hdr,
+                                       g->next, ch.ch_size, &out) != LIBDEFLATE_SUCCESS ||
+            out != ch.ch_size)
+            return -1;
+        r[i].buf = g->next;
+        r[i].size = ch.ch_size;
+        r[i].align = ch.ch_addralign;
+        g->next += (ch.ch_size + 63) & ~(uint64_t)63;
+    }
+    return 0;
+}
+
 int dcache_fill(struct dcache *c, int fd, const unsigned char *id, size_t len, const char *origin)
 {
     if (!c || fd < 0)
@@ -425,68 +538,20 @@ int dcache_fill(struct dcache *c, int fd, const unsigned char *id, size_t len, c
     struct repl *r = calloc(shnum, sizeof(*r));
     struct libdeflate_decompressor *dd = libdeflate_alloc_decompressor();
     int rc = n > 0 && (size_t)n == len && !memcmp(got, id, len) && r && dd ? 0 : -1;
-    size_t hdr = gelf_getclass(e) == ELFCLASS32 ? sizeof(Elf32_Chdr) : sizeof(Elf64_Chdr);
-    /* one region for all decompressed sections, in transparent huge pages where the kernel
-     * allows (madvise): ~10 MiB written at once costs thousands of page faults otherwise */
     uint64_t total = 0;
-    for (size_t i = 1; !rc && i < shnum; i++) {
-        Elf_Scn *scn = elf_getscn(e, i);
-        GElf_Shdr sh;
-        GElf_Chdr ch;
-        if (scn && gelf_getshdr(scn, &sh) && (sh.sh_flags & SHF_COMPRESSED) &&
-            sh.sh_type != SHT_NOBITS && gelf_getchdr(scn, &ch)) {
-            if (ch.ch_size > MAX_SECTION || total > MAX_TOTAL) {
-                rc = -1;
-                break;
-            }
-            total += (ch.ch_size + 63) & ~(uint64_t)63;
-        }
-    }
+    if (!rc)
+        rc = decompressed_total(e, shnum, &total);
     if (!total)
         rc = -1; /* nothing compressed: nothing to gain from a copy */
-    size_t maplen = rc ? 0 : (size_t)((total + HUGE - 1) & ~(uint64_t)(HUGE - 1)) + HUGE;
-    unsigned char *map = maplen ? mmap(NULL, maplen, PROT_READ | PROT_WRITE,
-                                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
-                                : NULL;
-    if (map == MAP_FAILED) {
-        map = NULL;
-        rc = -1;
-    }
-    unsigned char *next = map ? (unsigned char *)(((uintptr_t)map + HUGE - 1) & ~(uintptr_t)(HUGE - 1))
-                              : NULL;
-    if (next)
-        madvise(next, maplen - HUGE, MADV_HUGEPAGE);
-    for (size_t i = 1; !rc && i < shnum; i++) {
-        Elf_Scn *scn = elf_getscn(e, i);
-        GElf_Shdr sh;
-        GElf_Chdr ch;
-        if (!scn || !gelf_getshdr(scn, &sh)) {
-            rc = -1;
-            break;
-        }
-        if (!(sh.sh_flags & SHF_COMPRESSED) || sh.sh_type == SHT_NOBITS)
-            continue;
-        Elf_Data *raw = elf_rawdata(scn, NULL);
-        size_t out = 0;
-        /* zlib only (what Debian's debug files use); anything else: not cached this way */
-        if (!gelf_getchdr(scn, &ch) || ch.ch_type != ELFCOMPRESS_ZLIB || !raw || !raw->d_buf ||
-            raw->d_size <= hdr || !next ||
-            (uint64_t)(next - map) + ch.ch_size > maplen ||
-            libdeflate_zlib_decompress(dd, (const char *)raw->d_buf + hdr, raw->d_size - hdr,
-                                       next, ch.ch_size, &out) != LIBDEFLATE_SUCCESS ||
-            out != ch.ch_size) {
-            rc = -1;
-            break;
-        }
-        r[i].buf = next;
-        r[i].size = ch.ch_size;
-        r[i].align = ch.ch_addralign;
-        next += (ch.ch_size + 63) & ~(uint64_t)63;
-    }
+    struct region g = {NULL, 0, NULL};
+    if (!rc)
+        rc = region_map(&g, total);
+    if (!rc)
+        rc = inflate_sections(e, shnum, dd, &g, r);
     if (!rc)
         rc = publish(c, e, id, len, origin, r);
-    if (map)
-        munmap(map, maplen);
+    if (g.map)
+        munmap(g.map, g.maplen);
     free(r);
     libdeflate_free_decompressor(dd);
     elf_end(e);

@@ -283,6 +283,61 @@ static void thread_names(struct w310 *x, uint64_t interp, struct py_state *st, s
 
 /* ---- the runtime ---- */
 
+/* What walk_runtime carries from one thread state to the next. */
+struct tstate_walk {
+    size_t cap;              /* st->threads' capacity (py_readers.add_thread) */
+    size_t no_tid;           /* threads without a readable kernel thread id */
+    uint64_t no_tid_example; /* the first one's pthread_t */
+};
+
+/* The threads of interpreter interp (id), from its first thread state ts on: each one's ids, GIL
+ * and frames, added to st. A loop or a thread state not this interpreter's ends the list (noted
+ * in st->error). 0, or -1 when out of memory. */
+static int walk_tstates(struct w310 *x, struct py_state *st, uint64_t interp, int64_t id,
+                        uint64_t ts, struct tstate_walk *tw)
+{
+    const struct py310_layout *L = x->L;
+    for (unsigned nt = 0; ts && nt < PY_MAX_THREADS; nt++) {
+        uint64_t back, tnext;
+        int seen = 0;
+        for (size_t k = 0; k < st->nthreads && !seen; k++)
+            seen = st->threads[k].tstate == ts;
+        if (seen || st->nthreads >= PY_MAX_THREADS) {
+            cp_errmsg(st->error, sizeof(st->error), "the thread-state list %s",
+                      seen ? "loops" : "is longer than the cap");
+            break;
+        }
+        if (R.rd_ptr(x->w, ts + L->ts_interp, &back) || back != interp ||
+            R.rd_ptr(x->w, ts + L->ts_next, &tnext)) {
+            cp_errmsg(st->error, sizeof(st->error),
+                      "thread state 0x%" PRIx64 " is not readable or not this interpreter's", ts);
+            break;
+        }
+        if (py_readers.add_thread(st, &tw->cap))
+            return -1;
+        struct py_thread *t = &st->threads[st->nthreads - 1];
+        t->tstate = ts;
+        t->interp_id = id;
+        t->holds_gil = st->gil_locked == 1 && st->gil_holder == ts;
+        uint64_t u;
+        int32_t tid;
+        if (!R.rd_ptr(x->w, ts + L->ts_thread_id, &u))
+            t->thread_id = u;
+        /* the kernel tid: glibc's struct pthread (pthread_t is its address) */
+        if (t->thread_id && !R.rd_i32(x->w, t->thread_id + L->pthread_tid, &tid) && tid > 0) {
+            t->native_tid = tid;
+        } else if (!tw->no_tid++) {
+            tw->no_tid_example = t->thread_id;
+        }
+        if (walk_frames(x, ts, t))
+            return -1;
+        if (tnext == ts)
+            break;
+        ts = tnext;
+    }
+    return 0;
+}
+
 static int walk_runtime(struct w310 *x, struct py_state *st)
 {
     const struct py310_layout *L = x->L;
@@ -300,8 +355,7 @@ static int walk_runtime(struct w310 *x, struct py_state *st)
     }
     if (!interp)
         cp_errmsg(st->error, sizeof(st->error), "no interpreter (not started, or finalized)");
-    size_t cap = 0, no_tid = 0;
-    uint64_t no_tid_example = 0;
+    struct tstate_walk tw = {0, 0, 0};
     for (unsigned ni = 0; interp && ni < PY_MAX_INTERPRETERS; ni++) {
         size_t first = st->nthreads;
         uint64_t ts, next;
@@ -313,56 +367,19 @@ static int walk_runtime(struct w310 *x, struct py_state *st)
                       interp);
             return 0;
         }
-        for (unsigned nt = 0; ts && nt < PY_MAX_THREADS; nt++) {
-            uint64_t back, tnext;
-            int seen = 0;
-            for (size_t k = 0; k < st->nthreads && !seen; k++)
-                seen = st->threads[k].tstate == ts;
-            if (seen || st->nthreads >= PY_MAX_THREADS) {
-                cp_errmsg(st->error, sizeof(st->error), "the thread-state list %s",
-                          seen ? "loops" : "is longer than the cap");
-                break;
-            }
-            if (R.rd_ptr(x->w, ts + L->ts_interp, &back) || back != interp ||
-                R.rd_ptr(x->w, ts + L->ts_next, &tnext)) {
-                cp_errmsg(st->error, sizeof(st->error),
-                          "thread state 0x%" PRIx64 " is not readable or not this interpreter's",
-                          ts);
-                break;
-            }
-            if (py_readers.add_thread(st, &cap))
-                return -1;
-            struct py_thread *t = &st->threads[st->nthreads - 1];
-            t->tstate = ts;
-            t->interp_id = id;
-            t->holds_gil = st->gil_locked == 1 && st->gil_holder == ts;
-            uint64_t u;
-            int32_t tid;
-            if (!R.rd_ptr(x->w, ts + L->ts_thread_id, &u))
-                t->thread_id = u;
-            /* the kernel tid: glibc's struct pthread (pthread_t is its address) */
-            if (t->thread_id && !R.rd_i32(x->w, t->thread_id + L->pthread_tid, &tid) && tid > 0) {
-                t->native_tid = tid;
-            } else if (!no_tid++) {
-                no_tid_example = t->thread_id;
-            }
-            if (walk_frames(x, ts, t))
-                return -1;
-            if (tnext == ts)
-                break;
-            ts = tnext;
-        }
+        if (walk_tstates(x, st, interp, id, ts, &tw))
+            return -1;
         thread_names(x, interp, st, first);
         if (next == interp)
             break;
         interp = next;
     }
-    if (no_tid && !st->error[0])
-        cp_errmsg(st->error, sizeof(st->error),
-                  "%zu Python thread%s (0x%" PRIx64
-                  "%s) without a readable kernel thread id (glibc's "
-                  "struct pthread is not in the core): not placed on a native thread",
-                  no_tid, no_tid == 1 ? "" : "s", no_tid_example, no_tid == 1 ? "" : ", ...");
+    if (tw.no_tid && !st->error[0])
+        cp_errmsg(
+            st->error, sizeof(st->error),
+            "%zu Python thread%s (0x%" PRIx64 "%s) without a readable kernel thread id (glibc's "
+            "struct pthread is not in the core): not placed on a native thread",
+            tw.no_tid, tw.no_tid == 1 ? "" : "s", tw.no_tid_example, tw.no_tid == 1 ? "" : ", ...");
     return 0;
 }
 

@@ -517,6 +517,144 @@ static void add_doc(cJSON *info, const cJSON *doc)
     cp_json_set(info, "host", hn ? cJSON_CreateString(hn) : NULL);
 }
 
+/* The comparison of the local analysis with stacks.json, thread by thread. */
+struct choice {
+    struct cmp c;
+    struct cp_jindex lix, six; /* the threads by tid, local and stacks.json's */
+    cJSON *lacking;            /* tids whose stacks.json thread is better */
+    size_t lacking_threads;    /* how many */
+    size_t nthreads;           /* local threads with a tid */
+};
+
+/* Compares local with stacks: the crashed thread, the signal, each thread's frames (the threads
+ * stacks.json has better into ch->lacking), the threads only one side has. */
+static void compare_sides(struct choice *ch, const cJSON *local, const cJSON *stacks)
+{
+    double a, b;
+    if (cp_jnum(local, "crashed_tid", &a) && cp_jnum(stacks, "crashed_tid", &b) && a != b)
+        differ(&ch->c, "crashed thread: local %.0f, stacks.json %.0f", a, b);
+    const cJSON *ls = cJSON_GetObjectItemCaseSensitive(local, "signal");
+    const cJSON *ss = cJSON_GetObjectItemCaseSensitive(stacks, "signal");
+    if (cp_jnum(ls, "number", &a) && cp_jnum(ss, "number", &b) && a != b)
+        differ(&ch->c, "signal: local %.0f, stacks.json %.0f", a, b);
+    const cJSON *t;
+    cJSON_ArrayForEach(t, threads_of(local))
+    {
+        double tid;
+        if (!cp_jnum(t, "tid", &tid))
+            continue;
+        ch->nthreads++;
+        const cJSON *st = cp_jindex_find(&ch->six, tid);
+        if (!st) {
+            differ(&ch->c, "thread %.0f is not in stacks.json", tid);
+            continue;
+        }
+        size_t n = compare_thread(&ch->c, tid, t, st);
+        /* Python frames that only stacks.json has (the interpreter's file is not here: a
+         * container's, a snapshot's) make its thread the better one too */
+        if (!cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(t, "python_frames")))
+            n += (size_t)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(st, "python_frames"));
+        ch->c.lacking += n;
+        if (n) {
+            ch->lacking_threads++;
+            cJSON_AddItemToArray(ch->lacking, cJSON_CreateNumber(tid));
+        }
+    }
+    cJSON_ArrayForEach(t, threads_of(stacks))
+    {
+        double tid;
+        if (cp_jnum(t, "tid", &tid) && !cp_jindex_find(&ch->lix, tid))
+            differ(&ch->c, "thread %.0f is only in stacks.json", tid);
+    }
+}
+
+/* The interpreter: stacks.json's when the local walk found none it could read. Returns whether
+ * it was taken. */
+static int take_python(cJSON *local, const cJSON *stacks)
+{
+    const cJSON *lp = cJSON_GetObjectItemCaseSensitive(local, "python");
+    const cJSON *sp = cJSON_GetObjectItemCaseSensitive(stacks, "python");
+    if (cJSON_IsObject(sp) && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(sp, "supported")) &&
+        !(cJSON_IsObject(lp) && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(lp, "supported")))) {
+        cJSON *nu = cJSON_Duplicate(sp, 1);
+        if (nu) {
+            cJSON_DeleteItemFromObjectCaseSensitive(local, "python");
+            cJSON_AddItemToObject(local, "python", nu);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Takes into local what stacks.json has better: the threads it names better (copies of its own),
+ * its interpreter, cause details only it found. Returns whether anything was taken. */
+static int merge_into_local(struct choice *ch, cJSON *local, const cJSON *stacks)
+{
+    const cJSON *tid;
+    cJSON *lt = threads_of(local);
+    cJSON_ArrayForEach(tid, ch->lacking)
+    {
+        size_t k = cp_jindex_first(&ch->lix, tid->valuedouble);
+        cJSON *old = k < ch->lix.n ? (cJSON *)ch->lix.e[k].item : NULL;
+        cJSON *nu = cJSON_Duplicate(cp_jindex_find(&ch->six, tid->valuedouble), 1);
+        if (old && nu) {
+            cJSON_ReplaceItemViaPointer(lt, old, nu);
+            ch->lix.e[k].item = nu; /* old is freed; a repeated tid finds its replacement */
+        } else {
+            cJSON_Delete(nu);
+        }
+    }
+    int took_py = take_python(local, stacks);
+    return fill_cause(local, stacks) || ch->lacking_threads || took_py;
+}
+
+/* The info's note (what came from stacks.json, and from where) and disagreement (the first
+ * difference), when there is one. */
+static void choice_notes(cJSON *in, const struct cmp *c, const char *source)
+{
+    if (strcmp(source, "local")) {
+        char w[400];
+        const char *host = cp_jstr_ne(in, "host"), *when = cp_jstr_ne(in, "created_utc");
+        snprintf(w, sizeof(w),
+                 "%s: %s from stacks.json (made on %s%s%s), where the binaries were; here %zu "
+                 "frame(s) could not be named or located",
+                 !strcmp(source, "stacks.json") ? "every thread" : "some threads",
+                 !strcmp(source, "stacks.json") ? "frames and cause" : "frames",
+                 host ? host : "the crashed host", when ? " at " : "", when ? when : "",
+                 c->lacking);
+        cJSON_AddStringToObject(in, "note", w);
+    }
+    if (c->ndiff) {
+        char w[700];
+        const cJSON *first = cJSON_GetArrayItem(c->differences, 0);
+        snprintf(w, sizeof(w),
+                 "stacks.json disagrees with the local analysis: %zu difference(s), "
+                 "first: %s",
+                 c->ndiff, cJSON_IsString(first) ? first->valuestring : "?");
+        cJSON_AddStringToObject(in, "disagreement", w);
+    }
+}
+
+/* The info of a choice between two analyses: where the result came from (source), how they
+ * compare, the stacks.json document's origin, the notes. threads_from_stacks: how many threads
+ * are stacks.json's. Takes c->differences. */
+static void choice_info(cJSON *in, struct cmp *c, const char *source, double threads_from_stacks,
+                        const cJSON *doc)
+{
+    cJSON_AddStringToObject(in, "source", source);
+    cJSON_AddBoolToObject(in, "present", 1);
+    cJSON_AddBoolToObject(in, "used", strcmp(source, "local") != 0);
+    cJSON_AddBoolToObject(in, "agrees", c->ndiff == 0);
+    cJSON_AddNumberToObject(in, "compared_frames", (double)c->compared);
+    cJSON_AddNumberToObject(in, "local_unnamed_frames", (double)c->lacking);
+    cJSON_AddNumberToObject(in, "threads_from_stacks", threads_from_stacks);
+    cJSON_AddNumberToObject(in, "difference_count", (double)c->ndiff);
+    cJSON_AddItemToObject(in, "differences", c->differences);
+    if (doc)
+        add_doc(in, doc);
+    choice_notes(in, c, source);
+}
+
 cJSON *stacks_choose(cJSON *local, cJSON *stacks, const cJSON *doc, cJSON **info)
 {
     cJSON *in = cJSON_CreateObject();
@@ -535,49 +673,11 @@ cJSON *stacks_choose(cJSON *local, cJSON *stacks, const cJSON *doc, cJSON **info
             add_doc(in, doc);
         return local ? local : stacks;
     }
-    struct cmp c = {cJSON_CreateArray(), 0, 0, 0};
-    size_t lacking_threads = 0, nthreads = 0;
-    double a, b;
-    if (cp_jnum(local, "crashed_tid", &a) && cp_jnum(stacks, "crashed_tid", &b) && a != b)
-        differ(&c, "crashed thread: local %.0f, stacks.json %.0f", a, b);
-    const cJSON *ls = cJSON_GetObjectItemCaseSensitive(local, "signal");
-    const cJSON *ss = cJSON_GetObjectItemCaseSensitive(stacks, "signal");
-    if (cp_jnum(ls, "number", &a) && cp_jnum(ss, "number", &b) && a != b)
-        differ(&c, "signal: local %.0f, stacks.json %.0f", a, b);
-    cJSON *lacking = cJSON_CreateArray(); /* tids whose stacks.json thread is better */
+    struct choice ch = {.c = {cJSON_CreateArray(), 0, 0, 0}, .lacking = cJSON_CreateArray()};
     /* threads by tid on both sides: one lookup each, not a pass over the other side per thread */
-    struct cp_jindex lix, six;
-    cp_jindex_build(&lix, threads_of(local), "tid");
-    cp_jindex_build(&six, threads_of(stacks), "tid");
-    const cJSON *t;
-    cJSON_ArrayForEach(t, threads_of(local))
-    {
-        double tid;
-        if (!cp_jnum(t, "tid", &tid))
-            continue;
-        nthreads++;
-        const cJSON *st = cp_jindex_find(&six, tid);
-        if (!st) {
-            differ(&c, "thread %.0f is not in stacks.json", tid);
-            continue;
-        }
-        size_t n = compare_thread(&c, tid, t, st);
-        /* Python frames that only stacks.json has (the interpreter's file is not here: a
-         * container's, a snapshot's) make its thread the better one too */
-        if (!cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(t, "python_frames")))
-            n += (size_t)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(st, "python_frames"));
-        c.lacking += n;
-        if (n) {
-            lacking_threads++;
-            cJSON_AddItemToArray(lacking, cJSON_CreateNumber(tid));
-        }
-    }
-    cJSON_ArrayForEach(t, threads_of(stacks))
-    {
-        double tid;
-        if (cp_jnum(t, "tid", &tid) && !cp_jindex_find(&lix, tid))
-            differ(&c, "thread %.0f is only in stacks.json", tid);
-    }
+    cp_jindex_build(&ch.lix, threads_of(local), "tid");
+    cp_jindex_build(&ch.six, threads_of(stacks), "tid");
+    compare_sides(&ch, local, stacks);
     const char *source = "local";
     int local_complete = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(local, "complete"));
     int stacks_complete = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(stacks, "complete"));
@@ -585,75 +685,21 @@ cJSON *stacks_choose(cJSON *local, cJSON *stacks, const cJSON *doc, cJSON **info
     /* a local analysis cut at the thread cap is partial for a known reason that stacks.json (capped
      * alike, and from a bundle) cannot undo: it stays, with its cap and error */
     int capped = cJSON_GetObjectItemCaseSensitive(local, "threads_cap") != NULL;
-    if ((nthreads && lacking_threads == nthreads) || (!local_complete && stacks_complete && !capped)) {
+    if ((ch.nthreads && ch.lacking_threads == ch.nthreads) ||
+        (!local_complete && stacks_complete && !capped)) {
         source = "stacks.json";
         out = stacks;
         stacks = NULL;
-    } else {
-        const cJSON *tid;
-        cJSON *lt = threads_of(local);
-        cJSON_ArrayForEach(tid, lacking)
-        {
-            size_t k = cp_jindex_first(&lix, tid->valuedouble);
-            cJSON *old = k < lix.n ? (cJSON *)lix.e[k].item : NULL;
-            cJSON *nu = cJSON_Duplicate(cp_jindex_find(&six, tid->valuedouble), 1);
-            if (old && nu) {
-                cJSON_ReplaceItemViaPointer(lt, old, nu);
-                lix.e[k].item = nu; /* old is freed; a repeated tid finds its replacement */
-            } else {
-                cJSON_Delete(nu);
-            }
-        }
-        /* the interpreter: stacks.json's when the local walk found none it could read */
-        const cJSON *lp = cJSON_GetObjectItemCaseSensitive(local, "python");
-        const cJSON *sp = cJSON_GetObjectItemCaseSensitive(stacks, "python");
-        int took_py = 0;
-        if (cJSON_IsObject(sp) && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(sp, "supported")) &&
-            !(cJSON_IsObject(lp) && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(lp, "supported")))) {
-            cJSON *nu = cJSON_Duplicate(sp, 1);
-            if (nu) {
-                cJSON_DeleteItemFromObjectCaseSensitive(local, "python");
-                cJSON_AddItemToObject(local, "python", nu);
-                took_py = 1;
-            }
-        }
-        if (fill_cause(local, stacks) || lacking_threads || took_py)
-            source = "local+stacks.json";
+    } else if (merge_into_local(&ch, local, stacks)) {
+        source = "local+stacks.json";
     }
-    cJSON_AddStringToObject(in, "source", source);
-    cJSON_AddBoolToObject(in, "present", 1);
-    cJSON_AddBoolToObject(in, "used", strcmp(source, "local") != 0);
-    cJSON_AddBoolToObject(in, "agrees", c.ndiff == 0);
-    cJSON_AddNumberToObject(in, "compared_frames", (double)c.compared);
-    cJSON_AddNumberToObject(in, "local_unnamed_frames", (double)c.lacking);
-    cJSON_AddNumberToObject(in, "threads_from_stacks",
-                            !strcmp(source, "stacks.json") ? (double)cJSON_GetArraySize(threads_of(out))
-                                                           : (double)lacking_threads);
-    cJSON_AddNumberToObject(in, "difference_count", (double)c.ndiff);
-    cJSON_AddItemToObject(in, "differences", c.differences);
-    if (doc)
-        add_doc(in, doc);
-    if (strcmp(source, "local")) {
-        char w[400];
-        const char *host = cp_jstr_ne(in, "host"), *when = cp_jstr_ne(in, "created_utc");
-        snprintf(w, sizeof(w),
-                 "%s: %s from stacks.json (made on %s%s%s), where the binaries were; here %zu "
-                 "frame(s) could not be named or located",
-                 !strcmp(source, "stacks.json") ? "every thread" : "some threads",
-                 !strcmp(source, "stacks.json") ? "frames and cause" : "frames",
-                 host ? host : "the crashed host", when ? " at " : "", when ? when : "", c.lacking);
-        cJSON_AddStringToObject(in, "note", w);
-    }
-    if (c.ndiff) {
-        char w[700];
-        const cJSON *first = cJSON_GetArrayItem(c.differences, 0);
-        snprintf(w, sizeof(w), "stacks.json disagrees with the local analysis: %zu difference(s), "
-                 "first: %s", c.ndiff, cJSON_IsString(first) ? first->valuestring : "?");
-        cJSON_AddStringToObject(in, "disagreement", w);
-    }
-    cp_jindex_free(&lix);
-    cp_jindex_free(&six);
-    cJSON_Delete(lacking);
+    choice_info(in, &ch.c, source,
+                !strcmp(source, "stacks.json") ? (double)cJSON_GetArraySize(threads_of(out))
+                                               : (double)ch.lacking_threads,
+                doc);
+    cp_jindex_free(&ch.lix);
+    cp_jindex_free(&ch.six);
+    cJSON_Delete(ch.lacking);
     cJSON_Delete(stacks);
     if (out != local)
         cJSON_Delete(local);

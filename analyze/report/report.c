@@ -170,18 +170,10 @@ static cJSON *host_part(const cJSON *man)
     return h;
 }
 
-/* capture{}: from capture.json (and its salvage record), plus what the member table says. */
-static cJSON *capture_part(struct bundle *b, const cJSON *man, const cJSON *cap, const char *capwhy,
-                           const cJSON *salv)
+/* capture.mode: requested, effective and why, from capture.json (an object, or the older bare
+ * string), else the manifest's capture record or its mode. */
+static void capture_mode(cJSON *c, const cJSON *man, const cJSON *cap)
 {
-    cJSON *c = cJSON_CreateObject();
-    const char *status = cp_jstr_or(cap, "status", NULL);
-    if (!status && salv)
-        status = cp_jstr_or(salv, "status", NULL);
-    add_str(c, "status", status ? status : bundle_complete(b) ? "unknown" : "partial");
-    if (!cap)
-        add_str(c, "capture_json_error", capwhy);
-
     cJSON *mode = cJSON_AddObjectToObject(c, "mode");
     const cJSON *mj = cJSON_GetObjectItemCaseSensitive(cap, "mode");
     const cJSON *mcap = cJSON_GetObjectItemCaseSensitive(man, "capture");
@@ -197,7 +189,12 @@ static cJSON *capture_part(struct bundle *b, const cJSON *man, const cJSON *cap,
     } else {
         copy_str(mode, "effective", man, "mode");
     }
+}
 
+/* capture.core: the core stream as capture.json records it (its truncation as the salvage record
+ * says, when it says truncated), and the core member as stored in this file. */
+static void capture_core(cJSON *c, struct bundle *b, const cJSON *cap, const cJSON *salv)
+{
     cJSON *core = cJSON_AddObjectToObject(c, "core");
     const cJSON *cj = cJSON_GetObjectItemCaseSensitive(cap, "core");
     const cJSON *sj = cJSON_GetObjectItemCaseSensitive(salv, "core");
@@ -231,7 +228,11 @@ static cJSON *capture_part(struct bundle *b, const cJSON *man, const cJSON *cap,
         cJSON_AddBoolToObject(core, "member_truncated", m->truncated);
         cJSON_AddNumberToObject(core, "member_available", (double)m->available);
     }
+}
 
+/* capture.failed_steps (the steps of capture.json not ok) and capture.steps (how many). */
+static void capture_steps(cJSON *c, const cJSON *cap)
+{
     cJSON *bad = cJSON_AddArrayToObject(c, "failed_steps");
     const cJSON *steps = cJSON_GetObjectItemCaseSensitive(cap, "steps"), *s;
     int nsteps = 0;
@@ -249,6 +250,22 @@ static cJSON *capture_part(struct bundle *b, const cJSON *man, const cJSON *cap,
         cJSON_AddItemToArray(bad, o);
     }
     cJSON_AddNumberToObject(c, "steps", nsteps);
+}
+
+/* capture{}: from capture.json (and its salvage record), plus what the member table says. */
+static cJSON *capture_part(struct bundle *b, const cJSON *man, const cJSON *cap, const char *capwhy,
+                           const cJSON *salv)
+{
+    cJSON *c = cJSON_CreateObject();
+    const char *status = cp_jstr_or(cap, "status", NULL);
+    if (!status && salv)
+        status = cp_jstr_or(salv, "status", NULL);
+    add_str(c, "status", status ? status : bundle_complete(b) ? "unknown" : "partial");
+    if (!cap)
+        add_str(c, "capture_json_error", capwhy);
+    capture_mode(c, man, cap);
+    capture_core(c, b, cap, salv);
+    capture_steps(c, cap);
     copy_num(c, "total_ms", cap, "total_ms");
     if (salv) {
         cJSON *so = cJSON_AddObjectToObject(c, "salvage");

@@ -633,6 +633,17 @@ static cJSON *str_or_null(const char *s)
     return s ? cJSON_CreateString(s) : cJSON_CreateNull();
 }
 
+/* No signature: report.signature and fingerprint null, signature_info with the error why. -1. */
+static int no_signature(cJSON *report, cJSON *info, const char *why, char *err, size_t errlen)
+{
+    cJSON_AddStringToObject(info, "error", why);
+    cp_json_set(report, "signature", NULL);
+    cp_json_set(report, "fingerprint", NULL);
+    cp_json_set(report, "signature_info", info);
+    cp_errmsg(err, errlen, "%s", why);
+    return -1;
+}
+
 /* ---- a Python exception's signature (crash kind python_exception) ---- */
 
 /* A frame of a library (the standard library, site-packages) rather than the job's own code. */
@@ -652,16 +663,11 @@ static int python_signature(cJSON *report, cJSON *info, cJSON *frames, cJSON *no
     const char *type = cp_jstr_at(x, "type");
     const cJSON *fr = cp_jpath(x, "frames");
     int n = cJSON_GetArraySize(fr);
-    if (!type || n == 0) {
-        const char *why = !type ? "the report has no Python exception (exception.json)"
-                                : "the Python exception has no frames";
-        cJSON_AddStringToObject(info, "error", why);
-        cp_json_set(report, "signature", NULL);
-        cp_json_set(report, "fingerprint", NULL);
-        cp_json_set(report, "signature_info", info);
-        cp_errmsg(err, errlen, "%s", why);
-        return -1;
-    }
+    if (!type || n == 0)
+        return no_signature(report, info,
+                            !type ? "the report has no Python exception (exception.json)"
+                                  : "the Python exception has no frames",
+                            err, errlen);
     int own = 0;
     for (int i = 0; i < n; i++)
         own += !py_library_file(cp_jstr_at(cJSON_GetArrayItem(fr, i), "file"));
@@ -711,6 +717,138 @@ static int python_signature(cJSON *report, cJSON *info, cJSON *frames, cJSON *no
     return 0;
 }
 
+/* Why a native signature cannot be made (the lists or the crash-kind table not loaded, no crash
+ * kind, no crashed thread or no frames of it), written in whybuf when it needs to be, or NULL. */
+static const char *signature_missing(const struct siglists *L, const char *lists_error,
+                                     int have_kinds, const char *kinds_err, const char *kind,
+                                     const cJSON *t, char *whybuf, size_t whylen)
+{
+    if (!L) {
+        snprintf(whybuf, whylen, "the signature lists could not be loaded: %s",
+                 lists_error && *lists_error ? lists_error : "unknown error");
+        return whybuf;
+    }
+    if (!have_kinds) {
+        snprintf(whybuf, whylen, "the crash-kind table could not be loaded: %s", kinds_err);
+        return whybuf;
+    }
+    if (!kind)
+        return "the report has no signal";
+    if (!t)
+        return "the crashed thread is unknown";
+    if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(t, "frames")) == 0)
+        return "the crashed thread has no frames";
+    return NULL;
+}
+
+/* A frame's names as the lists match them. */
+struct frame_names {
+    const char *fn;          /* the function as the report has it, or NULL */
+    char name[NAME_MAX_LEN]; /* normalized; "@0x0" for a call through a NULL pointer; "" unnamed */
+    char mod[NAME_MAX_LEN];  /* the module's base name, or "" */
+    char modnorm[NAME_MAX_LEN];      /* the module's normalized name */
+    char full[2 * NAME_MAX_LEN + 2]; /* "module!name", '?' for either unknown */
+};
+
+/* The names of frame f, into n. */
+static void frame_names(const cJSON *f, struct frame_names *n)
+{
+    n->fn = cp_jstr_at(f, "function");
+    const char *rawmod = cp_jstr_at(f, "module");
+    signature_norm_function(n->fn, n->name, sizeof(n->name));
+    if (!*n->name && !rawmod && pc_is_zero(f))
+        snprintf(n->name, sizeof(n->name), "@0x0"); /* a call through a NULL function pointer */
+    signature_norm_module(rawmod, n->modnorm, sizeof(n->modnorm));
+    const char *slash = rawmod ? strrchr(rawmod, '/') : NULL;
+    snprintf(n->mod, sizeof(n->mod), "%s", slash ? slash + 1 : rawmod ? rawmod : "");
+    snprintf(n->full, sizeof(n->full), "%s!%s", *n->modnorm ? n->modnorm : "?",
+             *n->name ? n->name : "?");
+}
+
+/* The walk over the crashed thread's frames: the signature, its frames and fingerprint so far. */
+struct sig_walk {
+    const struct siglists *L;
+    cJSON *ex;                  /* --explain: each frame's action and rule, or NULL */
+    cJSON *frames, *normalized; /* signature_info.frames and .normalized */
+    char *sig;                  /* the signature text, siglen bytes */
+    size_t siglen;
+    struct xxh64 h;                  /* the fingerprint */
+    char prev[2 * NAME_MAX_LEN + 2]; /* the last frame used: recursion is used once */
+    int kept, ended;
+    const char *end_rule; /* why the frames after the end are not used */
+};
+
+/* Appends frame n to the signature (" | name", or " | module!?" unnamed), its frames, and the
+ * fingerprint. */
+static void sig_append(struct sig_walk *s, const struct frame_names *n)
+{
+    char disp[sizeof(s->prev)];
+    if (*n->name)
+        snprintf(disp, sizeof(disp), "%s", n->name);
+    else
+        snprintf(disp, sizeof(disp), "%s!?", *n->modnorm ? n->modnorm : "?");
+    size_t cur = strlen(s->sig);
+    if (cur + strlen(disp) + 4 < s->siglen)
+        snprintf(s->sig + cur, s->siglen - cur, " | %s", disp);
+    cJSON_AddItemToArray(s->frames, cJSON_CreateString(disp));
+    cJSON_AddItemToArray(s->normalized, cJSON_CreateString(n->full));
+    xxh64_update(&s->h, n->full, strlen(n->full));
+    xxh64_update(&s->h, "\n", 1);
+}
+
+/* Frame f (number idx, innermost 0) of the walk: not used (after the end, inline, tail call),
+ * ended (a stop frame), skipped, used once (recursion), or used, by the rule that decides it. */
+static void sig_frame(struct sig_walk *s, const cJSON *f, int idx)
+{
+    struct frame_names n;
+    frame_names(f, &n);
+    if (s->ended) {
+        add_explain(s->ex, idx, n.fn, n.full, n.mod, "unused", s->end_rule);
+        return;
+    }
+    if (cJSON_IsTrue(cp_jpath(f, "inline"))) {
+        add_explain(s->ex, idx, n.fn, n.full, n.mod, "inline",
+                    "inline frames are not used: they exist only with debug info");
+        return;
+    }
+    if (cJSON_IsTrue(cp_jpath(f, "tail_call"))) {
+        add_explain(s->ex, idx, n.fn, n.full, n.mod, "tail_call",
+                    "frames put back from DWARF call sites are not used: they exist only "
+                    "with debug info");
+        return;
+    }
+    const struct list *lst;
+    const struct rule *rule;
+    enum action a = classify(s->L, n.name, n.mod, n.modnorm, &lst, &rule);
+    char rbuf[LIST_LINE_MAX + 64];
+    if (rule)
+        snprintf(rbuf, sizeof(rbuf), "%s:%d %s", lst->file, rule->line, rule->text);
+    else
+        snprintf(rbuf, sizeof(rbuf), "no rule: a meaningful frame");
+    if (a == ACT_STOP) {
+        add_explain(s->ex, idx, n.fn, n.full, n.mod, "stop", rbuf);
+        s->ended = 1;
+        s->end_rule = "after a stop frame";
+        return;
+    }
+    if (a == ACT_SKIP) {
+        add_explain(s->ex, idx, n.fn, n.full, n.mod, "skip", rbuf);
+        return;
+    }
+    if (!strcmp(n.full, s->prev)) {
+        add_explain(s->ex, idx, n.fn, n.full, n.mod, "repeat",
+                    "the same as the frame before it (recursion): used once");
+        return;
+    }
+    snprintf(s->prev, sizeof(s->prev), "%s", n.full);
+    add_explain(s->ex, idx, n.fn, n.full, n.mod, action_name(a), rbuf);
+    sig_append(s, &n);
+    if (a == ACT_KEEP && ++s->kept == SIGNATURE_FRAMES) {
+        s->ended = 1;
+        s->end_rule = "the signature has its frames";
+    }
+}
+
 int signature_compute(cJSON *report, const struct siglists *L, const char *lists_error,
                       int explain, char *err, size_t errlen)
 {
@@ -731,136 +869,40 @@ int signature_compute(cJSON *report, const struct siglists *L, const char *lists
     cp_json_set(report, "crash_kind", str_or_null(kind));
     if (kind && !strcmp(kind, "python_exception"))
         return python_signature(report, info, frames, normalized, err, errlen);
-
-    const char *why = NULL;
     char whybuf[512];
-    if (!L) {
-        snprintf(whybuf, sizeof(whybuf), "the signature lists could not be loaded: %s",
-                 lists_error && *lists_error ? lists_error : "unknown error");
-        why = whybuf;
-    } else if (!have_kinds) {
-        snprintf(whybuf, sizeof(whybuf), "the crash-kind table could not be loaded: %s", kinds_err);
-        why = whybuf;
-    } else if (!kind) {
-        why = "the report has no signal";
-    } else if (!t) {
-        why = "the crashed thread is unknown";
-    } else if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(t, "frames")) == 0) {
-        why = "the crashed thread has no frames";
-    }
-    if (why) {
-        cJSON_AddStringToObject(info, "error", why);
-        cp_json_set(report, "signature", NULL);
-        cp_json_set(report, "fingerprint", NULL);
-        cp_json_set(report, "signature_info", info);
-        cp_errmsg(err, errlen, "%s", why);
-        return -1;
-    }
+    const char *why =
+        signature_missing(L, lists_error, have_kinds, kinds_err, kind, t, whybuf, sizeof(whybuf));
+    if (why)
+        return no_signature(report, info, why, err, errlen);
 
-    cJSON *ex = explain ? cJSON_CreateArray() : NULL;
+    struct sig_walk s = {.L = L, .frames = frames, .normalized = normalized, .siglen = 4096};
+    s.ex = explain ? cJSON_CreateArray() : NULL;
     char label[128];
     kind_label(report, kind, label, sizeof(label));
-    size_t siglen = 4096;
-    char *sig = malloc(siglen);
-    if (!sig) {
+    s.sig = malloc(s.siglen);
+    if (!s.sig) {
         cJSON_Delete(info);
-        cJSON_Delete(ex);
+        cJSON_Delete(s.ex);
         cp_errmsg(err, errlen, "out of memory");
         return -1;
     }
-    snprintf(sig, siglen, "%s", label);
-    struct xxh64 h;
-    xxh64_init(&h);
-    xxh64_update(&h, FP_SCHEME "\n", strlen(FP_SCHEME) + 1);
-    xxh64_update(&h, kind, strlen(kind));
-    xxh64_update(&h, "\n", 1);
-
-    char prev[2 * NAME_MAX_LEN + 2] = "";
-    int kept = 0, ended = 0, idx = -1;
-    const char *end_rule = NULL;
+    snprintf(s.sig, s.siglen, "%s", label);
+    xxh64_init(&s.h);
+    xxh64_update(&s.h, FP_SCHEME "\n", strlen(FP_SCHEME) + 1);
+    xxh64_update(&s.h, kind, strlen(kind));
+    xxh64_update(&s.h, "\n", 1);
+    int idx = 0;
     const cJSON *f;
-    cJSON_ArrayForEach(f, cJSON_GetObjectItemCaseSensitive(t, "frames"))
-    {
-        idx++;
-        const char *fn = cp_jstr_at(f, "function");
-        const char *rawmod = cp_jstr_at(f, "module");
-        char name[NAME_MAX_LEN], mod[NAME_MAX_LEN], modnorm[NAME_MAX_LEN];
-        signature_norm_function(fn, name, sizeof(name));
-        if (!*name && !rawmod && pc_is_zero(f))
-            snprintf(name, sizeof(name), "@0x0"); /* a call through a NULL function pointer */
-        signature_norm_module(rawmod, modnorm, sizeof(modnorm));
-        {
-            const char *slash = rawmod ? strrchr(rawmod, '/') : NULL;
-            snprintf(mod, sizeof(mod), "%s", slash ? slash + 1 : rawmod ? rawmod : "");
-        }
-        char full[sizeof(prev)];
-        snprintf(full, sizeof(full), "%s!%s", *modnorm ? modnorm : "?", *name ? name : "?");
-        if (ended) {
-            add_explain(ex, idx, fn, full, mod, "unused", end_rule);
-            continue;
-        }
-        if (cJSON_IsTrue(cp_jpath(f, "inline"))) {
-            add_explain(ex, idx, fn, full, mod, "inline",
-                        "inline frames are not used: they exist only with debug info");
-            continue;
-        }
-        if (cJSON_IsTrue(cp_jpath(f, "tail_call"))) {
-            add_explain(ex, idx, fn, full, mod, "tail_call",
-                        "frames put back from DWARF call sites are not used: they exist only "
-                        "with debug info");
-            continue;
-        }
-        const struct list *lst;
-        const struct rule *rule;
-        enum action a = classify(L, name, mod, modnorm, &lst, &rule);
-        char rbuf[LIST_LINE_MAX + 64];
-        if (rule)
-            snprintf(rbuf, sizeof(rbuf), "%s:%d %s", lst->file, rule->line, rule->text);
-        else
-            snprintf(rbuf, sizeof(rbuf), "no rule: a meaningful frame");
-        if (a == ACT_STOP) {
-            add_explain(ex, idx, fn, full, mod, "stop", rbuf);
-            ended = 1;
-            end_rule = "after a stop frame";
-            continue;
-        }
-        if (a == ACT_SKIP) {
-            add_explain(ex, idx, fn, full, mod, "skip", rbuf);
-            continue;
-        }
-        if (!strcmp(full, prev)) {
-            add_explain(ex, idx, fn, full, mod, "repeat",
-                        "the same as the frame before it (recursion): used once");
-            continue;
-        }
-        snprintf(prev, sizeof(prev), "%s", full);
-        add_explain(ex, idx, fn, full, mod, action_name(a), rbuf);
-        char disp[sizeof(prev)];
-        if (*name)
-            snprintf(disp, sizeof(disp), "%s", name);
-        else
-            snprintf(disp, sizeof(disp), "%s!?", *modnorm ? modnorm : "?");
-        size_t cur = strlen(sig);
-        if (cur + strlen(disp) + 4 < siglen)
-            snprintf(sig + cur, siglen - cur, " | %s", disp);
-        cJSON_AddItemToArray(frames, cJSON_CreateString(disp));
-        cJSON_AddItemToArray(normalized, cJSON_CreateString(full));
-        xxh64_update(&h, full, strlen(full));
-        xxh64_update(&h, "\n", 1);
-        if (a == ACT_KEEP && ++kept == SIGNATURE_FRAMES) {
-            ended = 1;
-            end_rule = "the signature has its frames";
-        }
-    }
+    cJSON_ArrayForEach(f, cJSON_GetObjectItemCaseSensitive(t, "frames")) sig_frame(&s, f, idx++);
     char fp[17];
-    snprintf(fp, sizeof(fp), "%016" PRIx64, xxh64_digest(&h));
-    cp_json_set(report, "signature", cJSON_CreateString(sig));
+    snprintf(fp, sizeof(fp), "%016" PRIx64, xxh64_digest(&s.h));
+    cp_json_set(report, "signature", cJSON_CreateString(s.sig));
     cp_json_set(report, "fingerprint", cJSON_CreateString(fp));
     cJSON_AddNullToObject(info, "error");
-    if (ex)
-        cJSON_AddItemToObject(info, "explain", ex);
+    if (s.ex)
+        cJSON_AddItemToObject(info, "explain", s.ex);
     cp_json_set(report, "signature_info", info);
-    free(sig);
+    free(s.sig);
     return 0;
 }
 

@@ -276,6 +276,7 @@ def self_test():
          r"analyze/hang/hang\.c: includes \"config\.h\" of capture/"),
         ("a long function", "render/util.c", "int layout_planted(void)\n{\n" + "    (void)0;\n" * 90 + "    return 0;\n}\n",
          r"render/util\.c: layout_planted\(\) is \d+ lines"),
+        ("a listed long function that grew", None, None, r": \w+\(\) grew to \d+ lines"),
         ("the engine outside db/", "cli/cmd_db.c", "#include <sqlite3.h>\n", r"cli/cmd_db\.c:\d+: `sqlite3` outside db/"),
         ("a printf in library code", "rules/diagnose.c", "static void planted(void) { printf(\"x\"); }\n",
          r"rules/diagnose\.c:\d+: call `printf'"),
@@ -285,8 +286,18 @@ def self_test():
             for f in files:
                 os.makedirs(os.path.join(tmp, os.path.dirname(f)), exist_ok=True)
                 shutil.copy2(os.path.join(here, f), os.path.join(tmp, f))
-            with open(os.path.join(tmp, target), "a") as out:
-                out.write(text)
+            if text is None:  # grow the first listed function by a line, inside its body
+                listed = [l.split() for l in open(os.path.join(here, ALLOW_FILE)) if l.strip() and l[0] != "#"]
+                if not listed:
+                    print(f"ok: self-test: {what}: the allow-list is empty")
+                    continue
+                target, fn = listed[0][0], listed[0][1]
+                t = open(os.path.join(tmp, target)).read()
+                m = re.search(r"\b" + fn + r"\([^;{]*\)\s*\{\n", t)
+                open(os.path.join(tmp, target), "w").write(t[:m.end()] + "    (void)0;\n" + t[m.end():])
+            else:
+                with open(os.path.join(tmp, target), "a") as out:
+                    out.write(text)
             errs, _, _ = check(tmp)
             if any(re.search(expect, e) for e in errs):
                 print(f"ok: self-test: {what} is caught")
