@@ -73,9 +73,13 @@ static cJSON *read_report_file(const char *path)
     return j;
 }
 
-int cmd_report(int argc, char **argv)
+struct report_args {
+    const char *bundle, *db, *out, *slim, *from;
+};
+
+/* Returns -1 to go on, else the exit status. */
+static int parse_args(struct report_args *A, int argc, char **argv)
 {
-    const char *bundle = NULL, *db = NULL, *out = NULL, *slim = NULL, *from = NULL;
     enum { O_DB = 256, O_SLIM, O_FROM };
     static const struct option longs[] = {
         {"db", required_argument, 0, O_DB}, {"output", required_argument, 0, 'o'},
@@ -88,68 +92,86 @@ int cmd_report(int argc, char **argv)
         case 'h':
             usage(stdout);
             return CP_EXIT_OK;
-        case O_DB: db = optarg; break;
-        case 'o': out = optarg; break;
-        case O_SLIM: slim = optarg; break;
-        case O_FROM: from = optarg; break;
+        case O_DB: A->db = optarg; break;
+        case 'o': A->out = optarg; break;
+        case O_SLIM: A->slim = optarg; break;
+        case O_FROM: A->from = optarg; break;
         default:
             return CP_EXIT_USAGE;
         }
     }
-    if (cp_opt_args(&p, from ? 0 : 1, from ? 0 : 1, "BUNDLE (or --from-json REPORT.json)"))
+    if (cp_opt_args(&p, A->from ? 0 : 1, A->from ? 0 : 1, "BUNDLE (or --from-json REPORT.json)"))
         return CP_EXIT_USAGE;
-    bundle = optind < argc ? argv[optind] : NULL;
-    if (slim && !bundle)
+    A->bundle = optind < argc ? argv[optind] : NULL;
+    if (A->slim && !A->bundle)
         return cp_usage_error(&p, "--slim needs a BUNDLE, not --from-json");
-    if (access(bundle ? bundle : from, F_OK) && errno == ENOENT) {
-        fprintf(stderr, "crashpack report: no such file: %s\n", bundle ? bundle : from);
+    const char *in = A->bundle ? A->bundle : A->from;
+    if (access(in, F_OK) && errno == ENOENT) {
+        fprintf(stderr, "crashpack report: no such file: %s\n", in);
         return CP_EXIT_NOTFOUND;
     }
+    return -1;
+}
+
+/* The report of the bundle, or of the saved JSON (diagnosed again when it has no diagnoses);
+ * NULL after the one-line error. */
+static cJSON *get_report(const struct report_args *A, struct kb *kb, int *partial)
+{
     char err[1024];
-    struct kb *kb = cp_kb_input(db);
-    int partial = 0;
-    cJSON *r;
-    if (from) {
-        r = read_report_file(from);
+    if (A->from) {
+        cJSON *r = read_report_file(A->from);
         if (!r) {
-            fprintf(stderr, "crashpack report: %s: not a JSON report\n", from);
-            kb_close(kb);
-            return CP_EXIT_PROBLEM;
+            fprintf(stderr, "crashpack report: %s: not a JSON report\n", A->from);
+            return NULL;
         }
         if (!cp_jpath(r, "diagnosis_info") && report_rediagnose(r, kb, err, sizeof(err)) < 0)
             fprintf(stderr, "crashpack report: diagnosis: %s\n", err);
-    } else {
-        struct report_opts ro = {.kb = kb};
-        struct report_status st;
-        r = report_build(bundle, &ro, &st);
-        if (!r) {
-            fputs("crashpack report: ", stderr);
-            cp_text_put(stderr, st.error);
-            fputc('\n', stderr);
-            kb_close(kb);
-            return CP_EXIT_PROBLEM;
-        }
-        render_notes(stderr, "crashpack report", r, st.diagnose_error, st.native_failed, 1);
-        partial = st.partial;
+        return r;
     }
+    struct report_opts ro = {.kb = kb};
+    struct report_status st;
+    cJSON *r = report_build(A->bundle, &ro, &st);
+    if (!r) {
+        fputs("crashpack report: ", stderr);
+        cp_text_put(stderr, st.error);
+        fputc('\n', stderr);
+        return NULL;
+    }
+    render_notes(stderr, "crashpack report", r, st.diagnose_error, st.native_failed, 1);
+    *partial = st.partial;
+    return r;
+}
+
+int cmd_report(int argc, char **argv)
+{
+    struct report_args A = {0};
+    int rc = parse_args(&A, argc, argv);
+    if (rc >= 0)
+        return rc;
+    struct kb *kb = cp_kb_input(A.db);
+    int partial = 0;
+    cJSON *r = get_report(&A, kb, &partial);
     struct cp_outfile of; /* -o: a temporary beside it, renamed when complete (outfile.h) */
-    if (out && cp_outfile_open(&of, out, 0666)) {
-        fprintf(stderr, "crashpack report: cannot write %s: %s\n", out, strerror(errno));
+    if (r && A.out && cp_outfile_open(&of, A.out, 0666)) {
+        fprintf(stderr, "crashpack report: cannot write %s: %s\n", A.out, strerror(errno));
         cJSON_Delete(r);
+        r = NULL;
+    }
+    if (!r) {
         kb_close(kb);
         return CP_EXIT_PROBLEM;
     }
-    FILE *o = out ? of.f : stdout;
+    FILE *o = A.out ? of.f : stdout;
     const char *fp = cp_jstr_ne_at(r, "fingerprint");
     cJSON *seen = fp && kb ? kb_fingerprint_seen(kb, fp) : NULL;
     kb_close(kb);
     struct render_md_extra x = {.seen = seen, .partial = partial};
     render_markdown(o, r, &x);
     cJSON_Delete(seen);
-    int rc = 0;
-    if (slim) {
-        char summary[512] = "";
-        if (slim_write(bundle, slim, err, sizeof(err), summary, sizeof(summary))) {
+    rc = 0;
+    if (A.slim) {
+        char err[1024], summary[512] = "";
+        if (slim_write(A.bundle, A.slim, err, sizeof(err), summary, sizeof(summary))) {
             fprintf(stderr, "crashpack report: --slim: %s\n", err);
             rc = 1;
         } else {
@@ -157,9 +179,9 @@ int cmd_report(int argc, char **argv)
         }
     }
     int bad = ferror(o);
-    if (out && bad)
+    if (A.out && bad)
         cp_outfile_abort(&of);
-    else if (out)
+    else if (A.out)
         bad |= cp_outfile_commit(&of) != 0;
     else
         bad |= fflush(o) != 0;
