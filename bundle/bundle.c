@@ -1258,6 +1258,8 @@ int bundle_read_all(struct bundle *b, const char *name, size_t max, char **buf, 
     p[got] = 0;
     *buf = p;
     *len = got;
+    if (!e)
+        b->members[m - b->members].read_whole = 1;
     return e;
 }
 

@@ -74,6 +74,7 @@ struct bundle_member {
     uint64_t compressed; /* sum of its frames' compressed sizes */
     size_t nframes;
     const struct bundle_frame *frames; /* in tar order; the first covers the header */
+    int read_whole;      /* 1 once bundle_read_all() returned all of it: a reader used it */
 };
 
 struct bundle;

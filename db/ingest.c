@@ -128,14 +128,16 @@ long long kb_completeness(const cJSON *r, struct kb_completeness *c)
     c->analysis = cJSON_IsTrue(cp_jpath(a, "complete")) && (!aerr || cJSON_IsNull(aerr));
     c->bundle = cJSON_IsTrue(cp_jpath(r, "bundle.complete"));
     const cJSON *m;
+    cJSON_ArrayForEach(m, cp_jpath(r, "members")) if (cJSON_IsBool(cp_jpath(m, "used"))) c->used = 1;
     cJSON_ArrayForEach(m, cp_jpath(r, "members"))
     {
         if (cJSON_IsTrue(cp_jpath(m, "truncated")))
             continue;
-        c->members++;
         const char *name = cp_jstr_at(m, "name");
         if (name && !strcmp(name, "core"))
             c->core = 1;
+        if (!c->used || cJSON_IsTrue(cp_jpath(m, "used")))
+            c->members++;
     }
     const cJSON *t;
     cJSON_ArrayForEach(t, cp_jpath(r, "threads")) c->threads +=
@@ -152,6 +154,8 @@ cJSON *kb_completeness_json(const struct kb_completeness *c)
     cJSON_AddBoolToObject(j, "bundle_complete", c->bundle);
     cJSON_AddNumberToObject(j, "members", c->members);
     cJSON_AddNumberToObject(j, "threads_unwound", c->threads);
+    if (c->used)
+        cJSON_AddTrueToObject(j, "members_used");
     return j;
 }
 
@@ -169,7 +173,17 @@ int kb_completeness_from_json(const cJSON *j, struct kb_completeness *c)
     c->bundle = cJSON_IsTrue(b);
     c->members = (int)m->valuedouble;
     c->threads = (int)t->valuedouble;
+    c->used = cJSON_IsTrue(cp_jpath(j, "members_used"));
     return 0;
+}
+
+/* x's score against y's: their members compared only when both were counted the same way. */
+static long long comparable(const struct kb_completeness *x, const struct kb_completeness *y)
+{
+    struct kb_completeness c = *x;
+    if (x->used != y->used)
+        c.members = 0;
+    return score_of(&c);
 }
 
 void kb_completeness_diff(const struct kb_completeness *x, const struct kb_completeness *y,
@@ -185,8 +199,9 @@ void kb_completeness_diff(const struct kb_completeness *x, const struct kb_compl
     else if (!x->bundle != !y->bundle)
         snprintf(buf, len, "bundle %s vs %s", x->bundle ? "complete" : "cut short",
                  y->bundle ? "complete" : "cut short");
-    else if (KB_CAP(x->members, 999999) != KB_CAP(y->members, 999999))
-        snprintf(buf, len, "%d vs %d intact members", x->members, y->members);
+    else if (x->used == y->used && KB_CAP(x->members, 999999) != KB_CAP(y->members, 999999))
+        snprintf(buf, len, x->used ? "%d vs %d members the analysis used" : "%d vs %d intact members",
+                 x->members, y->members);
     else if (KB_CAP(x->threads, 999999) != KB_CAP(y->threads, 999999))
         snprintf(buf, len, "%d vs %d threads unwound", x->threads, y->threads);
 }
@@ -459,7 +474,7 @@ struct add {
     const struct kb_source *src;
     char key[512]; /* the crash's identity: host|boot|pid|tid|time */
     struct kb_completeness comp, old;
-    long long score, old_score;
+    long long score;
     char *detail;     /* comp as JSON text */
     const char *hash; /* the source's xxh64, or NULL */
     int64_t id;       /* the stored record, 0: none yet */
@@ -500,7 +515,6 @@ static int find_stored(struct kb *kb, struct add *A)
         cJSON *d = dj ? cJSON_Parse(dj) : NULL;
         if (!sql_col_is_null(q, 1) && !kb_completeness_from_json(d, &A->old)) {
             A->old_known = 1;
-            A->old_score = score_of(&A->old);
         }
         cJSON_Delete(d);
         const char *oh = sql_col_text(q, 3);
@@ -567,12 +581,13 @@ static int decide(struct add *A, struct kb_result *res)
         }
         return res->outcome == KB_REPLACED;
     }
-    if (A->same_bundle && A->score >= A->old_score) {
+    long long mine = comparable(&A->comp, &A->old), theirs = comparable(&A->old, &A->comp);
+    if (A->same_bundle && mine >= theirs) {
         res->outcome = KB_UPDATED;
         snprintf(res->reason, sizeof(res->reason), "the same bundle again");
         return 1;
     }
-    if (A->score > A->old_score) {
+    if (mine > theirs) {
         if (refused(A, res))
             return 0;
         res->outcome = KB_REPLACED;
@@ -690,7 +705,7 @@ int kb_add_report(struct kb *kb, const cJSON *r, const struct kb_source *src, st
                   char *err, size_t errlen)
 {
     memset(res, 0, sizeof(*res));
-    struct add A = {.r = r, .src = src, .old_score = -1};
+    struct add A = {.r = r, .src = src};
     int has_identity = crash_key(&A);
     A.score = kb_completeness(r, &A.comp);
     cJSON *cj = kb_completeness_json(&A.comp);

@@ -63,6 +63,10 @@ int kb_create_at_version(const char *path, int version, char *err, size_t errlen
  * is a more complete record; the order above is the packing's). */
 struct kb_completeness {
     int analysis, core, bundle, members, threads;
+    int used; /* members counts only those the analysis used (members[].used of a report that has
+               * it: a member nobody reads, padding in a forged copy, does not count); 0: every
+               * intact member (a report or a stored record from before). Two records counted
+               * differently are compared without their members. */
 };
 long long kb_completeness(const cJSON *report, struct kb_completeness *c);
 /* c as a JSON object {score, analysis_complete, core, bundle_complete, members, threads_unwound}

@@ -523,6 +523,23 @@ static int analysis_stages(struct bundle *b, cJSON *r, const struct report_opts 
     return st->native_failed;
 }
 
+/* members[].used: whether the analysis read the member whole and took it in (the core: whether
+ * its analysis completed). A member nobody reads - padding added to a bundle - is not used, so
+ * it cannot make a forged copy of a crash look more complete to the knowledge base. */
+static void members_used(struct bundle *b, cJSON *r)
+{
+    const cJSON *members = cJSON_GetObjectItemCaseSensitive(r, "members");
+    int core_ok = cJSON_IsTrue(cp_jpath(r, "analysis.complete"));
+    for (size_t i = 0; i < bundle_member_count(b); i++) {
+        const struct bundle_member *m = bundle_member(b, i);
+        cJSON *e = cJSON_GetArrayItem(members, (int)i);
+        if (!e)
+            break;
+        int used = !m->truncated && (strcmp(m->name, "core") ? m->read_whole : core_ok);
+        cJSON_AddBoolToObject(e, "used", used);
+    }
+}
+
 int report_rediagnose(cJSON *r, struct kb *kb, char *err, size_t errlen)
 {
     struct rulebase *rb = diagnose_open(kb, err, errlen);
@@ -560,8 +577,10 @@ cJSON *report_build(const char *path, const struct report_opts *o, struct report
         cp_errmsg(st->error, sizeof(st->error), "out of memory");
         return NULL;
     }
-    if (!o->members_only)
+    if (!o->members_only) {
         st->native_failed = analysis_stages(b, r, o, nj, st, &clk);
+        members_used(b, r);
+    }
     st->partial = !bundle_complete(b) || st->native_failed;
     bundle_close(b);
     return r;

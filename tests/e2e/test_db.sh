@@ -156,8 +156,11 @@ check "C: the stored record is still the full bundle's, with its hash" forged_ke
 check "C: ... and its signature" stored_is_full "$A"
 
 # C2. the audit's forgery (issue 22 item 7): the same crash with another executable in its
-# manifest and three padding members, so that it counts more intact members: refused, recorded
+# manifest and three padding members. Padding is not a member the analysis uses, so it counts for
+# nothing: kept, equally complete. And where the stored record really is less complete (the cut
+# copy), the forged complete bundle still does not replace it: it names another executable.
 cp_member "$full" manifest.json > "$T/forged-manifest.json"
+real_exe=$(json "$T/forged-manifest.json" 'd["exe"]')
 python3 - "$T/forged-manifest.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1])); d["exe"] = "/tmp/forged/evil"
@@ -168,11 +171,20 @@ echo pad > "$T/pad"
     --put pad1.txt "$T/pad" --put pad2.txt "$T/pad" --put pad3.txt "$T/pad" || fail "C2: bundle_edit"
 "$CP" db add --db "$A" "$T/b/forged2.zst" > "$T/c2.out" 2>&1; rc=$?
 cat "$T/c2.out"
-check "C2: more members but another executable: kept, refused" bash -c \
-    "[ $rc = 0 ] && grep -q '^kept crash 1 (refused to replace it: it is another program.s crash: executable /tmp/forged/evil vs ' '$T/c2.out'"
-check "C2: db show still gives the real executable, and lists the refusal" bash -c \
-    "'$CP' db show --db '$A' 1 > '$T/c2-show.txt' && grep -q '^exe  *$(cp_member "$full" manifest.json | python3 -c 'import json,sys; print(json.load(sys.stdin)["exe"])')\$' '$T/c2-show.txt' && grep -q 'refused: more complete, but it is another program.s crash' '$T/c2-show.txt'"
+check "C2: three padding members make it no more complete: kept" bash -c \
+    "[ $rc = 0 ] && grep -q '^kept crash 1 (equally complete: the stored record stays); source recorded: $T/b/forged2.zst' '$T/c2.out'"
+check "C2: db show still gives the real executable" bash -c \
+    "'$CP' db show --db '$A' 1 | grep -q '^exe  *$real_exe\$'"
 check "C2: ... and its signature" stored_is_full "$A"
+C2=$T/c2.sqlite
+cp_member "$cut" manifest.json > /dev/null 2>&1 || true
+"$CP" db add --db "$C2" "$cut" > /dev/null 2>&1
+"$CP" db add --db "$C2" "$T/b/forged2.zst" > "$T/c2b.out" 2>&1; rc=$?
+cat "$T/c2b.out"
+check "C2: over the cut copy, the complete forgery is refused: another executable" bash -c \
+    "[ $rc = 0 ] && grep -q '^kept crash 1 (refused to replace it: it is another program.s crash: executable /tmp/forged/evil vs ' '$T/c2b.out'"
+check "C2: the refusal is recorded as a source" bash -c \
+    "'$CP' db show --db '$C2' 1 | grep -q 'refused: more complete, but it is another program.s crash'"
 
 # D. a corrupt file in place of the cut copy: fails, replaces nothing, recorded with crash 1
 head -c $((size / 2)) /dev/urandom > "$cut"

@@ -70,6 +70,6 @@ check "nothing was written outside the outputs (no file named cphostile outside 
     "! find /tmp /var/tmp / /etc /root -maxdepth 3 -name '*cphostile*' -not -path '$T/*' 2>/dev/null | grep -q ."
 check "the working directory and HOME of the runs stay empty" bash -c \
     "[ -z \"\$(ls -A '$T/cwd')\" ] && [ -z \"\$(find '$T/home' -type f ! -path '*/.cache/*' | head -1)\" ]"
-check "the forgery (case 0) did not replace the seed crash's record" bash -c \
-    "'$CP_BIN/crashpack' db show --json --db '$KB' 1 | python3 -c 'import json,sys; d=json.load(sys.stdin); sys.exit(0 if d[\"exe\"] == sys.argv[1] and any(\"refused\" in (s[\"reason\"] or \"\") for s in d[\"sources\"]) else 1)' '$seed_exe'"
+check "the forgery (case 0) did not replace the seed crash's record (kept, the executable unchanged)" bash -c \
+    "'$CP_BIN/crashpack' db show --json --db '$KB' 1 | python3 -c 'import json,sys; d=json.load(sys.stdin); f=[s for s in d[\"sources\"] if (s[\"path\"] or \"\").endswith(\"case-0000.zst\")]; sys.exit(0 if d[\"exe\"] == sys.argv[1] and f and f[0][\"outcome\"] == \"kept\" else 1)' '$seed_exe'"
 finish
