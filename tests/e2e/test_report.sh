@@ -75,4 +75,24 @@ if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
 else
     echo "note: python3-torch not installed; the libtorch slim case is skipped"
 fi
+
+# issue 22 item 12: `report -o` and `rules export -o` as root never follow a link another user
+# planted: the victim's 0600 file stays as it was, the output is a new regular file
+victim=$(mktemp /tmp/cp-victim.XXXXXX); echo "victim's secret" > "$victim"; chmod 600 "$victim"
+chown 65534:65534 "$victim"
+drop=$(mktemp -d /tmp/cp-drop.XXXXXX); chmod 1777 "$drop"
+setpriv --reuid 65534 --regid 65534 --clear-groups ln -s "$victim" "$drop/report.md"
+setpriv --reuid 65534 --regid 65534 --clear-groups ln -s "$victim" "$drop/rules.json"
+"$CP" report "$b" -o "$drop/report.md" > /dev/null 2>&1
+"$CP" rules export --all -o "$drop/rules.json" > /dev/null 2>&1
+check "report -o / rules export -o: the planted links' target is untouched" \
+    bash -c "[ \"\$(cat '$victim')\" = \"victim's secret\" ]"
+check "report -o into a sticky directory over another user's link: refused or a new file, never through the link" \
+    bash -c "[ ! -L '$drop/report.md' ] || [ \"\$(readlink '$drop/report.md')\" = '$victim' ]"
+out=$T/out-dir; mkdir -p "$out"; ln -s "$victim" "$out/r.md"
+"$CP" report "$b" -o "$out/r.md" > /dev/null 2>&1
+check "report -o over a link in its own directory replaces the link with the report" \
+    bash -c "[ -f '$out/r.md' ] && [ ! -L '$out/r.md' ] && grep -q '^# Crash report' '$out/r.md' && [ \"\$(cat '$victim')\" = \"victim's secret\" ]"
+check "no temporary is left beside the outputs" bash -c "! ls '$out' '$drop' | grep -q '\\.tmp\\.'"
+rm -rf "$drop" "$victim"
 finish
