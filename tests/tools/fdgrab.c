@@ -183,6 +183,9 @@ int main(int argc, char **argv)
         for (int i = 0; i < nbaits; i++)
             drain(baits[i], bait_pid[i], "bait");
     }
+    closedir(d);
+    for (int i = 0; i < nbaits; i++)
+        close(baits[i]);
     fprintf(out, "summary passes=%ld targets=%d pidfds=%ld taken=%ld baits=%ld\n", passes, nseen,
             pidfds, taken, nbaits_total);
     fclose(out);
