@@ -6,16 +6,23 @@
  * through it, so a container's files resolve after the container is gone). In the finisher,
  * after the core and before capture.json, enrich_finish() forks a child that
  *   - holds 0 /dev/null, 1 a pipe (stdout: stacks.json), 2 a pipe (stderr: the reason on
- *     failure), 3 the temporary bundle re-opened read-only (it lives in a root-only 0711
- *     directory: it is handed over as a descriptor, never re-opened by path as the user), 4 the
- *     root descriptor, nothing else;
- *   - becomes the crashed uid/gid, or for a root or secure (setuid, not dumpable) crash an
- *     unprivileged system user (`crashpack`, else `nobody`): the analysis never parses as uid 0;
- *     no capabilities, no_new_privs, RLIMIT_CORE 1 (no core_pattern recursion) and RLIMIT_CPU;
- *     with the root descriptor, the analysis child seals itself (seccomp: no open by path) and
- *     opens the core's module files only inside it (openat2 RESOLVE_IN_ROOT; modules.h);
- *   - runs in its own process group and execs `crashpack enrich --bundle-fd 3 --root-fd 4
- *     --out - --timeout T --memory M` with an empty environment.
+ *     failure), 3 one end of a socketpair, nothing else: never the bundle or the root, because
+ *     the new image is dumpable until its main() says otherwise, and any process of its uid may
+ *     take a dumpable process's descriptors (pidfd_getfd);
+ *   - becomes the crashed uid/gid, or for a root or secure (setuid, not dumpable) crash the
+ *     system user `crashpack` that `crashpack install` creates (none: no enrichment; never a
+ *     shared user like nobody, whose every process could be the attacker): the analysis never
+ *     parses as uid 0; no capabilities, no_new_privs, RLIMIT_CORE 1 (no core_pattern recursion)
+ *     and RLIMIT_CPU; with the root descriptor, the analysis child seals itself (seccomp: no
+ *     open by path, no pidfd_getfd) and opens the core's module files only inside it (openat2
+ *     RESOLVE_IN_ROOT; modules.h);
+ *   - runs in its own process group and execs `crashpack enrich --socket-fd 3 --out - --timeout
+ *     T --memory M` with an empty environment.
+ * The handshake (docs/capture.md, "Descriptors and the enrichment"): the enricher, once it is
+ * not dumpable, makes a fresh socketpair and sends one end over fd 3; the finisher takes it only
+ * from the pid it forked (SCM_CREDENTIALS: the kernel's word, which a process that took a copy
+ * of fd 3 cannot forge), as the one message there, and sends the bundle (re-opened read-only)
+ * and root descriptors over that end, which only the enricher holds. Anything else fails closed.
  * The finisher reads at most enrich_max bytes under the deadline, kills the process group when
  * it is over (through a short-lived child that becomes the same uid: the finisher itself keeps
  * no CAP_KILL) and adds the member only when the output is one complete JSON object of format
@@ -23,6 +30,7 @@
  * failed|off|skipped, reason, ms, bytes, uid} and the bundle is completed.
  */
 #include "capture.h"
+#include "fdpass.h"
 #include "privs.h"
 #include "util.h"
 
@@ -36,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -59,24 +68,21 @@ void enrich_open_root(struct cap *c)
     c->rootfd = openat(c->procfd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC);
 }
 
-static void __attribute__((noreturn))
-child(struct cap *c, const char *prog, int out, int err, int bfd, uid_t uid, gid_t gid,
-      unsigned timeout)
+static void __attribute__((noreturn)) child(struct cap *c, const char *prog, int out, int err,
+                                            int sock, uid_t uid, gid_t gid, unsigned timeout)
 {
     setpgid(0, 0);
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
     int hi_out = fcntl(out, F_DUPFD_CLOEXEC, 10), hi_err = fcntl(err, F_DUPFD_CLOEXEC, 10);
-    int hi_b = fcntl(bfd, F_DUPFD_CLOEXEC, 10);
-    int hi_r = c->rootfd >= 0 ? fcntl(c->rootfd, F_DUPFD_CLOEXEC, 10) : -1;
+    int hi_s = fcntl(sock, F_DUPFD_CLOEXEC, 10);
     int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
-    if (hi_out < 0 || hi_err < 0 || hi_b < 0 || nul < 0)
+    if (hi_out < 0 || hi_err < 0 || hi_s < 0 || nul < 0)
         _exit(126);
-    if (dup2(nul, 0) < 0 || dup2(hi_out, 1) < 0 || dup2(hi_err, 2) < 0 || dup2(hi_b, 3) < 0 ||
-        (hi_r >= 0 && dup2(hi_r, 4) < 0))
+    if (dup2(nul, 0) < 0 || dup2(hi_out, 1) < 0 || dup2(hi_err, 2) < 0 || dup2(hi_s, 3) < 0)
         _exit(126);
-    close_range(hi_r >= 0 ? 5 : 4, ~0u, 0);
+    close_range(4, ~0u, 0); /* the bundle and the root among them: they come over the socket */
     if (privs_become(c, uid, gid))
         _exit(125);
     struct rlimit core1 = {1, 1}, cpu = {timeout + GRACE_S, timeout + GRACE_S};
@@ -86,51 +92,37 @@ child(struct cap *c, const char *prog, int out, int err, int bfd, uid_t uid, gid
     char tbuf[24], mbuf[32];
     snprintf(tbuf, sizeof(tbuf), "%u", timeout);
     snprintf(mbuf, sizeof(mbuf), "%llu", (unsigned long long)c->cfg.enrich_memory);
-    char *argv[16];
-    int a = 0;
-    argv[a++] = "crashpack";
-    argv[a++] = "enrich";
-    argv[a++] = "--bundle-fd";
-    argv[a++] = "3";
-    if (hi_r >= 0) {
-        argv[a++] = "--root-fd";
-        argv[a++] = "4";
-    }
-    argv[a++] = "--out";
-    argv[a++] = "-";
-    argv[a++] = "--timeout";
-    argv[a++] = tbuf;
-    argv[a++] = "--memory";
-    argv[a++] = mbuf;
-    argv[a] = NULL;
+    char *argv[] = {"crashpack", "enrich", "--socket-fd", "3",  "--out", "-",
+                    "--timeout", tbuf,     "--memory",    mbuf, NULL};
     char *envp[] = {NULL};
     execve(prog, argv, envp);
     _exit(127);
 }
 
-/* The unprivileged system user the analysis of a root or secure crash runs as: `crashpack` when
- * /etc/passwd has one, else `nobody`, else 65534. Read with fgetpwent, not through NSS (no module
- * loading or directory service in the handler). Its only ways to the files are the descriptors it
- * is given (the bundle; the root, inside which modules open with RESOLVE_IN_ROOT). */
-static void sandbox_user(uid_t *uid, gid_t *gid)
+/* The system user the analysis of a root or secure crash runs as: `crashpack`, which `crashpack
+ * install` creates for it alone. Read from /etc/passwd with fgetpwent, not through NSS (no module
+ * loading or directory service in the handler). -1 when there is none (or it is uid or gid 0,
+ * or the overflow uid 65534, nobody's): never a user whose other processes could be anyone's.
+ * Its only ways to the files are the descriptors it is sent (the bundle; the root, inside which
+ * modules open with RESOLVE_IN_ROOT). */
+static int crashpack_user(uid_t *uid, gid_t *gid)
 {
     int fd = open("/etc/passwd", O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
     FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
-    int best = 0; /* 2: crashpack, 1: nobody */
-    *uid = *gid = 65534;
+    int found = 0;
     if (!f && fd >= 0)
         close(fd);
     struct passwd *pw;
-    while (f && best < 2 && (pw = fgetpwent(f))) {
-        int rank = !strcmp(pw->pw_name, "crashpack") ? 2 : !strcmp(pw->pw_name, "nobody") ? 1 : 0;
-        if (rank > best && pw->pw_uid != 0 && pw->pw_gid != 0) {
-            best = rank;
-            *uid = pw->pw_uid;
-            *gid = pw->pw_gid;
-        }
+    while (f && !found && (pw = fgetpwent(f))) {
+        if (strcmp(pw->pw_name, "crashpack"))
+            continue;
+        found = pw->pw_uid != 0 && pw->pw_gid != 0 && pw->pw_uid != 65534 ? 1 : -1;
+        *uid = pw->pw_uid;
+        *gid = pw->pw_gid;
     }
     if (f)
         fclose(f);
+    return found == 1 ? 0 : -1;
 }
 
 /* SIGKILL to the process group, sent as its uid (the finisher has no CAP_KILL). */
@@ -140,6 +132,7 @@ static void kill_group(const struct cap *c, pid_t pgid, uid_t uid, gid_t gid)
         return;
     pid_t k = fork();
     if (k == 0) {
+        close_range(3, ~0u, 0); /* it needs none of the finisher's descriptors */
         if (privs_become(c, uid, gid) == 0)
             kill(-pgid, SIGKILL);
         _exit(0);
@@ -197,22 +190,133 @@ struct run {
     char err[ERR_MAX];
     size_t errlen;
     int capped, timed_out;
+    /* the handshake */
+    pid_t pid;         /* the child forked: the only sender accepted */
+    uid_t uid;         /* the uid it became */
+    int hs;            /* the finisher's end of the first socket, -1 once closed */
+    int bfd, rootfd;   /* what goes to the enricher (bfd is closed once sent) */
+    int sent;          /* the descriptors went to the enricher */
+    char refused[300]; /* why the handshake failed ("": it did not) */
+    int no_hello;      /* ... the socket closed without a hello (the exit status says more) */
 };
 
-/* Reads stdout (up to enrich_max) and stderr (the first ERR_MAX bytes) until both close or the
- * deadline passes. */
+/* What is wrong with the enricher's hello, or NULL: one message, the hello's text, from the
+ * pid forked and the uid it became (SCM_CREDENTIALS), with exactly one descriptor, a Unix
+ * seqpacket socket of a socketpair that pid made (SO_PEERCRED). */
+static const char *hello_problem(const struct run *r, const struct cp_fd_msg *m, char *why,
+                                 size_t n)
+{
+    if (m->truncated || strcmp(m->text, CP_ENRICH_HELLO))
+        return "the first message is not the enricher's hello";
+    if (!m->creds)
+        return "the hello came without the sender's credentials";
+    if (m->pid != r->pid || m->uid != r->uid) {
+        snprintf(why, n,
+                 "the hello came from pid %ld uid %lu, not from the enricher (pid %ld uid %lu)",
+                 (long)m->pid, (unsigned long)m->uid, (long)r->pid, (unsigned long)r->uid);
+        return why;
+    }
+    int type = 0, domain = 0;
+    struct ucred peer = {0, 0, 0};
+    socklen_t tl = sizeof(type), dl = sizeof(domain), pl = sizeof(peer);
+    if (m->nfds != 1 || getsockopt(m->fds[0], SOL_SOCKET, SO_TYPE, &type, &tl) ||
+        getsockopt(m->fds[0], SOL_SOCKET, SO_DOMAIN, &domain, &dl) || type != SOCK_SEQPACKET ||
+        domain != AF_UNIX)
+        return "the hello does not carry one Unix seqpacket socket";
+    if (getsockopt(m->fds[0], SOL_SOCKET, SO_PEERCRED, &peer, &pl) || peer.pid != r->pid)
+        return "the socket the hello carries is not the enricher's own socketpair";
+    return NULL;
+}
+
+/* The finisher's side of the handshake, once the first socket is readable: the hello checked,
+ * then the bundle (and root) descriptors sent over the socketpair it carried. Returns 1 sent,
+ * 0 nothing to read yet, -1 refused (r->refused says why; nothing was sent). */
+static int handshake(struct run *r)
+{
+    struct cp_fd_msg m;
+    int got = cp_fd_recv(r->hs, &m);
+    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return 0;
+    char buf[200];
+    r->no_hello = got == 0;
+    const char *why = got < 0    ? "cannot read the socket"
+                      : got == 0 ? "crashpack enrich ended or closed its socket before the hello"
+                                 : hello_problem(r, &m, buf, sizeof(buf));
+    char peek;
+    if (!why && recv(r->hs, &peek, 1, MSG_PEEK | MSG_DONTWAIT) > 0)
+        why = "more than one message on the socket"; /* someone else holds a copy of it */
+    int fds[2] = {r->bfd, r->rootfd};
+    if (!why && cp_fd_send(m.fds[0], r->rootfd >= 0 ? CP_ENRICH_FDS_ROOT : CP_ENRICH_FDS, fds,
+                           r->rootfd >= 0 ? 2 : 1))
+        why = "cannot send the descriptors";
+    cp_fd_msg_close(&m); /* the socketpair's end too: only the enricher keeps one */
+    close(r->hs);
+    close(r->bfd);
+    r->hs = r->bfd = -1;
+    if (why) {
+        snprintf(r->refused, sizeof(r->refused), "%s", why);
+        return -1;
+    }
+    r->sent = 1;
+    return 1;
+}
+
+/* Reads what fd has: stdout (up to enrich_max) or stderr (the first ERR_MAX bytes). Returns 0
+ * to go on, 1 at its end, -1 to stop (over enrich_max, out of memory). */
+static int take(const struct cap *c, struct run *r, int fd, int is_out)
+{
+    char tmp[65536];
+    char *dst = tmp;
+    size_t room = sizeof(tmp);
+    if (is_out) {
+        if (r->len == r->cap) {
+            if (r->cap >= c->cfg.enrich_max) {
+                r->capped = 1;
+                return -1;
+            }
+            size_t nc = r->cap ? r->cap * 2 : 1 << 20;
+            if (nc > c->cfg.enrich_max)
+                nc = (size_t)c->cfg.enrich_max;
+            char *nb = realloc(r->buf, nc + 1);
+            if (!nb)
+                return -1;
+            r->buf = nb;
+            r->cap = nc;
+        }
+        dst = r->buf + r->len;
+        room = r->cap - r->len;
+    }
+    ssize_t got = read(fd, dst, room);
+    if (got < 0 && errno == EINTR)
+        return 0;
+    if (got <= 0)
+        return 1;
+    if (is_out) {
+        r->len += (size_t)got;
+    } else if (r->errlen < sizeof(r->err) - 1) {
+        size_t take = (size_t)got < sizeof(r->err) - 1 - r->errlen ? (size_t)got
+                                                                   : sizeof(r->err) - 1 - r->errlen;
+        memcpy(r->err + r->errlen, tmp, take);
+        r->errlen += take;
+    }
+    return 0;
+}
+
+/* Answers the handshake and reads stdout and stderr until all three are done (the socket once
+ * the descriptors are sent, the pipes at their end) or the deadline passes; stops at a refused
+ * handshake or an output over enrich_max. */
 static void collect(struct cap *c, struct run *r, int out, int err, double deadline)
 {
-    int fds[2] = {out, err};
-    while (fds[0] >= 0 || fds[1] >= 0) {
+    int fds[3] = {out, err, r->hs};
+    while (fds[0] >= 0 || fds[1] >= 0 || fds[2] >= 0) {
         double left = deadline - now_mono();
         if (left <= 0) {
             r->timed_out = 1;
             return;
         }
-        struct pollfd pf[2];
+        struct pollfd pf[3];
         int n = 0;
-        for (int i = 0; i < 2; i++)
+        for (int i = 0; i < 3; i++)
             if (fds[i] >= 0)
                 pf[n++] = (struct pollfd){fds[i], POLLIN, 0};
         int k = poll(pf, (nfds_t)n, (int)(left * 1000) + 1);
@@ -221,43 +325,12 @@ static void collect(struct cap *c, struct run *r, int out, int err, double deadl
         for (int i = 0; k > 0 && i < n; i++) {
             if (!pf[i].revents)
                 continue;
-            int is_out = pf[i].fd == out;
-            char tmp[65536];
-            char *dst = tmp;
-            size_t room = sizeof(tmp);
-            if (is_out) {
-                if (r->len == r->cap) {
-                    if (r->cap >= c->cfg.enrich_max) {
-                        r->capped = 1;
-                        return;
-                    }
-                    size_t nc = r->cap ? r->cap * 2 : 1 << 20;
-                    if (nc > c->cfg.enrich_max)
-                        nc = (size_t)c->cfg.enrich_max;
-                    char *nb = realloc(r->buf, nc + 1);
-                    if (!nb)
-                        return;
-                    r->buf = nb;
-                    r->cap = nc;
-                }
-                dst = r->buf + r->len;
-                room = r->cap - r->len;
-            }
-            ssize_t got = read(pf[i].fd, dst, room);
-            if (got < 0 && errno == EINTR)
-                continue;
-            if (got <= 0) {
-                fds[is_out ? 0 : 1] = -1;
-                continue;
-            }
-            if (is_out) {
-                r->len += (size_t)got;
-            } else if (r->errlen < sizeof(r->err) - 1) {
-                size_t take = (size_t)got < sizeof(r->err) - 1 - r->errlen
-                                  ? (size_t)got : sizeof(r->err) - 1 - r->errlen;
-                memcpy(r->err + r->errlen, tmp, take);
-                r->errlen += take;
-            }
+            int which = pf[i].fd == out ? 0 : pf[i].fd == err ? 1 : 2;
+            int rc = which == 2 ? handshake(r) : take(c, r, pf[i].fd, which == 0);
+            if (rc < 0)
+                return;
+            if (rc > 0)
+                fds[which] = -1;
         }
     }
 }
@@ -297,14 +370,16 @@ static unsigned time_limit(const struct cap *c, unsigned *left)
     return timeout;
 }
 
-/* The command's output as a crashpack-stacks/1 object, or NULL with why set (the output is
- * incomplete, it was killed, it failed). */
+/* The command's output as a crashpack-stacks/1 object, or NULL with why set (the handshake failed,
+ * the output is incomplete, it was killed, it failed). Output counts only once the descriptors
+ * went to the enricher. */
 static cJSON *parse_stacks(const struct cap *c, struct run *r, int ws, unsigned timeout, char *why,
                            size_t n)
 {
     char errline[300] = "";
     last_line(r->err, r->errlen, errline, sizeof(errline));
-    if (r->buf && !r->timed_out && !r->capped && ws >= 0 && WIFEXITED(ws) && WEXITSTATUS(ws) <= 1) {
+    if (r->sent && r->buf && !r->timed_out && !r->capped && ws >= 0 && WIFEXITED(ws) &&
+        WEXITSTATUS(ws) <= 1) {
         r->buf[r->len] = 0;
         cJSON *j = cJSON_ParseWithLength(r->buf, r->len);
         const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(j, "format");
@@ -315,7 +390,12 @@ static cJSON *parse_stacks(const struct cap *c, struct run *r, int ws, unsigned 
         }
         return j;
     }
-    if (r->timed_out) {
+    if (r->refused[0] && !r->no_hello) {
+        snprintf(why, n, "handshake refused, not enriched: %s", r->refused);
+    } else if (r->timed_out && !r->sent) {
+        snprintf(why, n, "no handshake from crashpack enrich within %u s: killed",
+                 timeout + GRACE_S);
+    } else if (r->timed_out) {
         snprintf(why, n, "crashpack enrich took over %u s: killed", timeout + GRACE_S);
     } else if (r->capped) {
         snprintf(why, n, "the output is over enrich_max (%llu bytes): killed",
@@ -334,6 +414,8 @@ static cJSON *parse_stacks(const struct cap *c, struct run *r, int ws, unsigned 
     } else {
         snprintf(why, n, "crashpack enrich did not exit (wait status unknown)");
     }
+    if (!r->sent && (r->no_hello || (!r->refused[0] && !r->timed_out)) && strlen(why) + 20 < n)
+        strcat(why, " (no handshake)");
     return NULL;
 }
 
@@ -361,23 +443,27 @@ static void record(struct cap *c, const struct job *jb, struct run *r, int ws, d
     }
 }
 
-/* Forks the child on a read-only descriptor of the bundle, re-opened as root (the owner) before
- * anything becomes the crashed uid. Returns its pid, with its stdout and stderr on *out and
- * *err; or -1 once the failed step is recorded. */
-static pid_t start_enrich(struct cap *c, const struct job *jb, double t, int *out, int *err)
+/* Forks the child with the first socket (the finisher's end has SO_PASSCRED: the hello comes
+ * with its sender's credentials) after re-opening the bundle read-only as root (the owner), for
+ * the handshake to send. Returns its pid, with its stdout, stderr and the socket on *out, *err and
+ * r->hs; or -1 once the failed step is recorded. */
+static pid_t start_enrich(struct cap *c, const struct job *jb, double t, struct run *r, int *out,
+                          int *err)
 {
     char why[600] = "";
-    int pout[2] = {-1, -1}, perr[2] = {-1, -1};
+    int pout[2] = {-1, -1}, perr[2] = {-1, -1}, sp[2] = {-1, -1}, one = 1;
     char self[64];
     snprintf(self, sizeof(self), "/proc/self/fd/%d", c->outfd);
-    int bfd = open(self, O_RDONLY | O_CLOEXEC);
+    r->bfd = open(self, O_RDONLY | O_CLOEXEC);
     pid_t p = -1;
-    if (bfd < 0 || pipe2(pout, O_CLOEXEC) || pipe2(perr, O_CLOEXEC)) {
-        snprintf(why, sizeof(why), "%s: %s", bfd < 0 ? "re-opening the bundle" : "pipe",
-                 strerror(errno));
+    if (r->bfd < 0 || pipe2(pout, O_CLOEXEC) || pipe2(perr, O_CLOEXEC) ||
+        socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) ||
+        setsockopt(sp[0], SOL_SOCKET, SO_PASSCRED, &one, sizeof(one))) {
+        snprintf(why, sizeof(why), "%s: %s",
+                 r->bfd < 0 ? "re-opening the bundle" : "pipe or socket", strerror(errno));
         step(c, "failed", t, 0, -1, why);
     } else if ((p = fork()) == 0) {
-        child(c, jb->prog, pout[1], perr[1], bfd, jb->uid, jb->gid, jb->timeout);
+        child(c, jb->prog, pout[1], perr[1], sp[1], jb->uid, jb->gid, jb->timeout);
     } else if (p < 0) {
         snprintf(why, sizeof(why), "fork: %s", strerror(errno));
         step(c, "failed", t, 0, -1, why);
@@ -385,55 +471,67 @@ static pid_t start_enrich(struct cap *c, const struct job *jb, double t, int *ou
         setpgid(p, p); /* as the child does: no window where a kill misses it */
         *out = pout[0];
         *err = perr[0];
-        pout[0] = perr[0] = -1;
+        r->hs = sp[0];
+        r->pid = p;
+        pout[0] = perr[0] = sp[0] = -1;
     }
     for (int i = 0; i < 2; i++) {
         if (pout[i] >= 0)
             close(pout[i]);
         if (perr[i] >= 0)
             close(perr[i]);
+        if (sp[i] >= 0)
+            close(sp[i]);
     }
-    if (bfd >= 0)
-        close(bfd);
     return p;
 }
 
-/* Runs the child, reads its output under the deadline, kills its group when it is over (or
- * still running with its output closed), and records the step. */
+/* Runs the child, answers its handshake, reads its output under the deadline, kills its group
+ * when it is over (or refused, or still running with its output closed), and records the step. */
 static void run_enrich(struct cap *c, const struct job *jb, double t)
 {
     int out = -1, err = -1;
-    pid_t p = start_enrich(c, jb, t, &out, &err);
-    if (p < 0)
-        return;
     struct run r;
     memset(&r, 0, sizeof(r));
-    collect(c, &r, out, err, t + jb->timeout + GRACE_S);
-    if (r.timed_out || r.capped)
-        kill_group(c, p, jb->uid, jb->gid);
-    int ws = reap_child(p, 0);
-    if (ws < 0 && !r.timed_out && !r.capped) { /* still running with its output closed */
+    r.hs = r.bfd = -1;
+    r.rootfd = c->rootfd;
+    r.uid = jb->uid;
+    pid_t p = start_enrich(c, jb, t, &r, &out, &err);
+    int over = 0;
+    if (p > 0) {
+        collect(c, &r, out, err, t + jb->timeout + GRACE_S);
+        over = r.timed_out || r.capped || r.refused[0];
+        if (over)
+            kill_group(c, p, jb->uid, jb->gid);
+    }
+    int ws = p > 0 ? reap_child(p, 0) : -1;
+    if (p > 0 && ws < 0 && !over) { /* still running with its output closed */
         kill_group(c, p, jb->uid, jb->gid);
         ws = reap_child(p, 0);
     }
-    record(c, jb, &r, ws, t);
+    if (p > 0)
+        record(c, jb, &r, ws, t);
     free(r.buf);
-    close(out);
-    close(err);
+    int fds[] = {out, err, r.hs, r.bfd};
+    for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
 }
 
 void enrich_finish(struct cap *c)
 {
     double t = now_mono();
     struct job jb = {.uid = c->uid, .gid = c->gid};
-    if (c->secure || c->uid == 0)
-        sandbox_user(&jb.uid, &jb.gid); /* never parse as uid 0, nor as a setuid program's owner */
+    /* never parse as uid 0, nor as a setuid program's owner: as the user crashpack */
+    int sandboxed = c->secure || c->uid == 0;
     const char *e;
     unsigned left;
     if (!wanted(c)) {
         step(c, "off", t, 0, -1, "enrich = off");
     } else if (!has_core(c)) {
         step(c, "skipped", t, 0, -1, "no core in this bundle");
+    } else if (sandboxed && crashpack_user(&jb.uid, &jb.gid)) {
+        step(c, "skipped", t, 0, -1, "no crashpack user: run crashpack install");
     } else if (!(jb.timeout = time_limit(c, &left))) {
         char why[600];
         snprintf(why, sizeof(why), "only %u s left before finisher_deadline", left);

@@ -51,6 +51,11 @@ int privs_become(const struct cap *c, uid_t uid, gid_t gid)
      * CAP_DAC_OVERRIDE and the rest, so a mode or an ACL stops them as it stops the process) */
     if (set_caps(0, 0) && errno != EPERM)
         return -1;
+    /* not dumpable, whatever fs.suid_dumpable says (1 would make it so): the child holds the
+     * finisher's descriptors until it closes or execs them, and no other process of the uid may
+     * take one (pidfd_getfd, /proc/PID/fd). An exec makes the new image dumpable again. */
+    if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0))
+        return -1;
     return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
 }
 

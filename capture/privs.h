@@ -14,7 +14,8 @@ struct cap;
 int privs_drop(struct cap *c);
 
 /* Becomes uid/gid for good, in a forked child, before it touches anything the crashed process
- * names: no supplementary groups, real/effective/saved gid and uid, no_new_privs.
+ * names: no supplementary groups, real/effective/saved gid and uid, no_new_privs, not dumpable
+ * (no other process of the uid may take the descriptors it inherited; an exec undoes this).
  *   - Before privs_drop (the quick collectors' children, the handler still full root) the switch
  *     itself needs no capability work.
  *   - After privs_drop (the finisher's children) CAP_SETUID/CAP_SETGID are only permitted: they

@@ -2,12 +2,14 @@
  * written as stacks.json (stacks.h; docs/enrich.md), so that the bundle can be analyzed on a
  * machine without them.
  *
- * The capture finisher runs it as the crashed uid (`--bundle-fd N`: its temporary bundle, which
- * has no index yet and is read by walking its frames; `--root-fd M`: an O_PATH descriptor of the
- * crashed process's /proc/PID/root, through which the core's module paths are looked up, so a
- * container's files resolve after the container is gone) and stores what it prints on stdout as
- * the bundle's stacks.json member. The analysis itself runs in native_run()'s sandboxed child,
- * under --timeout and --memory.
+ * The capture finisher runs it as the crashed uid (or the user crashpack) with `--socket-fd 3`:
+ * main() made the process non-dumpable first thing, and receive_fds() then does the handshake
+ * (docs/capture.md, "Descriptors and the enrichment") that brings the temporary bundle (no index
+ * yet: read by walking its frames) and an O_PATH descriptor of the crashed process's
+ * /proc/PID/root (the core's module paths are looked up through it, so a container's files
+ * resolve after the container is gone). What it prints on stdout becomes the bundle's
+ * stacks.json member. `--bundle-fd N` and `--root-fd M` take the same descriptors inherited. The
+ * analysis itself runs in native_run()'s sandboxed child, under --timeout and --memory.
  *
  * Exit: 0 complete, 1 written but the analysis is partial, 2 usage error, unreadable bundle or
  * unwritable output. The last two are an exception to exitcodes.h's 1: the capture finisher
@@ -16,6 +18,7 @@
 #include "cmdopt.h"
 #include "bundle.h"
 #include "commands.h"
+#include "fdpass.h"
 #include "native.h"
 #include "signature.h"
 #include "stacks.h"
@@ -26,9 +29,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -36,39 +42,43 @@
 #define DEFAULT_TIMEOUT_S 30u
 #define MANIFEST_MAX (16u << 20)
 #define MAX_DEBUG_DIRS 64
+#define ANSWER_WAIT_MS 10000 /* for the capture finisher's answer to the hello */
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: crashpack enrich [options] BUNDLE\n"
-            "       crashpack enrich [options] --bundle-fd N\n"
-            "\n"
-            "Analyzes a bundle's core where the crash happened, with its binaries, and writes\n"
-            "stacks.json (format %s): every thread's symbolized frames, the cause, the\n"
-            "modules with their build-ids. `crashpack analyze` uses it on machines that lack\n"
-            "the binaries. The capture handler runs this for every crash (config key `enrich`).\n"
-            "\n"
-            "  --out FILE|-       where stacks.json goes (default -: standard output)\n"
-            "  --bundle-fd N      read the bundle from descriptor N instead of a path (it may be\n"
-            "                     still in progress: no index yet)\n"
-            "  --root-fd N        descriptor N (O_PATH) is the crashed process's root directory\n"
-            "                     (/proc/PID/root): binaries are looked up through it\n"
-            "  --sysroot DIR      look binaries up under DIR instead\n"
-            "  --debug-dir DIR    separate debuginfo trees (repeatable), as for analyze\n"
-            "  --max-frames N     frames kept per thread (default 256)\n"
-            "  --timeout SEC      time limit of the analysis (default %u)\n"
-            "  --memory SIZE      address-space limit of the analysis, e.g. 8G (default 32G;\n"
-            "                     not applied in sanitizer builds)\n"
-            "  -h, --help         this help\n"
-            "\n"
-            "Exit status: 0 complete, 1 stacks.json written but the analysis is partial,\n"
-            "2 usage error, unreadable bundle or unwritable output.\n",
-            STACKS_FORMAT, DEFAULT_TIMEOUT_S);
+    fprintf(
+        out,
+        "usage: crashpack enrich [options] BUNDLE\n"
+        "       crashpack enrich [options] --bundle-fd N\n"
+        "\n"
+        "Analyzes a bundle's core where the crash happened, with its binaries, and writes\n"
+        "stacks.json (format %s): every thread's symbolized frames, the cause, the\n"
+        "modules with their build-ids. `crashpack analyze` uses it on machines that lack\n"
+        "the binaries. The capture handler runs this for every crash (config key `enrich`).\n"
+        "\n"
+        "  --out FILE|-       where stacks.json goes (default -: standard output)\n"
+        "  --bundle-fd N      read the bundle from descriptor N instead of a path (it may be\n"
+        "                     still in progress: no index yet)\n"
+        "  --root-fd N        descriptor N (O_PATH) is the crashed process's root directory\n"
+        "                     (/proc/PID/root): binaries are looked up through it\n"
+        "  --socket-fd N      the capture finisher's socket: the bundle and root descriptors\n"
+        "                     come over it, after a handshake (instead of --bundle-fd/--root-fd)\n"
+        "  --sysroot DIR      look binaries up under DIR instead\n"
+        "  --debug-dir DIR    separate debuginfo trees (repeatable), as for analyze\n"
+        "  --max-frames N     frames kept per thread (default 256)\n"
+        "  --timeout SEC      time limit of the analysis (default %u)\n"
+        "  --memory SIZE      address-space limit of the analysis, e.g. 8G (default 32G;\n"
+        "                     not applied in sanitizer builds)\n"
+        "  -h, --help         this help\n"
+        "\n"
+        "Exit status: 0 complete, 1 stacks.json written but the analysis is partial,\n"
+        "2 usage error, unreadable bundle or unwritable output.\n",
+        STACKS_FORMAT, DEFAULT_TIMEOUT_S);
 }
 
 struct enrich_args {
     const char *path, *out, *sysroot;
-    int bundle_fd, root_fd;
+    int bundle_fd, root_fd, socket_fd;
     struct native_opts native;
     const char *debug_dirs[MAX_DEBUG_DIRS];
     char root_path[64];
@@ -96,16 +106,33 @@ static int parse_ulong(const char *s, unsigned long long max, unsigned long long
     return 0;
 }
 
+/* The options (parse_args). */
+enum {
+    O_OUT = 256,
+    O_BUNDLEFD,
+    O_ROOTFD,
+    O_SOCKETFD,
+    O_SYSROOT,
+    O_DEBUGDIR,
+    O_MAXFRAMES,
+    O_TIMEOUT,
+    O_MEMORY
+};
+static const struct option longs[] = {{"out", required_argument, 0, O_OUT},
+                                      {"bundle-fd", required_argument, 0, O_BUNDLEFD},
+                                      {"root-fd", required_argument, 0, O_ROOTFD},
+                                      {"socket-fd", required_argument, 0, O_SOCKETFD},
+                                      {"sysroot", required_argument, 0, O_SYSROOT},
+                                      {"debug-dir", required_argument, 0, O_DEBUGDIR},
+                                      {"max-frames", required_argument, 0, O_MAXFRAMES},
+                                      {"timeout", required_argument, 0, O_TIMEOUT},
+                                      {"memory", required_argument, 0, O_MEMORY},
+                                      CP_OPT_HELP,
+                                      CP_OPT_END};
+
 /* Returns -1 to go on, else the exit status. */
 static int parse_args(struct enrich_args *A, int argc, char **argv)
 {
-    enum { O_OUT = 256, O_BUNDLEFD, O_ROOTFD, O_SYSROOT, O_DEBUGDIR, O_MAXFRAMES, O_TIMEOUT, O_MEMORY };
-    static const struct option longs[] = {
-        {"out", required_argument, 0, O_OUT}, {"bundle-fd", required_argument, 0, O_BUNDLEFD},
-        {"root-fd", required_argument, 0, O_ROOTFD}, {"sysroot", required_argument, 0, O_SYSROOT},
-        {"debug-dir", required_argument, 0, O_DEBUGDIR}, {"max-frames", required_argument, 0, O_MAXFRAMES},
-        {"timeout", required_argument, 0, O_TIMEOUT}, {"memory", required_argument, 0, O_MEMORY},
-        CP_OPT_HELP, CP_OPT_END};
     struct cp_opts p = {.verb = "crashpack enrich", .longs = longs, .argc = argc, .argv = argv};
     struct modules_opts *mo = &A->native.unwind.mods;
     unsigned long long n;
@@ -122,10 +149,17 @@ static int parse_args(struct enrich_args *A, int argc, char **argv)
             A->out = optarg;
             break;
         case O_BUNDLEFD:
-        case O_ROOTFD: /* 0-2 are the standard streams, never a bundle or a root */
-            if (cp_opt_num(&p, c == O_BUNDLEFD ? "--bundle-fd" : "--root-fd", optarg, 3, INT_MAX, &v))
+        case O_ROOTFD:
+        case O_SOCKETFD: /* 0-2 are the standard streams, never a bundle, a root or the socket */
+            if (cp_opt_num(&p,
+                           c == O_BUNDLEFD ? "--bundle-fd"
+                           : c == O_ROOTFD ? "--root-fd"
+                                           : "--socket-fd",
+                           optarg, 3, INT_MAX, &v))
                 return CP_EXIT_USAGE;
-            *(c == O_BUNDLEFD ? &A->bundle_fd : &A->root_fd) = (int)v;
+            *(c == O_BUNDLEFD ? &A->bundle_fd
+              : c == O_ROOTFD ? &A->root_fd
+                              : &A->socket_fd) = (int)v;
             break;
         case O_SYSROOT:
             A->sysroot = optarg;
@@ -158,7 +192,10 @@ static int parse_args(struct enrich_args *A, int argc, char **argv)
     if (cp_opt_args(&p, 0, 1, "BUNDLE"))
         return CP_EXIT_USAGE;
     A->path = optind < argc ? argv[optind] : NULL;
-    if (!A->path == (A->bundle_fd < 0))
+    if (A->socket_fd >= 0 && (A->path || A->bundle_fd >= 0 || A->root_fd >= 0 || A->sysroot))
+        return cp_usage_error(
+            &p, "--socket-fd excludes a bundle path, --bundle-fd, --root-fd and --sysroot");
+    if (A->socket_fd < 0 && !A->path == (A->bundle_fd < 0))
         return cp_usage_error(&p, "give either a bundle path or --bundle-fd");
     if (A->sysroot && A->root_fd >= 0)
         return cp_usage_error(&p, "--sysroot and --root-fd exclude each other");
@@ -283,58 +320,113 @@ static cJSON *enrich_signature(const cJSON *nat)
     return out;
 }
 
-int cmd_enrich(int argc, char **argv)
+/* The capture finisher's handshake (docs/capture.md, "Descriptors and the enrichment"). This
+ * process is not dumpable since main()'s first line, so nothing it holds from then on can be taken
+ * by another process of its uid; the socket it started with may have been copied before that,
+ * while the loader ran. So a socketpair made now goes to the finisher over that socket (the
+ * finisher takes it only with this pid's credentials, which the kernel attaches), and the bundle
+ * and root descriptors come back over the pair, which nothing else holds. Returns 0 with
+ * A->bundle_fd (and A->root_fd) set, or -1 with err set. */
+static int receive_fds(struct enrich_args *A, char *err, size_t n)
 {
-    struct enrich_args A;
-    memset(&A, 0, sizeof(A));
-    A.bundle_fd = A.root_fd = -1;
-    A.out = "-";
-    A.native.wall_s = A.native.cpu_s = DEFAULT_TIMEOUT_S;
-    int rc = parse_args(&A, argc, argv);
-    if (rc >= 0)
-        return rc;
-    const char *binaries = "host";
-    if (A.root_fd >= 0) {
-        struct stat st;
-        if (fstat(A.root_fd, &st) || !S_ISDIR(st.st_mode)) {
-            fprintf(stderr, "crashpack enrich: --root-fd %d is not an open directory\n", A.root_fd);
-            return 2;
-        }
-        snprintf(A.root_path, sizeof(A.root_path), "/proc/self/fd/%d", A.root_fd);
-        A.native.unwind.mods.sysroot = A.root_path; /* names files in messages only: */
-        A.native.unwind.mods.root_fd = A.root_fd;   /* they open inside it (modules.h) */
-        A.native.sealed = 1; /* and the analysis can open nothing by path (sandbox_seal) */
-        binaries = "root-fd";
-    } else if (A.sysroot) {
-        A.native.unwind.mods.sysroot = A.sysroot;
-        binaries = "sysroot";
+    int sp[2] = {-1, -1};
+    if (prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) != 0) {
+        snprintf(err, n,
+                 "--socket-fd: this process is dumpable (main() makes `enrich` not dumpable)");
+        return -1;
     }
+    int rc = socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp)
+                 ? -1
+                 : cp_fd_send(A->socket_fd, CP_ENRICH_HELLO, &sp[1], 1);
+    int e = errno;
+    if (sp[1] >= 0)
+        close(sp[1]);
+    close(A->socket_fd); /* nothing more comes or goes over it */
+    A->socket_fd = -1;
+    struct pollfd pf = {sp[0], POLLIN, 0};
+    int k = 0;
+    while (!rc && (k = poll(&pf, 1, ANSWER_WAIT_MS)) < 0 && errno == EINTR)
+        ;
+    struct cp_fd_msg m = {.nfds = 0};
+    int got = k > 0 ? cp_fd_recv(sp[0], &m) : -1;
+    if (sp[0] >= 0)
+        close(sp[0]);
+    size_t want = !strcmp(m.text, CP_ENRICH_FDS_ROOT) ? 2 : !strcmp(m.text, CP_ENRICH_FDS) ? 1 : 0;
+    if (rc || got <= 0 || m.truncated || !want || m.nfds != want) {
+        if (rc)
+            snprintf(err, n, "--socket-fd: cannot send the hello: %s", strerror(e));
+        else
+            snprintf(err, n, "--socket-fd: %s",
+                     got <= 0 ? "no answer from the capture finisher"
+                              : "the capture finisher's answer is not known");
+        cp_fd_msg_close(&m);
+        return -1;
+    }
+    A->bundle_fd = m.fds[0];
+    A->root_fd = want == 2 ? m.fds[1] : -1;
+    return 0;
+}
 
-    double t0 = now_mono();
+/* --root-fd (or the one received): module paths are looked up inside it, and the analysis runs
+ * sealed. Returns what `binaries` says, or NULL when it is not a directory (the message printed).
+ */
+static const char *use_root(struct enrich_args *A)
+{
+    if (A->root_fd < 0) {
+        if (A->sysroot)
+            A->native.unwind.mods.sysroot = A->sysroot;
+        return A->sysroot ? "sysroot" : "host";
+    }
+    struct stat st;
+    if (fstat(A->root_fd, &st) || !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "crashpack enrich: --root-fd %d is not an open directory\n", A->root_fd);
+        return NULL;
+    }
+    snprintf(A->root_path, sizeof(A->root_path), "/proc/self/fd/%d", A->root_fd);
+    A->native.unwind.mods.sysroot = A->root_path; /* names files in messages only: */
+    A->native.unwind.mods.root_fd = A->root_fd;   /* they open inside it (modules.h) */
+    A->native.sealed = 1; /* and the analysis can open nothing by path (sandbox_seal) */
+    return "root-fd";
+}
+
+/* Opens the bundle (a received descriptor is closed once dup()ed: the bundle holds its own).
+ * Returns it, or NULL with the message printed. */
+static struct bundle *open_bundle(struct enrich_args *A, int received)
+{
     struct bundle *b = NULL;
     char err[512];
-    if ((A.bundle_fd >= 0 ? bundle_open_fd(A.bundle_fd, &b, err, sizeof(err))
-                          : bundle_open(A.path, &b, err, sizeof(err)))) {
+    int rc = A->bundle_fd >= 0 ? bundle_open_fd(A->bundle_fd, &b, err, sizeof(err))
+                               : bundle_open(A->path, &b, err, sizeof(err));
+    if (received)
+        close(A->bundle_fd);
+    if (rc) {
         fprintf(stderr, "crashpack enrich: %s\n", err);
-        return 2;
+        return NULL;
     }
     if (!bundle_find(b, "core")) {
         bundle_close(b);
         fprintf(stderr, "crashpack enrich: the bundle has no core (a metadata-only capture)\n");
-        return 2;
+        return NULL;
     }
+    return b;
+}
+
+/* The analysis and the document it makes (NULL: out of memory); *failed: the analysis is
+ * partial. */
+static cJSON *enrich_doc(struct enrich_args *A, struct bundle *b, const char *binaries, int *failed)
+{
+    double t0 = now_mono();
     cJSON *man = read_manifest(b);
     const cJSON *tid = cJSON_GetObjectItemCaseSensitive(man, "tid");
     const cJSON *comm = cJSON_GetObjectItemCaseSensitive(man, "comm");
     if (cJSON_IsNumber(tid) && tid->valuedouble > 0 && tid->valuedouble < 2147483648.0)
-        A.native.manifest_tid = (int32_t)tid->valuedouble;
-    A.native.comm = cJSON_IsString(comm) ? comm->valuestring : NULL;
-    int failed = 0;
-    cJSON *nat = native_run(b, &A.native, &failed);
-    struct stacks_meta meta = {binaries, bundle_complete(b), (now_mono() - t0) * 1000, A.native.sealed};
-    bundle_close(b);
-    if (nat && A.root_fd >= 0)
-        root_relative(nat, A.root_path);
+        A->native.manifest_tid = (int32_t)tid->valuedouble;
+    A->native.comm = cJSON_IsString(comm) ? comm->valuestring : NULL;
+    cJSON *nat = native_run(b, &A->native, failed);
+    struct stacks_meta meta = {binaries, bundle_complete(b), (now_mono() - t0) * 1000,
+                               A->native.sealed};
+    if (nat && A->root_fd >= 0)
+        root_relative(nat, A->root_path);
     cJSON *sig = nat ? enrich_signature(nat) : NULL;
     cJSON *doc = nat ? stacks_build(nat, &meta) : NULL;
     if (doc && sig)
@@ -342,6 +434,38 @@ int cmd_enrich(int argc, char **argv)
     else
         cJSON_Delete(sig);
     cJSON_Delete(man);
+    return doc;
+}
+
+int cmd_enrich(int argc, char **argv)
+{
+    struct enrich_args A;
+    memset(&A, 0, sizeof(A));
+    A.bundle_fd = A.root_fd = -1;
+    A.out = "-";
+    A.native.wall_s = A.native.cpu_s = DEFAULT_TIMEOUT_S;
+    A.socket_fd = -1;
+    int rc = parse_args(&A, argc, argv);
+    if (rc >= 0)
+        return rc;
+    int received = A.socket_fd >= 0;
+    char err[512];
+    if (received && receive_fds(&A, err, sizeof(err))) {
+        fprintf(stderr, "crashpack enrich: %s\n", err);
+        return 2;
+    }
+    const char *binaries = use_root(&A);
+    struct bundle *b = binaries ? open_bundle(&A, received) : NULL;
+    if (!binaries && received)
+        close(A.bundle_fd);
+    int failed = 0;
+    cJSON *doc = b ? enrich_doc(&A, b, binaries, &failed) : NULL;
+    if (b)
+        bundle_close(b);
+    if (received && A.root_fd >= 0)
+        close(A.root_fd); /* nothing received outlives the analysis */
+    if (!b)
+        return 2;
     char *s = doc ? cJSON_PrintUnformatted(doc) : NULL;
     cJSON_Delete(doc);
     if (!s) {

@@ -64,8 +64,9 @@ static void install_usage(FILE *out)
         "usage: crashpack install [options]\n"
         "\n"
         "Sets /proc/sys/kernel/core_pattern to pipe cores into crashpack-capture, raises\n"
-        "core_pipe_limit, writes " CP_DROPIN_PATH " so it survives a reboot, and\n"
-        "remembers the previous values in " STATE_PATH " for `crashpack uninstall`.\n"
+        "core_pipe_limit, writes " CP_DROPIN_PATH " so it survives a reboot, creates\n"
+        "the system user " CP_USER " (root's and setuid programs' crashes are enriched as it),\n"
+        "and remembers the previous values in " STATE_PATH " for `crashpack uninstall`.\n"
         "Running it again is safe: the remembered values are those from before the first install.\n"
         "\n"
         "options:\n"
@@ -166,11 +167,13 @@ struct install_plan {
     int have;
     char *dcur; /* the drop-in's content, when dexists */
     int dexists;
+    int user_exists; /* the system user CP_USER */
     /* plan_compute: the new state and what changes */
     struct cp_install_state st;
     int cur_ours;
     char *dnew; /* the drop-in to write */
     int pchange, lchange, dchange, schange;
+    int uchange; /* the user is to be created */
 };
 
 /* The handler next to this executable, the configuration (validated) and the pattern naming
@@ -222,6 +225,8 @@ static int plan_read(const struct install_opts *o, struct install_plan *pl)
     if (dexists < 0)
         return fail("%s", err);
     pl->dexists = dexists == 0;
+    if ((pl->user_exists = cp_user_exists(CP_USER)) < 0)
+        return fail("cannot read /etc/passwd");
     return 0;
 }
 
@@ -259,6 +264,12 @@ static int plan_compute(const struct install_opts *o, struct install_plan *pl)
             st->dropin_existed = old->dropin_existed;
             st->dropin_prev = old->dropin_prev ? strdup(old->dropin_prev) : NULL;
         }
+        st->user_created = have && old->user_created;
+        st->group_created = have && old->group_created;
+    }
+    if (!pl->user_exists) { /* made now: uninstall removes it (and the group, if made too) */
+        pl->uchange = st->user_created = 1;
+        st->group_created = cp_group_exists(CP_USER) == 0;
     }
     snprintf(st->pattern, sizeof(st->pattern), "%s", pl->pattern);
     st->pipe_limit = st->prev_pipe_limit > o->pipe_limit ? st->prev_pipe_limit : o->pipe_limit;
@@ -320,18 +331,45 @@ static void plan_print(const struct install_opts *o, const struct install_plan *
     } else if (st->dropin_written && pl->dexists && strcmp(pl->dcur, pl->dnew)) {
         printf("note: --no-sysctl-d leaves %s with the earlier pattern\n", CP_DROPIN_PATH);
     }
+    if (pl->uchange)
+        printf("%screate the system user %s%s (no home, no login shell): root's and setuid "
+               "programs' crashes are enriched as it\n",
+               w, CP_USER, st->group_created ? " and its group" : "");
     if (pl->schange)
         printf("%s%s %s: previous core_pattern `%s`, previous core_pipe_limit %u\n", w,
                pl->have ? "update" : "write", STATE_PATH, st->prev_pattern, st->prev_pipe_limit);
 }
 
+/* The system user, before anything else changes. A user that cannot be made is a warning, not a
+ * failure: the handler works without it (it does not enrich root's crashes). Returns 1 when it
+ * was made (so that a failure later removes it again). */
+static int make_user(struct install_plan *pl)
+{
+    char err[1024];
+    if (!pl->uchange)
+        return 0;
+    if (cp_user_create(&pl->st.group_created, err, sizeof(err)) == 0)
+        return 1;
+    fprintf(stderr,
+            "%s: warning: cannot create the system user %s: %s\n"
+            "  root's and setuid programs' crashes will not be enriched (no stacks.json)\n",
+            verb, CP_USER, err);
+    pl->st.user_created = pl->st.group_created = 0;
+    pl->schange = !pl->have || !cp_state_equal(&pl->st, &pl->old);
+    return 0;
+}
+
 /* The changes, in order; on a failure, undo what was done and say that nothing changed. */
-static int plan_apply(const struct install_plan *pl)
+static int plan_apply(struct install_plan *pl)
 {
     char err[1024], e2[512];
+    int made = make_user(pl);
     /* state first: if we die half-way, uninstall still knows what to restore */
-    if (pl->schange && cp_state_save(CP_STATE_DIR, &pl->st, err, sizeof(err)))
+    if (pl->schange && cp_state_save(CP_STATE_DIR, &pl->st, err, sizeof(err))) {
+        if (made)
+            cp_user_remove(pl->st.group_created, e2, sizeof(e2));
         return fail("%s", err);
+    }
     int step = 0;
     if (pl->pchange &&
         cp_core_pattern_set(CP_SYSCTL_CORE_PATTERN, pl->pattern, pl->cur, err, sizeof(err)))
@@ -350,6 +388,8 @@ static int plan_apply(const struct install_plan *pl)
             cp_sysctl_write(CP_SYSCTL_CORE_PATTERN, pl->cur, e2, sizeof(e2));
         if (pl->schange && (pl->have ? cp_state_save(CP_STATE_DIR, &pl->old, e2, sizeof(e2))
                                      : cp_state_remove(CP_STATE_DIR, e2, sizeof(e2))))
+            fprintf(stderr, "%s: also: %s\n", verb, e2);
+        if (made && cp_user_remove(pl->st.group_created, e2, sizeof(e2)))
             fprintf(stderr, "%s: also: %s\n", verb, e2);
         return fail("%s\nnothing was changed", err);
     }
@@ -377,7 +417,7 @@ int cmd_install(int argc, char **argv)
     struct install_plan pl = {0};
     if ((rc = plan_target(&o, &pl)) || (rc = plan_read(&o, &pl)) || (rc = plan_compute(&o, &pl)))
         goto out;
-    if (!pl.pchange && !pl.lchange && !pl.dchange && !pl.schange) {
+    if (!pl.pchange && !pl.lchange && !pl.dchange && !pl.schange && !pl.uchange) {
         printf("crashpack is already installed: core_pattern `%s`, core_pipe_limit %u; nothing to "
                "change\n",
                pl.cur, pl.cur_limit);
@@ -404,8 +444,8 @@ static void uninstall_usage(FILE *out)
         "usage: crashpack uninstall [options]\n"
         "\n"
         "Restores core_pattern and core_pipe_limit byte-exactly to what they were before\n"
-        "`crashpack install`, removes " CP_DROPIN_PATH " if crashpack wrote it, and\n"
-        "removes " STATE_PATH ".\n"
+        "`crashpack install`, removes " CP_DROPIN_PATH " if crashpack wrote it, the\n"
+        "system user " CP_USER " if install created it, and " STATE_PATH ".\n"
         "\n"
         "options:\n"
         "      --force         restore the previous core_pattern even though something else\n"
@@ -418,7 +458,20 @@ static void uninstall_usage(FILE *out)
         "exit status: 0 restored, 1 not restored, 3 not installed\n");
 }
 
-int cmd_uninstall(int argc, char **argv)
+/* What uninstall finds and decides. */
+struct uninstall {
+    int force, keep, dry;
+    struct cp_install_state st; /* the install state */
+    char cur[CP_PATTERN_BUF];   /* core_pattern now */
+    unsigned cur_limit;
+    char *dcur; /* the drop-in's content, when dexists */
+    int dexists, ours;
+    int pchange, lchange, uremove;
+    enum { D_NONE, D_REMOVE, D_RESTORE } daction;
+};
+
+/* Options into u. -1 to go on, else the exit status. */
+static int uninstall_parse(int argc, char **argv, struct uninstall *u)
 {
     enum { O_FORCE = 256, O_KEEP, O_DRY };
     static const struct option longs[] = {{"force", no_argument, 0, O_FORCE},
@@ -426,20 +479,18 @@ int cmd_uninstall(int argc, char **argv)
                                           {"dry-run", no_argument, 0, O_DRY},
                                           {"help", no_argument, 0, 'h'},
                                           {0, 0, 0, 0}};
-    int force = 0, keep = 0, dry = 0, c, rc;
-    char err[1024], e2[512];
-    verb = "crashpack uninstall";
     struct cp_opts p = {.verb = verb, .longs = longs, .argc = argc, .argv = argv};
+    int c;
     while ((c = cp_getopt(&p)) != -1) {
         switch (c) {
         case O_FORCE:
-            force = 1;
+            u->force = 1;
             break;
         case O_KEEP:
-            keep = 1;
+            u->keep = 1;
             break;
         case O_DRY:
-            dry = 1;
+            u->dry = 1;
             break;
         case 'h':
             uninstall_usage(stdout);
@@ -448,114 +499,132 @@ int cmd_uninstall(int argc, char **argv)
             return CP_EXIT_USAGE;
         }
     }
-    if (cp_opt_args(&p, 0, 0, ""))
-        return CP_EXIT_USAGE;
+    return cp_opt_args(&p, 0, 0, "") ? CP_EXIT_USAGE : -1;
+}
 
-    struct cp_install_state st;
-    rc = cp_state_load(CP_STATE_DIR, &st, err, sizeof(err));
+/* What is there now (the state loaded before) and what changes: 0, or 1 once the refusal is
+ * printed. */
+static int uninstall_decide(struct uninstall *u)
+{
+    char err[1024];
+    if (cp_sysctl_read(CP_SYSCTL_CORE_PATTERN, u->cur, sizeof(u->cur), err, sizeof(err)) ||
+        cp_sysctl_read_uint(CP_SYSCTL_PIPE_LIMIT, &u->cur_limit, err, sizeof(err)) ||
+        (u->dexists =
+             cp_file_read_small(CP_DROPIN_PATH, CP_DROPIN_MAX, &u->dcur, err, sizeof(err))) < 0)
+        return fail("%s", err);
+    u->dexists = u->dexists == 0;
+    u->ours = cp_pattern_is_crashpack(u->cur);
+    if (u->keep && u->ours)
+        return fail(
+            "--keep-pattern: core_pattern still holds crashpack's handler; leaving it would "
+            "forget the value to restore");
+    if (!u->ours && !u->force && !u->keep)
+        return fail("core_pattern was changed behind crashpack's back: now `%s`\n"
+                    "not restoring `%s` over it: --force restores it anyway, --keep-pattern keeps "
+                    "the current value and only removes crashpack's state",
+                    u->cur, u->st.prev_pattern);
+    u->pchange = !u->keep && strcmp(u->cur, u->st.prev_pattern);
+    u->lchange = !u->keep && u->cur_limit != u->st.prev_pipe_limit;
+    u->daction = D_NONE;
+    if (u->st.dropin_written) {
+        if (u->dexists && !cp_dropin_is_ours(u->dcur))
+            printf("note: %s is no longer crashpack's; leaving it\n", CP_DROPIN_PATH);
+        else if (u->st.dropin_existed)
+            u->daction = D_RESTORE;
+        else if (u->dexists)
+            u->daction = D_REMOVE;
+    }
+    u->uremove = u->st.user_created && cp_user_exists(CP_USER) > 0;
+    return 0;
+}
+
+static void uninstall_print(const struct uninstall *u)
+{
+    const char *w = u->dry ? "would " : "";
+    if (!u->ours)
+        printf("note: core_pattern was changed behind crashpack's back: now `%s`\n", u->cur);
+    if (u->pchange)
+        printf("%srestore core_pattern: `%s` -> `%s`\n", w, u->cur, u->st.prev_pattern);
+    else
+        printf("core_pattern %s: `%s`\n", u->keep ? "kept" : "unchanged", u->cur);
+    if (u->lchange)
+        printf("%srestore core_pipe_limit: %u -> %u\n", w, u->cur_limit, u->st.prev_pipe_limit);
+    else
+        printf("core_pipe_limit %s: %u\n", u->keep ? "kept" : "unchanged", u->cur_limit);
+    if (u->daction == D_REMOVE)
+        printf("%sremove %s\n", w, CP_DROPIN_PATH);
+    else if (u->daction == D_RESTORE) {
+        printf("%srestore %s to what was there before:\n", w, CP_DROPIN_PATH);
+        show_dropin(u->st.dropin_prev);
+    }
+    if (u->uremove)
+        printf("%sremove the system user %s%s (crashpack install created it)\n", w, CP_USER,
+               u->st.group_created ? " and its group" : "");
+    printf("%sremove %s\n", w, STATE_PATH);
+}
+
+/* The changes; on a failure, back to the installed state. 0 restored, 1 not. */
+static int uninstall_apply(const struct uninstall *u)
+{
+    char err[1024], e2[512];
+    int step = 0;
+    if (u->pchange &&
+        cp_core_pattern_set(CP_SYSCTL_CORE_PATTERN, u->st.prev_pattern, u->cur, err, sizeof(err)))
+        step = 1;
+    else if (u->lchange &&
+             cp_sysctl_write_uint(CP_SYSCTL_PIPE_LIMIT, u->st.prev_pipe_limit, err, sizeof(err)))
+        step = 2;
+    else if (u->daction == D_REMOVE && cp_file_remove(CP_DROPIN_PATH, err, sizeof(err)))
+        step = 3;
+    else if (u->daction == D_RESTORE &&
+             cp_file_write_atomic(CP_DROPIN_PATH, u->st.dropin_prev, strlen(u->st.dropin_prev),
+                                  0644, err, sizeof(err)))
+        step = 3;
+    if (step) {
+        /* back to the installed state, so a second uninstall starts from a known place */
+        if (step > 2 && u->lchange)
+            cp_sysctl_write_uint(CP_SYSCTL_PIPE_LIMIT, u->cur_limit, e2, sizeof(e2));
+        if (step > 1 && u->pchange)
+            cp_sysctl_write(CP_SYSCTL_CORE_PATTERN, u->cur, e2, sizeof(e2));
+        return fail("%s\nnothing was restored; %s is kept", err, STATE_PATH);
+    }
+    /* the rest is restored: a user that cannot go (an enrichment still running as it) is said */
+    if (u->uremove && cp_user_remove(u->st.group_created, err, sizeof(err)))
+        fprintf(stderr, "%s: warning: %s\n  remove it by hand: userdel %s\n", verb, err, CP_USER);
+    if (cp_state_remove(CP_STATE_DIR, err, sizeof(err)))
+        return fail("restored, but %s; remove it by hand", err);
+    printf("crashpack uninstalled\n");
+    return 0;
+}
+
+int cmd_uninstall(int argc, char **argv)
+{
+    struct uninstall u;
+    memset(&u, 0, sizeof(u));
+    verb = "crashpack uninstall";
+    int rc = uninstall_parse(argc, argv, &u);
+    if (rc >= 0)
+        return rc;
+    char err[1024];
+    rc = cp_state_load(CP_STATE_DIR, &u.st, err, sizeof(err));
     if (rc > 0) {
         fail("crashpack is not installed (no %s): nothing to restore", STATE_PATH);
         return CP_EXIT_NOTFOUND;
     }
     if (rc < 0)
         return fail("%s", err);
-
-    char cur[CP_PATTERN_BUF], *dcur = NULL;
-    unsigned cur_limit;
-    int dexists = 0;
-    rc = 1;
-    if (cp_sysctl_read(CP_SYSCTL_CORE_PATTERN, cur, sizeof(cur), err, sizeof(err)) ||
-        cp_sysctl_read_uint(CP_SYSCTL_PIPE_LIMIT, &cur_limit, err, sizeof(err)) ||
-        (dexists = cp_file_read_small(CP_DROPIN_PATH, CP_DROPIN_MAX, &dcur, err, sizeof(err))) <
-            0) {
-        fail("%s", err);
-        goto out;
-    }
-    dexists = dexists == 0;
-
-    int ours = cp_pattern_is_crashpack(cur);
-    if (keep && ours) {
-        fail("--keep-pattern: core_pattern still holds crashpack's handler; leaving it would "
-             "forget the value to restore");
-        goto out;
-    }
-    if (!ours && !force && !keep) {
-        fail("core_pattern was changed behind crashpack's back: now `%s`\n"
-             "not restoring `%s` over it: --force restores it anyway, --keep-pattern keeps the "
-             "current value and only removes crashpack's state",
-             cur, st.prev_pattern);
-        goto out;
-    }
-    int pchange = !keep && strcmp(cur, st.prev_pattern);
-    int lchange = !keep && cur_limit != st.prev_pipe_limit;
-    enum { D_NONE, D_REMOVE, D_RESTORE } daction = D_NONE;
-    if (st.dropin_written) {
-        if (dexists && !cp_dropin_is_ours(dcur))
-            printf("note: %s is no longer crashpack's; leaving it\n", CP_DROPIN_PATH);
-        else if (st.dropin_existed)
-            daction = D_RESTORE;
-        else if (dexists)
-            daction = D_REMOVE;
-    }
-
-    const char *w = dry ? "would " : "";
-    if (dry)
+    rc = uninstall_decide(&u);
+    if (!rc && u.dry)
         printf("dry run: nothing is changed\n");
-    else if (need_root())
-        goto out;
-    if (!ours)
-        printf("note: core_pattern was changed behind crashpack's back: now `%s`\n", cur);
-    if (pchange)
-        printf("%srestore core_pattern: `%s` -> `%s`\n", w, cur, st.prev_pattern);
-    else
-        printf("core_pattern %s: `%s`\n", keep ? "kept" : "unchanged", cur);
-    if (lchange)
-        printf("%srestore core_pipe_limit: %u -> %u\n", w, cur_limit, st.prev_pipe_limit);
-    else
-        printf("core_pipe_limit %s: %u\n", keep ? "kept" : "unchanged", cur_limit);
-    if (daction == D_REMOVE)
-        printf("%sremove %s\n", w, CP_DROPIN_PATH);
-    else if (daction == D_RESTORE) {
-        printf("%srestore %s to what was there before:\n", w, CP_DROPIN_PATH);
-        show_dropin(st.dropin_prev);
+    else if (!rc)
+        rc = need_root();
+    if (!rc) {
+        uninstall_print(&u);
+        if (!u.dry)
+            rc = uninstall_apply(&u);
     }
-    printf("%sremove %s\n", w, STATE_PATH);
-    if (dry) {
-        rc = 0;
-        goto out;
-    }
-
-    int step = 0;
-    if (pchange &&
-        cp_core_pattern_set(CP_SYSCTL_CORE_PATTERN, st.prev_pattern, cur, err, sizeof(err)))
-        step = 1;
-    else if (lchange &&
-             cp_sysctl_write_uint(CP_SYSCTL_PIPE_LIMIT, st.prev_pipe_limit, err, sizeof(err)))
-        step = 2;
-    else if (daction == D_REMOVE && cp_file_remove(CP_DROPIN_PATH, err, sizeof(err)))
-        step = 3;
-    else if (daction == D_RESTORE &&
-             cp_file_write_atomic(CP_DROPIN_PATH, st.dropin_prev, strlen(st.dropin_prev), 0644, err,
-                                  sizeof(err)))
-        step = 3;
-    if (step) {
-        /* back to the installed state, so a second uninstall starts from a known place */
-        if (step > 2 && lchange)
-            cp_sysctl_write_uint(CP_SYSCTL_PIPE_LIMIT, cur_limit, e2, sizeof(e2));
-        if (step > 1 && pchange)
-            cp_sysctl_write(CP_SYSCTL_CORE_PATTERN, cur, e2, sizeof(e2));
-        fail("%s\nnothing was restored; %s is kept", err, STATE_PATH);
-        goto out;
-    }
-    if (cp_state_remove(CP_STATE_DIR, err, sizeof(err))) {
-        fail("restored, but %s; remove it by hand", err);
-        goto out;
-    }
-    printf("crashpack uninstalled\n");
-    rc = 0;
-out:
-    free(dcur);
-    cp_install_state_free(&st);
+    free(u.dcur);
+    cp_install_state_free(&u.st);
     return rc;
 }
 
@@ -585,6 +654,7 @@ struct status {
     int dropin_present, dropin_ours;
     int pidfd_in_pattern, kernel_pidfd;
     char release[128];
+    int user; /* the system user CP_USER: 1 present, 0 absent, -1 cannot tell */
 };
 
 static int status_json(const struct status *s, int code)
@@ -620,6 +690,10 @@ static int status_json(const struct status *s, int code)
         cJSON_AddNullToObject(o, "kernel_has_pidfd");
     else
         cJSON_AddBoolToObject(o, "kernel_has_pidfd", s->kernel_pidfd);
+    if (s->user < 0)
+        cJSON_AddNullToObject(o, "enrich_user");
+    else
+        cJSON_AddBoolToObject(o, "enrich_user", s->user);
     char *text = cJSON_Print(o);
     cJSON_Delete(o);
     if (!text)
@@ -670,6 +744,11 @@ static int status_text(const struct status *s, int code)
            s->kernel_pidfd > 0    ? "has it (6.16 or later)"
            : s->kernel_pidfd == 0 ? "predates 6.16 (no %F)"
                                   : "version unknown");
+    printf("system user %s: %s\n", CP_USER,
+           s->user > 0    ? "present (root's and setuid programs' crashes are enriched as it)"
+           : s->user == 0 ? "absent: root's and setuid programs' crashes are not enriched "
+                            "(crashpack install creates it)"
+                          : "cannot tell (/etc/passwd unreadable)");
     return code;
 }
 
@@ -722,6 +801,7 @@ int cmd_status(int argc, char **argv)
     free(d);
     s.pidfd_in_pattern = cp_pattern_has_pidfd(s.cur);
     s.kernel_pidfd = cp_kernel_has_pidfd(s.release, sizeof(s.release));
+    s.user = cp_user_exists(CP_USER);
 
     int code = !s.installed ? CP_EXIT_NOTFOUND : s.intact ? CP_EXIT_OK : CP_EXIT_PROBLEM;
     rc = json ? status_json(&s, code) : status_text(&s, code);

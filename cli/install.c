@@ -12,12 +12,17 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
+#include <poll.h>
+#include <pwd.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -409,15 +414,17 @@ static int open_state_dir(const char *dir, int create, int *dfd, char *err, size
 static char *state_to_json(const struct cp_install_state *s)
 {
     cJSON *root = cJSON_CreateObject(), *prev = cJSON_CreateObject(),
-          *dropin = cJSON_CreateObject();
+          *dropin = cJSON_CreateObject(), *user = cJSON_CreateObject();
     char *text = NULL;
-    if (!root || !prev || !dropin) {
+    if (!root || !prev || !dropin || !user) {
         cJSON_Delete(prev);
         cJSON_Delete(dropin);
+        cJSON_Delete(user);
         goto out;
     }
     cJSON_AddItemToObject(root, "previous", prev);
     cJSON_AddItemToObject(root, "dropin", dropin);
+    cJSON_AddItemToObject(root, "user", user);
     int ok = cJSON_AddStringToObject(root, "format", STATE_FORMAT) &&
              cJSON_AddNumberToObject(root, "version", STATE_VERSION) &&
              cJSON_AddNumberToObject(root, "installed_at", (double)s->installed_at) &&
@@ -429,7 +436,10 @@ static char *state_to_json(const struct cp_install_state *s)
              cJSON_AddBoolToObject(dropin, "written", s->dropin_written) &&
              cJSON_AddBoolToObject(dropin, "existed", s->dropin_existed) &&
              (s->dropin_prev ? cJSON_AddStringToObject(dropin, "previous_content", s->dropin_prev)
-                             : cJSON_AddNullToObject(dropin, "previous_content"));
+                             : cJSON_AddNullToObject(dropin, "previous_content")) &&
+             cJSON_AddStringToObject(user, "name", CP_USER) &&
+             cJSON_AddBoolToObject(user, "created", s->user_created) &&
+             cJSON_AddBoolToObject(user, "group_created", s->group_created);
     if (ok)
         text = cJSON_Print(root);
 out:
@@ -469,6 +479,11 @@ static int state_from_json(const char *text, struct cp_install_state *s)
         goto out;
     }
     if (s->dropin_existed && !s->dropin_prev)
+        goto out;
+    /* the user: absent in the states of installs before it existed (none created) */
+    const cJSON *user = cJSON_GetObjectItemCaseSensitive(root, "user");
+    if (user && (!cJSON_IsObject(user) || !cp_jbool(user, "created", &s->user_created) ||
+                 !cp_jbool(user, "group_created", &s->group_created)))
         goto out;
     rc = 0;
 out:
@@ -539,7 +554,8 @@ int cp_state_equal(const struct cp_install_state *a, const struct cp_install_sta
            !strcmp(a->prev_pattern, b->prev_pattern) && a->prev_pipe_limit == b->prev_pipe_limit &&
            a->dropin_written == b->dropin_written && a->dropin_existed == b->dropin_existed &&
            !a->dropin_prev == !b->dropin_prev &&
-           (!a->dropin_prev || !strcmp(a->dropin_prev, b->dropin_prev));
+           (!a->dropin_prev || !strcmp(a->dropin_prev, b->dropin_prev)) &&
+           a->user_created == b->user_created && a->group_created == b->group_created;
 }
 
 /* ---- sysctl.d drop-in ---- */
@@ -568,6 +584,136 @@ int cp_dropin_is_ours(const char *content)
         if (!strncmp(line, CP_DROPIN_MARKER, n))
             return 1;
     }
+    return 0;
+}
+
+/* ---- the system user ---- */
+
+/* Whether the file's entries (fgetpwent or fgetgrent) name `name`. */
+static int db_has(const char *path, int group, const char *name)
+{
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+    if (!f) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    int found = 0;
+    if (group) {
+        struct group *g;
+        while (!found && (g = fgetgrent(f)))
+            found = !strcmp(g->gr_name, name);
+    } else {
+        struct passwd *pw;
+        while (!found && (pw = fgetpwent(f)))
+            found = !strcmp(pw->pw_name, name);
+    }
+    fclose(f);
+    return found;
+}
+
+int cp_user_exists(const char *name)
+{
+    return db_has("/etc/passwd", 0, name);
+}
+
+int cp_group_exists(const char *name)
+{
+    return db_has("/etc/group", 1, name);
+}
+
+/* Runs argv[0] (an absolute path) with a fixed environment, its output kept; 0 when it exits 0,
+ * else -1 with err: the command and the last line it printed. */
+static int run_tool(char *const argv[], char *err, size_t errlen)
+{
+    char *envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", NULL};
+    int p[2];
+    if (pipe2(p, O_CLOEXEC)) {
+        snprintf(err, errlen, "pipe: %s", strerror(errno));
+        return -1;
+    }
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, p[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, p[1], 2);
+    pid_t pid;
+    int rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, envp);
+    posix_spawn_file_actions_destroy(&fa);
+    close(p[1]);
+    char out[1024];
+    size_t n = 0;
+    for (;;) { /* until the tool's end (at once when it did not start) */
+        if (n == sizeof(out) - 1)
+            n = 0; /* the end is what counts */
+        ssize_t r = read(p[0], out + n, sizeof(out) - 1 - n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+    }
+    close(p[0]);
+    int st = 0;
+    while (!rc && waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    if (!rc && WIFEXITED(st) && WEXITSTATUS(st) == 0)
+        return 0;
+    while (n && (out[n - 1] == '\n' || out[n - 1] == ' '))
+        n--;
+    out[n] = 0;
+    char *last = strrchr(out, '\n');
+    snprintf(err, errlen, "%s %s: %s", argv[0], argv[1],
+             rc     ? strerror(rc)
+             : *out ? (last ? last + 1 : out)
+                    : "failed");
+    return -1;
+}
+
+int cp_user_create(int *group_created, char *err, size_t errlen)
+{
+    int has_group = cp_group_exists(CP_USER);
+    *group_created = 0;
+    if (has_group < 0) {
+        snprintf(err, errlen, "cannot read /etc/group");
+        return -1;
+    }
+    char *shell = access("/usr/sbin/nologin", X_OK) == 0 ? "/usr/sbin/nologin" : "/bin/false";
+    char *argv[16];
+    int a = 0;
+    argv[a++] = CP_USERADD;
+    argv[a++] = "--system";
+    argv[a++] = "--no-create-home";
+    argv[a++] = "--home-dir";
+    argv[a++] = "/nonexistent";
+    argv[a++] = "--shell";
+    argv[a++] = shell;
+    argv[a++] = "--comment";
+    argv[a++] = "crashpack enrichment";
+    if (has_group) { /* the group of that name that is already there */
+        argv[a++] = "--gid";
+        argv[a++] = CP_USER;
+    } else {
+        argv[a++] = "--user-group";
+    }
+    argv[a++] = CP_USER;
+    argv[a] = NULL;
+    if (run_tool(argv, err, errlen))
+        return -1;
+    *group_created = !has_group;
+    return 0;
+}
+
+int cp_user_remove(int group, char *err, size_t errlen)
+{
+    char *argv[] = {CP_USERDEL, CP_USER, NULL};
+    if (cp_user_exists(CP_USER) > 0 && run_tool(argv, err, errlen))
+        return -1;
+    /* the group, unless userdel removed it with the user (USERGROUPS_ENAB) */
+    char *gargv[] = {CP_GROUPDEL, CP_USER, NULL};
+    if (group && cp_group_exists(CP_USER) > 0 && run_tool(gargv, err, errlen))
+        return -1;
     return 0;
 }
 

@@ -23,6 +23,12 @@
 #define CP_PATTERN_BUF 256 /* room for any value the kernel hands back */
 #define CP_PIPE_LIMIT_DEFAULT 16u
 #define CP_DROPIN_MAX 65536
+/* The system user (and group) the capture finisher runs the enrichment of root's and setuid
+ * programs' crashes as (capture/enrich.c): made by install, for that alone. */
+#define CP_USER "crashpack"
+#define CP_USERADD "/usr/sbin/useradd"
+#define CP_USERDEL "/usr/sbin/userdel"
+#define CP_GROUPDEL "/usr/sbin/groupdel"
 
 /* What `crashpack install` changed, and what it found before. */
 struct cp_install_state {
@@ -34,6 +40,8 @@ struct cp_install_state {
     int dropin_existed;     /* a foreign file was there before; dropin_prev holds it */
     char *dropin_prev;      /* owned; NULL unless dropin_existed */
     long long installed_at; /* unix seconds of the first install */
+    int user_created;       /* install created the user CP_USER: uninstall removes it */
+    int group_created;      /* ... and its group CP_USER */
 };
 
 void cp_install_state_free(struct cp_install_state *s);
@@ -84,6 +92,16 @@ int cp_file_read_small(const char *path, size_t max, char **out, char *err, size
 int cp_file_write_atomic(const char *path, const char *data, size_t len, mode_t mode, char *err,
                          size_t errlen);
 int cp_file_remove(const char *path, char *err, size_t errlen);
+
+/* 1 when /etc/passwd (cp_user_exists) or /etc/group (cp_group_exists) has `name`, read as the
+ * capture handler reads it (fgetpwent, not NSS); 0 when not; -1 when it cannot be read. */
+int cp_user_exists(const char *name);
+int cp_group_exists(const char *name);
+/* Creates the system user and group CP_USER (useradd --system, no home, no login shell; its
+ * group when none of that name exists, *group_created says so). 0, or -1 with err set. */
+int cp_user_create(int *group_created, char *err, size_t errlen);
+/* Removes the user CP_USER (userdel), and its group too when `group` and it is left. 0, or -1. */
+int cp_user_remove(int group, char *err, size_t errlen);
 
 /* 1 when the running kernel has %F (6.16 or later), 0 when it is older, -1 when unknown.
  * `release` receives uname's release string. */

@@ -61,6 +61,8 @@ cp_restore() {
     # what the test left running in the background must not outlive it (nor hold the lock)
     local j
     for j in $(jobs -p); do kill -9 "$j" 2>/dev/null || true; done
+    # the enrichment's user, when `crashpack install` (cp_install) created it during the test
+    if [ "${CP_USER_EXISTED:-1}" = 0 ]; then cp_drop_user "${CP_GROUP_EXISTED:-1}"; fi
     exec 9>&- 2>/dev/null || true
     exit $rc
 }
@@ -84,6 +86,7 @@ cp_recover_stale() {
     fi
     echo "cp_setup: core_pattern holds the handler of a killed test ($d): restoring the pattern it saved" >&2
     cat "$d/.saved_pattern" > /proc/sys/kernel/core_pattern
+    [ -f "$d/.user_absent" ] && cp_drop_user "$(cat "$d/.user_absent")"
     [ -f "$d/.saved_pipe_limit" ] && cat "$d/.saved_pipe_limit" > /proc/sys/kernel/core_pipe_limit
     if [ -f /var/lib/crashpack/install-state ] && grep -qF "$d/conf" /var/lib/crashpack/install-state; then
         if [ -f "$d/.saved_install_state" ]; then cp -p "$d/.saved_install_state" /var/lib/crashpack/install-state
@@ -128,6 +131,29 @@ cp_setup() {
     if [ -e /etc/sysctl.d/99-crashpack.conf ]; then CP_SYSCTL_EXISTED=1; else CP_SYSCTL_EXISTED=0; fi
     if [ -e /var/lib/crashpack/install-state ]; then CP_STATE_EXISTED=1; cp -p /var/lib/crashpack/install-state "$T/.saved_install_state"; else CP_STATE_EXISTED=0; fi
     if [ -d /var/lib/crashpack ]; then CP_STATEDIR_EXISTED=1; else CP_STATEDIR_EXISTED=0; fi
+    # `crashpack install` creates the system user crashpack (the enrichment of root's crashes runs
+    # as it): a user the machine did not have is removed again (cp_restore, or cp_recover_stale
+    # after a killed test, which finds .user_absent)
+    if cp_has_user; then CP_USER_EXISTED=1; else CP_USER_EXISTED=0; fi
+    if grep -q '^crashpack:' /etc/group; then CP_GROUP_EXISTED=1; else CP_GROUP_EXISTED=0; fi
+    [ "$CP_USER_EXISTED" = 0 ] && echo "$CP_GROUP_EXISTED" > "$T/.user_absent"
+    return 0
+}
+
+# cp_has_user: the system user crashpack exists (read as the handler reads it: /etc/passwd)
+cp_has_user() { grep -q '^crashpack:' /etc/passwd; }
+
+# cp_drop_user GROUP_EXISTED: removes the user crashpack (once its processes, enrichments still
+# running, are gone: 10 s at most), and its group unless GROUP_EXISTED is 1.
+cp_drop_user() {
+    local i
+    if cp_has_user; then
+        for ((i = 0; i < 100; i++)); do pgrep -u crashpack > /dev/null || break; sleep 0.1; done
+        userdel crashpack 2>/dev/null || userdel -f crashpack 2>/dev/null ||
+            echo "WARNING: could not remove the user crashpack" >&2
+    fi
+    if [ "${1:-1}" = 0 ] && grep -q '^crashpack:' /etc/group; then groupdel crashpack 2>/dev/null || true; fi
+    return 0
 }
 
 # The test's own state under $T (cp_setup's part that every mode has).

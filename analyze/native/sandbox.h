@@ -44,8 +44,9 @@ int sandbox_finish(struct sandbox_child *h, char **out, size_t *outlen, char *st
 
 /* Seals the calling process (a sandboxed child, before it parses): no_new_privs and a seccomp
  * filter under which every open by path (open, openat, creat, open_by_handle_at), exec, socket,
- * ptrace, and every change to the file system (mkdir, unlink, rename, link, symlink, chmod,
- * chown, truncate, mknod, mount) fails with EPERM. openat2 stays: the analysis opens files only
+ * ptrace, pidfd_open and pidfd_getfd (another process's descriptors), and every change to the
+ * file system (mkdir, unlink, rename, link, symlink, chmod, chown, truncate, mknod, mount) fails
+ * with EPERM. openat2 stays: the analysis opens files only
  * with it, relative to a directory it holds and confined by RESOLVE_IN_ROOT/RESOLVE_BENEATH
  * (modules.c), which a seccomp filter cannot check itself. Returns 0, or -1 with err set. */
 int sandbox_seal(char *err, size_t errlen);

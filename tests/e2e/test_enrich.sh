@@ -14,7 +14,9 @@
 #     find it, yet stacks.json (looked up through /proc/<pid>/root) names its frames.
 #  D. enrich = off: no stacks.json, step "off". A command that hangs: step "timeout" and its
 #     process group is gone (killed as the crashed uid). Garbage output or output over
-#     enrich_max: step "failed", no stacks.json, the bundle still complete.
+#     enrich_max: step "failed", no stacks.json, the bundle still complete. A command that prints
+#     a well-formed stacks.json without the handshake (docs/capture.md, "Descriptors and the
+#     enrichment"): refused, step "failed".
 #  E. Hostile stacks.json (bundles rebuilt with tests/tools/bundle_edit): a warning, the local
 #     analysis, never a crash.
 source "$(dirname "$0")/../lib.sh"
@@ -158,7 +160,10 @@ if crash_with off "enrich = off"; then
 fi
 mkdir -m 755 "$T/cmds"
 printf '#!/bin/sh\nexec sleep 3141.5\n' > "$T/cmds/hang"
-printf '#!/bin/sh\necho "{\\"format\\":\\"crashpack-stacks/1\\",\\"native\\":"\n' > "$T/cmds/garbage"
+# garbage: the handshake done (crashpack enrich, exec'd: the pid the finisher forked), its output
+# cut into by a prefix that leaves no complete object
+printf '#!/bin/sh\nprintf "{\\"format\\":\\"crashpack-stacks/1\\",\\"native\\":"\nexec %s "$@"\n' "$CP_BIN/crashpack" > "$T/cmds/garbage"
+printf '#!/bin/sh\necho "{\\"format\\":\\"crashpack-stacks/1\\",\\"native\\":{\\"threads\\":[]}}"\n' > "$T/cmds/nohello"
 printf '#!/bin/sh\nexec yes crashpack\n' > "$T/cmds/flood"
 chmod 755 "$T"/cmds/*
 if crash_with hang "enrich = $T/cmds/hang" "enrich_timeout = 1"; then
@@ -172,6 +177,11 @@ if crash_with garbage "enrich = $T/cmds/garbage"; then
     check "D: garbage output: step failed (not a complete object)" \
         [ "$(jget "$T/work/garbage.step" 'd["status"], "not a complete" in d["reason"]')" = "('failed', True)" ]
     check "D: garbage output: no stacks.json" bash -c "! tar --zstd -tf '$T/work/garbage.zst' | grep -qx stacks.json"
+fi
+if crash_with nohello "enrich = $T/cmds/nohello"; then
+    check "D: a well-formed stacks.json without the handshake: step failed (no handshake)" \
+        [ "$(jget "$T/work/nohello.step" 'd["status"], "handshake" in d["reason"]')" = "('failed', True)" ]
+    check "D: ... no stacks.json" bash -c "! tar --zstd -tf '$T/work/nohello.zst' | grep -qx stacks.json"
 fi
 if crash_with flood "enrich = $T/cmds/flood" "enrich_max = 64K"; then
     check "D: output over enrich_max: step failed" \

@@ -1,7 +1,8 @@
 #!/bin/bash
 # test_install.sh - `crashpack install|uninstall|status` against the real /proc/sys/kernel/core_pattern:
-# every install -> uninstall round trip must leave core_pattern, core_pipe_limit, /etc/sysctl.d and
-# the install state byte-for-byte as they were.
+# every install -> uninstall round trip must leave core_pattern, core_pipe_limit, /etc/sysctl.d,
+# the install state and the system user crashpack (made by install, removed by uninstall only
+# when install made it) as they were.
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 cp_setup
 
@@ -27,6 +28,7 @@ snap() {
         for f in /etc/sysctl.d/*; do [ -f "$f" ] && sha256sum "$f"; done
         if [ -e "$STATE" ]; then ls -l --time-style=full-iso "$STATE"; sha256sum "$STATE"; else echo "no state"; fi
         ls -A /var/lib/crashpack 2>/dev/null # stray temp files; the directory itself may stay
+        grep -c '^crashpack:' /etc/passwd /etc/group # the user and group, there or not
     } > "$1"
 }
 set_pattern() { printf '%s' "$1" > "$PATTERN"; }
@@ -215,6 +217,43 @@ snap "$T/before"
 check "drop-in dry run" quiet "$CP" install --dry-run -c "$T/conf"
 snap "$T/after"
 check "  changed nothing" same "$T/before" "$T/after"
+
+# ---- the system user crashpack (root's and setuid programs' crashes are enriched as it) ----
+if [ "$CP_USER_EXISTED" = 1 ]; then
+    echo "note: the user crashpack existed before this test: its creation is not tested"
+else
+    set_pattern core
+    check "dry run says it would create the user" \
+        bash -c '"$1" install --dry-run --no-sysctl-d -c "$2" | grep -q "would create the system user crashpack and its group"' _ "$CP" "$T/conf"
+    check "  and does not" bash -c '! grep -q "^crashpack:" /etc/passwd'
+    check "install creates the system user crashpack" quiet "$CP" install --no-sysctl-d -c "$T/conf"
+    check "  a system user with no login shell and no home" bash -c '
+        IFS=: read -r _ _ uid _ _ home shell < <(grep "^crashpack:" /etc/passwd) &&
+        [ "$uid" -gt 0 ] && [ "$uid" -lt 1000 ] && [ "$home" = /nonexistent ] && [ ! -e /nonexistent ] &&
+        case $shell in */nologin | */false) true ;; *) false ;; esac'
+    check "  and its own group" test "$(id -gn crashpack)" = crashpack
+    check "  the state says install created both" \
+        [ "$(json "$STATE" '(d["user"]["name"], d["user"]["created"], d["user"]["group_created"])')" = "('crashpack', True, True)" ]
+    check "status names the user" bash -c '"$1" status | grep -q "system user crashpack: present"' _ "$CP"
+    check "status --json: enrich_user true" [ "$("$CP" status --json | json /dev/stdin 'd["enrich_user"]')" = True ]
+    check "a second install: nothing to change" bash -c '"$1" install --no-sysctl-d -c "$2" | grep -q "nothing to change"' _ "$CP" "$T/conf"
+    check "uninstall --dry-run says it would remove the user" \
+        bash -c '"$1" uninstall --dry-run | grep -q "would remove the system user crashpack and its group"' _ "$CP"
+    check "uninstall removes the user and the group" quiet "$CP" uninstall
+    check "  the user is gone" bash -c '! grep -q "^crashpack:" /etc/passwd'
+    check "  the group is gone" bash -c '! grep -q "^crashpack:" /etc/group'
+    # a user that was there before install is not install's to remove
+    useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin crashpack
+    check "install over an existing user crashpack" quiet "$CP" install --no-sysctl-d -c "$T/conf"
+    check "  does not make it again" bash -c '! grep -q "create the system user" "$1"' _ "$T/out"
+    check "  the state says install did not create it" \
+        [ "$(json "$STATE" '(d["user"]["created"], d["user"]["group_created"])')" = "(False, False)" ]
+    check "uninstall" quiet "$CP" uninstall
+    check "  leaves the user that was there" grep -q '^crashpack:' /etc/passwd
+    cp_drop_user 0
+    check "status without the user says root's crashes are not enriched" \
+        bash -c '"$1" status | grep -q "system user crashpack: absent: root.s and setuid programs. crashes are not enriched"' _ "$CP"
+fi
 
 set_pattern "$ORIG_PATTERN"
 check "core_pattern is back to the original" pattern_is "$ORIG_PATTERN"

@@ -73,11 +73,13 @@ int main(int argc, char **argv)
 }
 EOF
 cc -O0 -o "$R/app/swap" "$T/swap.c" || die "cannot build the swap program"
-# `crashpack enrich` under strace: the enrich command is a wrapper (config key enrich)
+# `crashpack enrich` under strace: the enrich command is a wrapper (config key enrich). -D: the
+# tracer is a grandchild, so crashpack runs as the pid the finisher forked, the only one whose
+# hello it takes (docs/capture.md, "Descriptors and the enrichment")
 mkdir -m 1777 "$T/trace"
 cat > "$T/enrich-wrap" <<EOF
 #!/bin/sh
-exec strace -f -o "$T/trace/enrich.\$\$" -e trace=open,openat,openat2,seccomp "$CP_BIN/crashpack" "\$@"
+exec strace -D -f -o "$T/trace/enrich.\$\$" -e trace=open,openat,openat2,seccomp "$CP_BIN/crashpack" "\$@"
 EOF
 chmod 755 "$T/enrich-wrap"
 echo "enrich = $T/enrich-wrap" >> "$T/conf"
