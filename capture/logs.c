@@ -90,7 +90,7 @@ static void send_tail(int out, int wfd, const struct stat *st, const char *membe
         snprintf(detail, sizeof(detail), "%s: %s", target, strerror(errno));
         send_rec(out, "", step, "failed", detail, NULL, 0);
     } else {
-        cp_scrub_text(NULL, (uint8_t *)buf, (size_t)got);
+        cp_scrub_member(NULL, member, (uint8_t *)buf, (size_t)got); /* text, not JSON */
         size_t skip = (uint64_t)got > take ? (size_t)((uint64_t)got - take) : 0;
         got -= (ssize_t)skip;
         snprintf(detail, sizeof(detail), "%s: last %lld of %llu bytes", target, (long long)got,
