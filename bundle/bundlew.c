@@ -218,7 +218,7 @@ int bw_add(struct bw *w, const char *name, const void *data, size_t len)
     if (len)
         memcpy(buf + hl, data, len);
     if (w->scrub && len)
-        cp_scrub_buf(w->scrub, buf + hl, len); /* output tails, exception text, any copy */
+        cp_scrub_member(w->scrub, name, buf + hl, len); /* tails, exception text, any copy */
     int rc = -1;
     uint64_t marker_off = w->file_off;
     /* compressed first, so that the guard sees what the member really adds */

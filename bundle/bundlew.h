@@ -46,16 +46,17 @@ struct bw {
     int (*room)(void *arg, uint64_t bytes);
     void *room_arg;
     int err_soft; /* err is a refusal of `room`, cleared by the next call */
-    /* secret values masked in every whole member bw_add stores (common/scrub.h), or NULL; the
-     * streamed core is masked frame by frame by its writer (capture/stream.c) */
-    const struct cp_scrub *scrub;
+    /* secrets masked in every whole member bw_add stores (cp_scrub_member: by their shape, the
+     * configured globs, the known values; common/scrub.h), or NULL; the streamed core is masked
+     * frame by frame by its writer (capture/stream.c) */
+    struct cp_scrub *scrub;
 };
 
 int bw_init(struct bw *w, int fd, int level, time_t mtime);
 void bw_free(struct bw *w);
 
-/* A whole small member: marker + one frame with header, data and padding (secret values masked
- * when `scrub` is set). */
+/* A whole small member: marker + one frame with header, data and padding (secrets masked when
+ * `scrub` is set). */
 int bw_add(struct bw *w, const char *name, const void *data, size_t len);
 
 /* A streamed member of known size: marker + header frame now, then data through

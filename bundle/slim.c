@@ -1,15 +1,18 @@
 /* slim.c - `crashpack report --slim OUT`: a small bundle to attach to a ticket.
  *
  * The same bundle format (bundle/bundlew.h writes it), with: manifest.json first, every evidence
- * member (already redacted at capture), a slim core planned by the capture's own planner
+ * member (redacted at capture, and scrubbed again here: a bundle from an older crashpack, or a
+ * form recognized since; common/scrub.h), a slim core planned by the capture's own planner
  * (bundle/coreelf.h: ELF header, notes, each thread's stack up to 1 MiB, the first page of each
  * mapped ELF file for build-ids; still a core gdb opens), stacks.json, and capture.json with a
- * "reslimmed" record. Written under a temporary name, fsynced, then renamed to OUT.
+ * "reslimmed" record. Written under a temporary name, fsynced, then renamed to OUT. The values
+ * the members show by their shape (a token in an output tail) are masked in the slim core too.
  */
 #include "bundle.h"
 #include "bundlew.h"
 #include "coreelf.h"
 #include "errmsg.h"
+#include "scrub.h"
 
 #include <cjson/cJSON.h>
 
@@ -43,7 +46,27 @@ struct obuf {
     struct bw *w;
     uint8_t *buf;
     size_t len;
+    uint8_t *prev; /* the last frame's raw end (CP_SCRUB_MAXLEN), for values cut by a frame */
+    size_t plen;
 };
+
+/* One frame of the slim core, out, with the values bw_add learned from the members masked. */
+static int ob_flush(struct obuf *o)
+{
+    struct cp_scrub *sc = o->w->scrub;
+    if (sc && sc->n) {
+        uint8_t raw[CP_SCRUB_MAXLEN];
+        size_t keep = sc->maxlen - 1 < o->len ? sc->maxlen - 1 : o->len;
+        memcpy(raw, o->buf + o->len - keep, keep);
+        cp_scrub_seam(sc, o->prev, o->plen, o->buf, o->len);
+        cp_scrub_buf(sc, o->buf, o->len);
+        memcpy(o->prev, raw, keep);
+        o->plen = keep;
+    }
+    int rc = bw_data(o->w, o->buf, o->len);
+    o->len = 0;
+    return rc;
+}
 
 static int ob_put(struct obuf *o, const uint8_t *d, size_t n)
 {
@@ -57,11 +80,8 @@ static int ob_put(struct obuf *o, const uint8_t *d, size_t n)
         if (d)
             d += k;
         n -= k;
-        if (o->len == SLIM_FRAME) {
-            if (bw_data(o->w, o->buf, o->len))
-                return -1;
-            o->len = 0;
-        }
+        if (o->len == SLIM_FRAME && ob_flush(o))
+            return -1;
     }
     return 0;
 }
@@ -124,9 +144,10 @@ static int write_pieces(struct bundle *b, const struct bundle_member *m, struct 
                         const struct slim_plan *P)
 {
     int rc = -1;
-    struct obuf o = {.w = w, .buf = malloc(SLIM_FRAME)};
+    struct obuf o = {.w = w, .buf = malloc(SLIM_FRAME), .prev = malloc(CP_SCRUB_MAXLEN)};
     uint8_t *chunk = malloc(1 << 20);
-    if (!o.buf || !chunk || bw_begin(w, "core", P->size) || ob_put(&o, P->head, P->head_len))
+    if (!o.buf || !o.prev || !chunk || bw_begin(w, "core", P->size) ||
+        ob_put(&o, P->head, P->head_len))
         goto out;
     uint64_t pos = P->head_len;
     for (size_t i = 0; i < P->npieces; i++) {
@@ -145,12 +166,13 @@ static int write_pieces(struct bundle *b, const struct bundle_member *m, struct 
     }
     if (pos < P->size && ob_put(&o, NULL, P->size - pos))
         goto out;
-    if (o.len && bw_data(w, o.buf, o.len))
+    if (o.len && ob_flush(&o))
         goto out;
     if (bw_end(w, SLIM_FRAME) < 0)
         goto out;
     rc = 0;
 out:
+    free(o.prev);
     free(o.buf);
     free(chunk);
     return rc;
@@ -214,6 +236,19 @@ static int copy_member(struct bundle *b, struct bw *w, const char *name, const c
     return rc;
 }
 
+/* "OUT, 1.2 MiB, slim core 3.4 MiB uncompressed" */
+static void summarize(const char *out, uint64_t core_size, char *summary, size_t sumlen)
+{
+    FILE *f = fopen(out, "r");
+    long sz = -1;
+    if (f && fseek(f, 0, SEEK_END) == 0)
+        sz = ftell(f);
+    if (f)
+        fclose(f);
+    snprintf(summary, sumlen, "%s, %.1f MiB, slim core %.1f MiB uncompressed", out, sz / 1048576.0,
+             core_size / 1048576.0);
+}
+
 int slim_write(const char *bundle, const char *out, char *err, size_t errlen, char *summary,
                size_t sumlen)
 {
@@ -231,10 +266,12 @@ int slim_write(const char *bundle, const char *out, char *err, size_t errlen, ch
     struct bw w;
     int rc = -1;
     uint64_t core_size = 0;
+    struct cp_scrub sc = {.learn = 1}; /* every member scrubbed; what they show, in the core */
     if (bw_init(&w, fd, 6, time(NULL))) {
         cp_errmsg(err, errlen, "out of memory");
         goto fail;
     }
+    w.scrub = &sc;
     if (copy_member(b, &w, "manifest.json", NULL)) {
         cp_errmsg(err, errlen, "cannot copy manifest.json");
         goto fail_w;
@@ -270,18 +307,10 @@ int slim_write(const char *bundle, const char *out, char *err, size_t errlen, ch
         goto fail;
     }
     fd = -1;
-    if (summary) {
-        struct stat;
-        FILE *f = fopen(out, "r");
-        long sz = -1;
-        if (f && fseek(f, 0, SEEK_END) == 0)
-            sz = ftell(f);
-        if (f)
-            fclose(f);
-        snprintf(summary, sumlen, "%s, %.1f MiB, slim core %.1f MiB uncompressed", out, sz / 1048576.0,
-                 core_size / 1048576.0);
-    }
+    if (summary)
+        summarize(out, core_size, summary, sumlen);
     bundle_close(b);
+    cp_scrub_free(&sc);
     return 0;
 fail_w:
     bw_free(&w);
@@ -290,5 +319,6 @@ fail:
         close(fd);
     unlink(tmp);
     bundle_close(b);
+    cp_scrub_free(&sc);
     return rc;
 }

@@ -275,6 +275,7 @@ static const struct key keys[] = {
     {"python_hook_timeout", KEY_FN, .fn = check_python_hook_timeout},
     {"redact_patterns", KEY_TEXT, FIELD(redact_patterns)},
     {"redact_env", KEY_TEXT, FIELD(redact_patterns)}, /* redact_env: its name */
+    {"redact_values", KEY_TEXT, FIELD(redact_values)},
 };
 
 /* Parses one value by its row's kind into its field: 0, or -1 for a bad value (the field is

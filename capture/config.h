@@ -46,6 +46,8 @@ struct cp_config {
     uint64_t proc_file_max;     /* cap per /proc file copied */
     char redact_patterns[CP_PATH_MAX]; /* redact_env (or redact_patterns): extra
                                           * comma/space-separated globs on env names */
+    char redact_values[CP_PATH_MAX];   /* extra comma/space-separated globs on words of any text:
+                                        * a word one matches is masked (common/scrub.h) */
     /* evidence collectors (issue 3) */
     unsigned kmsg_margin_s;     /* kernel log kept from process start minus this */
     uint64_t kmsg_max;          /* cap on kmsg.json */
@@ -88,12 +90,10 @@ const char *cp_mode_name(enum cp_mode m);
  * OLDPWD, *KEYBOARD*, *KEYMAP*) and the configured redact_env globs, case-insensitive. */
 int cp_secret_env_name(const struct cp_config *c, const char *name);
 
-/* Masks the password of scheme://user:pass@host in s, in place (same length). */
-void cp_mask_url_credentials(char *s);
-
-/* Command-line secrets: --token=x, --api-key x, --password=..., --passphrase x, -p x, and
- * KEY=value arguments whose KEY looks secret: the value masked in place (same length), URL
- * passwords too. */
+/* Command-line secrets: --token=x, --api-key x, --password=..., --passphrase x, -p x, -pX after
+ * mysql/mariadb/sshpass, and KEY=value arguments whose KEY looks secret: the value masked in
+ * place (same length); and in every argument what common/scrub.h recognizes by its shape (URL
+ * passwords, tokens, ...). */
 void cp_mask_cmdline(const struct cp_config *cfg, char **argv, int argc);
 
 /* Resolves a cp_size against a filesystem of `fs_bytes`. */

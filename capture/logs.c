@@ -69,7 +69,10 @@ static const char *kind_of(mode_t m)
 }
 
 /* The last `max` bytes of a regular file the process has open (usually write-only): reopened
- * for reading through /proc/self/fd, which checks our credentials - the crashed user's. */
+ * for reading through /proc/self/fd, which checks our credentials - the crashed user's. The
+ * TAIL_CONTEXT bytes before the tail are read too, for the scrubber: a secret whose key or
+ * prefix is cut off by the tail's start (password= | hunter2) is masked. */
+#define TAIL_CONTEXT 4096
 static void send_tail(int out, int wfd, const struct stat *st, const char *member,
                       const char *step, const char *target, uint64_t max)
 {
@@ -77,8 +80,9 @@ static void send_tail(int out, int wfd, const struct stat *st, const char *membe
     snprintf(self, sizeof(self), "/proc/self/fd/%d", wfd);
     int fd = open(self, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     uint64_t size = (uint64_t)st->st_size, take = size < max ? size : max;
-    char *buf = fd >= 0 ? malloc(take ? take : 1) : NULL;
-    ssize_t got = buf ? pread(fd, buf, (size_t)take, (off_t)(size - take)) : -1;
+    uint64_t pre = size - take < TAIL_CONTEXT ? size - take : TAIL_CONTEXT;
+    char *buf = fd >= 0 ? malloc(take + pre ? take + pre : 1) : NULL;
+    ssize_t got = buf ? pread(fd, buf, (size_t)(take + pre), (off_t)(size - take - pre)) : -1;
     if (fd >= 0)
         close(fd);
     char detail[400];
@@ -86,9 +90,12 @@ static void send_tail(int out, int wfd, const struct stat *st, const char *membe
         snprintf(detail, sizeof(detail), "%s: %s", target, strerror(errno));
         send_rec(out, "", step, "failed", detail, NULL, 0);
     } else {
+        cp_scrub_member(NULL, member, (uint8_t *)buf, (size_t)got); /* text, not JSON */
+        size_t skip = (uint64_t)got > take ? (size_t)((uint64_t)got - take) : 0;
+        got -= (ssize_t)skip;
         snprintf(detail, sizeof(detail), "%s: last %lld of %llu bytes", target, (long long)got,
                  (unsigned long long)size);
-        send_rec(out, member, step, "ok", detail, buf, (uint64_t)got);
+        send_rec(out, member, step, "ok", detail, buf + skip, (uint64_t)got);
     }
     free(buf);
 }

@@ -302,6 +302,10 @@ static void load_config(struct cap *c)
         snap_config(c);
     if (c->event)
         event_config(c);
+    /* every member is scrubbed (bw_add): the configured globs too, and what a member shows by
+     * its shape (an output tail's token) is hunted in the core and the later members */
+    c->scrub.globs = c->cfg.redact_values;
+    c->scrub.learn = 1;
 }
 
 /* One death, one bundle: when the kernel's core, the exception or the OOM kill already has a

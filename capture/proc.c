@@ -51,7 +51,7 @@ static const char *env_value_policy(const struct cp_config *cfg, const char *nam
 {
     if (is_secret_name(cfg, name) || !match_list(env_allow, name))
         return NULL;
-    cp_mask_url_credentials(value);
+    cp_mask_secrets(value);
     return value;
 }
 
@@ -121,8 +121,8 @@ static void plan_core_redaction(struct cap *c)
                     *eq = 0;
                     if (is_secret_name(&c->cfg, kv))
                         memset(eq + 1, '*', l - (size_t)(eq + 1 - kv));
-                    else
-                        cp_mask_url_credentials(eq + 1);
+                    else /* URL passwords, tokens, ... by their shape */
+                        cp_mask_secrets(eq + 1);
                     *eq = '=';
                 }
                 i += l + 1;

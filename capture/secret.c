@@ -1,6 +1,7 @@
 /* secret.c - which environment variables and command-line arguments hold secrets (config.h):
  * shared by the capture (capture/proc.c) and the supervisor (crashpack run). */
 #include "config.h"
+#include "scrub.h"
 
 #include <fnmatch.h>
 #include <stdio.h>
@@ -35,20 +36,6 @@ int cp_secret_env_name(const struct cp_config *c, const char *name)
     return 0;
 }
 
-/* Mask the password of scheme://user:pass@host in place (same length). */
-void cp_mask_url_credentials(char *s)
-{
-    for (char *p = strstr(s, "://"); p; p = strstr(p + 3, "://")) {
-        char *at = p + 3, *end = at + strcspn(at, "/ \t\"'");
-        char *a = memchr(at, '@', (size_t)(end - at));
-        if (!a)
-            continue;
-        char *colon = memchr(at, ':', (size_t)(a - at));
-        for (char *q = colon ? colon + 1 : at; q < a; q++)
-            *q = '*';
-    }
-}
-
 /* The flag's name as an environment-style name: "--api-key=x" -> "api_key". */
 static void flag_key(const char *k, size_t kl, char *key, size_t keysz)
 {
@@ -61,14 +48,31 @@ static void flag_key(const char *k, size_t kl, char *key, size_t keysz)
             *q = '_';
 }
 
-/* Command-line secrets: --token=x, --api-key x, --password=..., --passphrase x, -p x, and
- * KEY=value arguments (db.password=x, HF_TOKEN=x) whose KEY looks secret: mask the value (same
- * length). The value after a bare flag is masked unless it is itself an option. */
+/* Whether the command line runs a program that takes its password as -pSECRET. */
+static int takes_attached_p(char **argv, int argc)
+{
+    static const char *const progs[] = {"mysql", "mariadb", "sshpass", NULL};
+    for (int i = 0; i < argc && i < 4; i++) {
+        const char *b = strrchr(argv[i], '/') ? strrchr(argv[i], '/') + 1 : argv[i];
+        for (int k = 0; progs[k]; k++)
+            if (!strncmp(b, progs[k], strlen(progs[k])))
+                return 1;
+    }
+    return 0;
+}
+
+/* Command-line secrets: --token=x, --api-key x, --password=..., --passphrase x, -p x, -pX (of
+ * mysql, mariadb, sshpass), and KEY=value arguments (db.password=x, HF_TOKEN=x) whose KEY looks
+ * secret: mask the value (same length). The value after a bare flag is masked unless it is
+ * itself an option. Then the secrets of each argument's text, by their shape (scrub.h). */
 void cp_mask_cmdline(const struct cp_config *cfg, char **argv, int argc)
 {
+    int attached_p = takes_attached_p(argv, argc);
     for (int i = 0; i < argc; i++) {
         char *a = argv[i];
-        cp_mask_url_credentials(a);
+        cp_mask_secrets(a);
+        if (attached_p && a[0] == '-' && a[1] == 'p' && a[2])
+            memset(a + 2, '*', strlen(a + 2));
         char key[128];
         if (a[0] != '-') {
             char *eq = strchr(a, '=');

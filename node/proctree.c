@@ -230,7 +230,7 @@ static void record(struct ptree *t, struct pt_proc *p)
                 cJSON_AddItemToArray(red, cJSON_CreateString(kv));
                 continue;
             }
-            cp_mask_url_credentials(v);
+            cp_mask_secrets(v);
             if (!cJSON_GetObjectItemCaseSensitive(env, kv))
                 cJSON_AddStringToObject(env, kv, v);
             for (size_t k = 0; rank_vars[k]; k++)

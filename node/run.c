@@ -148,6 +148,7 @@ struct run {
     pid_t job;
     struct chan ch[2];
     struct tail tail;
+    struct cp_scrub_stream ss[3]; /* the kept copy of each stream, scrubbed as it passes */
     char job_id[256];
     /* the main process's end */
     int main_done, main_status, main_gone;
@@ -171,6 +172,7 @@ static int chan_read(struct run *r, struct chan *c)
     if (n > 0) {
         if (c->out >= 0 && write_all(c->out, r->buf, (size_t)n))
             c->out = -1; /* our own stdout/stderr went away: the job's output is still kept */
+        cp_scrub_stream(&r->ss[c->stream], (uint8_t *)r->buf, (size_t)n);
         tail_add(&r->tail, r->buf, (size_t)n, c->stream);
         r->last = now_s();
         r->snapped = 0;
@@ -452,7 +454,7 @@ static int report(struct run *r, struct pt_proc *p, const char *kind)
     size_t tlen = 0;
     char *text = tail_text(&r->tail, &tlen, ranges);
     if (text)
-        cp_scrub_buf(&r->t.scrub, (uint8_t *)text, tlen);
+        cp_scrub_text(&r->t.scrub, (uint8_t *)text, tlen);
     cJSON *pj = p->info ? cJSON_Duplicate(p->info, 1) : cJSON_CreateObject();
     cJSON *end = cJSON_AddObjectToObject(pj, "end");
     cJSON_AddStringToObject(end, "kind", kind);

@@ -15,6 +15,7 @@
 #include "pyexc.h"
 #include "report_native.h"
 #include "rule.h"
+#include "scrub.h"
 #include "signature.h"
 #include "stacks.h"
 #include "utf8.h"
@@ -548,6 +549,18 @@ int report_rediagnose(cJSON *r, struct kb *kb, char *err, size_t errlen)
     return diagnose_with(r, rb, err, errlen);
 }
 
+/* Every string of the report through the scrubber (common/scrub.h), in place (same length):
+ * a bundle from an older crashpack, or text the analysis read from the core (a thread's name, a
+ * Python frame's file), shows no secret the capture would have masked. */
+static void scrub_strings(cJSON *j)
+{
+    for (; j; j = j->next) {
+        if (cJSON_IsString(j) && j->valuestring)
+            cp_mask_secrets(j->valuestring);
+        scrub_strings(j->child);
+    }
+}
+
 cJSON *report_build(const char *path, const struct report_opts *o, struct report_status *st)
 {
     memset(st, 0, sizeof(*st));
@@ -583,5 +596,6 @@ cJSON *report_build(const char *path, const struct report_opts *o, struct report
     }
     st->partial = !bundle_complete(b) || st->native_failed;
     bundle_close(b);
+    scrub_strings(r);
     return r;
 }

@@ -162,13 +162,14 @@ def _scrubber(cfg):
     from crashpack import _report
     extra = [p for p in (cfg.get("redact_env") or cfg.get("redact_patterns") or "")
              .replace(",", " ").split() if p]
-    return _report.Scrubber(extra_patterns=extra)
+    globs = [p for p in (cfg.get("redact_values") or "").replace(",", " ").split() if p]
+    return _report.Scrubber(extra_patterns=extra, value_globs=globs)
 
 
 def _event(hook, value, tb, thread, scrub):
     from crashpack import _report
     import time
-    return {"hook": hook, "time": time.time(), "thread": _report.thread_object(thread),
+    return {"hook": hook, "time": time.time(), "thread": _report.thread_object(thread, scrub),
             "fatal": False,
             "exception": _report.exc_object(value, scrub, tb) if value is not None else None}
 
@@ -202,7 +203,7 @@ def exception_document(hook, value, tb=None, thread=None, cfg=None):
     with _lock:
         events = list(_events)
     return {"format": FORMAT, "hook": hook, "fatal": True, "time": time.time(),
-            "pid": os.getpid(), "thread": _report.thread_object(thread),
+            "pid": os.getpid(), "thread": _report.thread_object(thread, scrub),
             "python": _report.python_object(),
             "exception": _report.exc_object(value, scrub, tb),
             "events": events, "abandoned": False}

@@ -2,9 +2,10 @@
 
 Builds EXC objects (type with its MRO, message, frames, the __cause__/__context__ chain, a
 DataLoader/multiprocessing worker's original traceback parsed from the re-raised text) from live
-exception objects, never reading a local variable's value, and masks known secret values in every
-text field the way the capture masks them (capture/proc.c, common/scrub.c): each byte of a secret
-becomes '*', so lengths do not move. Standard library only.
+exception objects, never reading a local variable's value, and masks secrets in every text field
+the way the capture masks them (capture/proc.c, common/scrub.c, common/shapes.c): known values and
+what looks like a secret by its shape; each character of a secret becomes '*', so lengths do not
+move. Standard library only.
 """
 import fnmatch
 import os
@@ -23,7 +24,535 @@ SECRET_NAMES = ("*PASS*", "*PWD*", "*SECRET*", "*TOKEN*", "*KEY*", "*CREDENTIAL*
                 "*COOKIE*", "*SESSION*", "*PRIVATE*")
 NOT_SECRET_NAMES = ("PWD", "OLDPWD", "*KEYBOARD*", "*KEYMAP*")
 
-_URL = re.compile(r"://([^/ \t\"'@]*)@")
+# ---- secrets recognized by their shape: common/shapes.c, line for line (docs/capture.md) ----
+# The same forms, the same tables, the same masks (the corpus tests/unit/secrets-corpus.tsv masks
+# to secrets-corpus.masked in both): a text field is scanned once; a byte that can start a form
+# runs that form's matcher; the secret part becomes '*', one a character, never a double quote, a
+# line end or a NUL, nor half of a backslash escape. Whole strings only (no streams).
+
+IDENT_MAX = 64
+LINE_BACK = 4096
+QUOTED_MAX = 65536
+PEM_MAX = 64 << 10
+GLOB_WORD_MAX = 1024
+AUTHORITY_MAX = 512
+LEARN_MAX = 128
+
+_ALPHA = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+_DIGIT = frozenset("0123456789")
+_ALNUM = _ALPHA | _DIGIT
+_NOT_VALUE = frozenset("\"'`,;&<>()[]{}|\\")
+_NOT_URL = frozenset("\"'`<>\\")
+_NOT_GLOB = _NOT_VALUE | frozenset("=")
+_NOT_AUTH = frozenset("/?#\"'<>\\`@")
+_UPDIG = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ") | _DIGIT
+_CLS = {
+    "ALNUM": lambda c: c in _ALNUM,
+    "WORD": lambda c: c in _ALNUM or c == "_",
+    "TOKEN": lambda c: c in _ALNUM or c in "_-",
+    "UPDIG": lambda c: c in _UPDIG,
+    "BEARER": lambda c: c in _ALNUM or c in "._~+/=-",
+    "IDENT": lambda c: c in _ALNUM or c in "_-.",
+    "VALUE": lambda c: c > " " and c != "\x7f" and c not in _NOT_VALUE,
+    "URL": lambda c: c > " " and c != "\x7f" and c not in _NOT_URL,
+    "GLOB": lambda c: c > " " and c != "\x7f" and c not in _NOT_GLOB,
+    "JWT": lambda c: c in _ALNUM or c in "_-.",
+    "AUTH": lambda c: c > " " and c != "\x7f" and c not in _NOT_AUTH,
+}
+
+# (prefix, class, min length, exact, needs a digit): shapes.c's toks
+TOKENS = (("hf_", "ALNUM", 30, 0, 0), ("ghp_", "ALNUM", 30, 0, 0), ("gho_", "ALNUM", 30, 0, 0),
+          ("ghu_", "ALNUM", 30, 0, 0), ("ghs_", "ALNUM", 30, 0, 0), ("ghr_", "ALNUM", 30, 0, 0),
+          ("github_pat_", "WORD", 40, 0, 0), ("glpat-", "TOKEN", 20, 0, 0),
+          ("AKIA", "UPDIG", 16, 1, 0), ("ASIA", "UPDIG", 16, 1, 0), ("AIza", "TOKEN", 35, 1, 0),
+          ("sk-", "TOKEN", 20, 0, 1), ("sk_live_", "ALNUM", 16, 0, 0),
+          ("sk_test_", "ALNUM", 16, 0, 0), ("rk_live_", "ALNUM", 16, 0, 0),
+          ("xoxa-", "TOKEN", 10, 0, 1), ("xoxb-", "TOKEN", 10, 0, 1), ("xoxp-", "TOKEN", 10, 0, 1),
+          ("xoxr-", "TOKEN", 10, 0, 1), ("npm_", "ALNUM", 36, 1, 0), ("pypi-", "TOKEN", 50, 0, 0))
+_TOK_FIRST = frozenset(t[0][0] for t in TOKENS)
+HOOKS = (("hooks.slack.com", "/services/"), ("hooks.slack.com", "/workflows/"),
+         ("hooks.slack.com", "/triggers/"), ("discord.com", "/api/webhooks/"),
+         ("discordapp.com", "/api/webhooks/"), ("webhook.office.com", "/"),
+         ("outlook.office.com", "/webhook/"), ("logic.azure.com", "/workflows/"))
+KEY_EXACT = ("key", "pwd", "pass", "apikey", "accesskey", "secretkey", "privatekey", "credential",
+             "credentials", "authorization")
+KEY_SUFFIX = ("password", "passwd", "passphrase", "secret", "token")
+KEY_NOT = ("eos_token", "bos_token", "pad_token", "unk_token", "sep_token", "cls_token",
+           "mask_token", "public_key", "publickey", "cache_key")
+CTX_WORDS = (("mysql", 1), ("mariadb", 1), ("sshpass", 3))
+NOT_VALUES = ("<redacted>", "[redacted]", "lambda", "none", "null", "true", "false")
+_TRIGGER = re.compile("[=:\\-eBbw" + re.escape("".join(sorted(_TOK_FIRST))) + "]")
+V_NEED_QUOTE, V_DQ = 1, 2
+
+
+def _key_kind(k):
+    k = k.lstrip("-.")
+    if not k or len(k) > IDENT_MAX or k in ("PWD", "OLDPWD"):
+        return 0
+    low = "".join(c.lower() if "A" <= c <= "Z" else c for c in k)
+    if low in KEY_NOT:
+        return 0
+    last = low
+    for i in range(len(low), 0, -1):
+        if low[i - 1] in "_.-":
+            last = low[i:]
+            break
+    if last == "authorization":
+        return 2
+    if last == "pass":
+        return 3
+    if last in KEY_EXACT or any(last.endswith(w) for w in KEY_SUFFIX):
+        return 1
+    return 0
+
+
+def _icontains(s, w):
+    return w in s.lower() if s.isascii() else w in "".join(
+        c.lower() if "A" <= c <= "Z" else c for c in s)
+
+
+def _ctx_in(s):
+    bits = 0
+    for w, b in CTX_WORDS:
+        if _icontains(s, w):
+            bits |= b
+    return bits
+
+
+class _Scan:
+    """One scan of a string (struct sx of shapes.c, whole-string mode)."""
+
+    def __init__(self, s, globs=(), learn=None):
+        self.b = list(s)
+        self.n = len(s)
+        self.globs = [g for g in globs if g]
+        self.learn = learn
+        f = 0
+        while f < self.n and self.b[f] in " \t\n\r":
+            f += 1
+        self.json = f < self.n and self.b[f] in "{["
+        self.pem_begin = self.pem_floor = 0
+        self.lc_start = self.lc_pos = self.lc_bits = 0
+        self.lc_valid = False
+
+    def text(self, a, e):
+        return "".join(self.b[a:e])
+
+    def has(self, i, lit):
+        return 0 <= i and self.n - i >= len(lit) and "".join(self.b[i:i + len(lit)]) == lit
+
+    def run_of(self, i, k):
+        f = _CLS[k]
+        b, n = self.b, self.n
+        while i < n and f(b[i]):
+            i += 1
+        return i
+
+    def mask(self, a, e):
+        if e <= a:
+            return
+        if self.learn is not None and len(self.learn) < LEARN_MAX:
+            self.learn.add(self.text(a, e))
+        b, n = self.b, self.n
+        i = a
+        while i < e:
+            c = b[i]
+            if c in "\"\n\r\0":
+                i += 1
+                continue
+            b[i] = "*"
+            if c == "\\" and i + 1 < n and b[i + 1] not in "\n\0":
+                i += 1
+                b[i] = "*"
+            i += 1
+
+    def done(self, a, e):
+        self.mask(a, e)
+        return e if e > a else a + 1
+
+    def quoted_end(self, i, q, esc):
+        b, n = self.b, self.n
+        lim = i + QUOTED_MAX if n - i > QUOTED_MAX else n
+        while i < lim:
+            c = b[i]
+            if c in "\n\r\0\"" or (c == q and not esc):
+                return i
+            if c == "\\":
+                if i + 1 >= n:
+                    return n
+                if esc and b[i + 1] in (q, "n", "r"):
+                    return i
+                i += 1
+            i += 1
+        return lim
+
+    def pem_end(self, i):
+        b, n = self.b, self.n
+        lim = i + PEM_MAX if n - i > PEM_MAX else n
+        while i < lim:
+            c = b[i]
+            if c == '"':
+                return i
+            if c == "\\":
+                i += 2
+                continue
+            if c == "-":
+                j = i
+                while j < n and b[j] == "-" and j - i < 5:
+                    j += 1
+                left = min(n - j, 3)
+                if self.text(j, j + left) == "END"[:left] and left == 3:
+                    return i
+            i += 1
+        return lim
+
+    # -- tokens, JWTs, key blocks --
+
+    def m_token(self, i):
+        b = self.b
+        if i and b[i - 1] in _ALNUM:
+            return i + 1
+        for prefix, cls, mn, exact, dig in TOKENS:
+            if b[i] != prefix[0] or not self.has(i, prefix):
+                continue
+            a = i + len(prefix)
+            e = self.run_of(a, cls)
+            ln = e - a
+            if ln < mn or (exact and ln != mn) or (dig and not any(c in _DIGIT for c in b[a:e])):
+                continue
+            return self.done(a, e)
+        return i + 1
+
+    def m_jwt(self, i):
+        b, n = self.b, self.n
+        if not self.has(i, "eyJ") or (i and (_CLS["TOKEN"](b[i - 1]) or b[i - 1] == ".")):
+            return i + 1
+        p1 = self.run_of(i, "TOKEN")
+        if p1 >= n or p1 - i < 10 or b[p1] != ".":
+            return i + 1
+        p2 = self.run_of(p1 + 1, "TOKEN")
+        if p2 >= n or p2 - p1 < 9 or b[p2] != ".":
+            return i + 1
+        return self.done(i + 3, self.run_of(p2 + 1, "TOKEN"))
+
+    def pem_line(self, i, what):
+        if not self.has(i, what):
+            return 0
+        j = i + len(what)
+        k = j
+        b, n = self.b, self.n
+        while k < n and k - j < 48 and ("A" <= b[k] <= "Z" or b[k] in _DIGIT or b[k] == " "):
+            k += 1
+        if not self.has(k, "-----") or "PRIVATE KEY" not in self.text(j, k):
+            return 0
+        return k + 5
+
+    def break_before(self, a, lo):
+        b = self.b
+        if a > lo and b[a - 1] == "\n":
+            return 2 if a - 1 > lo and b[a - 2] == "\r" else 1
+        return 2 if a >= lo + 2 and b[a - 1] == "n" and b[a - 2] == "\\" else 0
+
+    def pem_orphan(self, i, lo):
+        b = self.b
+        a = i
+        while True:
+            br = self.break_before(a, lo)
+            if not br:
+                return a
+            e = s = a - br
+            while s > lo and (b[s - 1] in _ALNUM or b[s - 1] in "+/="):
+                s -= 1
+            if s > lo and s < e and b[s - 1] == "\\" and b[s] == "n":
+                s += 1
+            if s == e or (s > lo and b[s - 1] != '"' and not self.break_before(s, lo)):
+                return a
+            a = s
+
+    def m_pem(self, i):
+        a = self.pem_line(i, "-----BEGIN ")
+        if a:
+            self.pem_begin = i + 1
+            return self.done(a, self.pem_end(a))
+        e = self.pem_line(i, "-----END ")
+        if not e:
+            return i + 1
+        lo = max(i - PEM_MAX if i > PEM_MAX else 0, self.pem_floor)
+        self.pem_floor = e
+        if self.pem_begin and self.pem_begin - 1 >= lo:
+            return e
+        self.mask(self.pem_orphan(i, lo), i)
+        return e
+
+    # -- URLs --
+
+    def webhook(self, host, he, ae):
+        h = self.text(host, he).lower()
+        for dom, path in HOOKS:
+            if (h == dom or h.endswith("." + dom)) and self.has(ae, path):
+                a = ae + len(path)
+                self.done(a, self.run_of(a, "URL"))
+                return
+
+    def m_url(self, i):
+        b, n = self.b, self.n
+        s = i
+        while s > 0 and (b[s - 1] in _ALNUM or b[s - 1] in "+.-"):
+            s -= 1
+        a = ae = i + 3
+        if i - s < 2 or b[s] not in _ALPHA:
+            return i + 1
+        while ae < n and ae - a < AUTHORITY_MAX and b[ae] > " " and b[ae] not in "/?#\"'<>\\`":
+            ae += 1
+        if ae - a >= AUTHORITY_MAX:
+            return i + 1
+        at = ae
+        while at > a and b[at - 1] != "@":
+            at -= 1
+        host = at if at > a else a
+        he = host
+        while he < ae and b[he] != ":":
+            he += 1
+        if at > a:
+            at -= 1
+            colon = self.text(a, at).find(":")
+            if colon >= 0:
+                self.mask(a + colon + 1, at)
+            elif ("sentry" in self.text(host, he).lower() or
+                  (at - a >= 24 and self.run_of(a, "TOKEN") == at)):
+                self.mask(a, at)
+        self.webhook(host, he, ae)
+        return a
+
+    # -- pairs --
+
+    def skip_scheme(self, a):
+        b, n = self.b, self.n
+        e = a
+        while e < n and b[e] in _ALPHA:
+            e += 1
+        if e - a < 3 or e - a > 16 or e >= n or b[e] != " ":
+            return a
+        while e < n and b[e] == " ":
+            e += 1
+        return e if e < n and b[e] > " " and b[e] != '"' else a
+
+    @staticmethod
+    def placeholder(v):
+        return v == "*" * len(v) or v.lower() in NOT_VALUES
+
+    def value_at(self, v, kind, flags):
+        b, n = self.b, self.n
+        s = v
+        while v < n and v - s < 8 and b[v] in " \t":
+            v += 1
+        if v >= n:
+            return v
+        c = b[v]
+        esc = c == "\\" and v + 1 < n and b[v + 1] in "\"'"
+        if c == '"' and not flags & V_DQ:
+            return v
+        if c in "\"'" or esc:
+            q = b[v + 1] if esc else c
+            a = v + (2 if esc else 1)
+            if kind == 2:
+                a = self.skip_scheme(a)
+            e = self.quoted_end(a, q, esc)
+            return e + 1 if self.placeholder(self.text(a, e)) else self.done(a, e)
+        if flags & V_NEED_QUOTE:
+            return v
+        if kind == 2:
+            v = self.skip_scheme(v)
+        e = self.run_of(v, "VALUE")
+        return e + 1 if self.placeholder(self.text(v, e)) else self.done(v, e)
+
+    def m_pair(self, i):
+        b, n = self.b, self.n
+        sep = b[i]
+        if sep == ":" and self.has(i + 1, "//"):
+            return self.m_url(i)
+        if (i + 1 < n and b[i + 1] in "=:") or (i and b[i - 1] in "=!<>:"):
+            return i + 1
+        j = i
+        while j > 0 and i - j < 4 and b[j - 1] in " \t":
+            j -= 1
+        kq = ""
+        if j > 0 and b[j - 1] in "\"'":
+            j -= 1
+            kq = b[j]
+            if j > 0 and b[j - 1] == "\\":
+                j -= 1
+        k = j
+        while k > 0 and j - k <= IDENT_MAX and _CLS["IDENT"](b[k - 1]):
+            k -= 1
+        if k == j or j - k > IDENT_MAX:
+            return i + 1
+        kind = _key_kind(self.text(k, j))
+        if not kind or (kind == 3 and sep != "="):
+            return i + 1
+        structural = sep == ":" and kq == '"'
+        return self.value_at(i + 1, kind, V_NEED_QUOTE | V_DQ if structural else
+                             0 if self.json else V_DQ)
+
+    # -- options --
+
+    def line_ctx_at(self, i):
+        b = self.b
+        frm = self.lc_pos - 8 if self.lc_pos > 8 else 0
+        nl = -1
+        if self.lc_valid and self.lc_pos <= i:
+            nl = self.text(self.lc_pos, i).rfind("\n")
+            if nl >= 0:
+                nl += self.lc_pos
+        if not self.lc_valid or self.lc_pos > i or nl >= 0:
+            s = nl + 1 if nl >= 0 else i
+            while s > 0 and i - s < LINE_BACK and b[s - 1] != "\n":
+                s -= 1
+            self.lc_start = s
+            self.lc_bits = 0
+            frm = s
+        frm = max(frm, self.lc_start)
+        self.lc_bits |= _ctx_in(self.text(frm, i))
+        self.lc_pos = i
+        self.lc_valid = True
+        return self.lc_bits
+
+    def after_sep(self, e):
+        b, n = self.b, self.n
+        v = e
+        sep = qc = False
+        if v + 1 < n and b[v] == "\\" and b[v + 1] in "\"'":
+            v += 2
+        elif v < n and b[v] in "\"'":
+            v += 1
+        if v > e and v < n and b[v] == ",":
+            v += 1
+            sep = qc = True
+        s = v
+        while v < n and v - s < 8 and b[v] in " \t\0":
+            v += 1
+            sep = True
+        flags = V_DQ if qc or not self.json else 0
+        return (v if sep and v < n and b[v] not in "\n\r-" else 0), flags
+
+    def m_short_p(self, i):
+        b, n = self.b, self.n
+        bits = self.line_ctx_at(i)
+        v = i + 2
+        if not bits or v >= n:
+            return i + 2
+        if (_CLS["VALUE"](b[v]) and b[v] != "-") or b[v] == "'":
+            return self.value_at(v, 1, 0)
+        if bits & 2:
+            v, flags = self.after_sep(v)
+            if v:
+                return self.value_at(v, 1, flags)
+        return i + 2
+
+    def m_dash(self, i):
+        b, n = self.b, self.n
+        if self.has(i, "-----"):
+            return self.m_pem(i)
+        if i and not (b[i - 1] <= " " and b[i - 1] != "\x7f" or b[i - 1] in "\"'[(,"):
+            return i + 1
+        d = i + 2 if i + 1 < n and b[i + 1] == "-" else i + 1
+        e = self.run_of(d, "IDENT")
+        if d == i + 1 and e > d and b[d] == "p" and self.line_ctx_at(i):
+            return self.m_short_p(i)
+        if e - d < 2 or (e < n and b[e] == "=") or not _key_kind(self.text(d, e)):
+            return i + 1
+        v, flags = self.after_sep(e)
+        return self.value_at(v, 1, flags) if v else e
+
+    # -- Bearer, wandb login, globs --
+
+    def m_bearer(self, i):
+        b, n = self.b, self.n
+        if n - i < 7 or self.text(i, i + 6).lower() != "bearer" or (i and b[i - 1] in _ALNUM):
+            return i + 1
+        v = i + 6
+        while v < n and v - i < 10 and b[v] in " \t":
+            v += 1
+        e = self.run_of(v, "BEARER")
+        if v == i + 6 or e == v or e - v < 8:
+            return i + 1
+        return self.done(v, e)
+
+    def m_wandb(self, i):
+        b, n = self.b, self.n
+        if not self.has(i, "wandb login") or (i and b[i - 1] in _ALNUM):
+            return i + 1
+        v = i + 11
+        for _ in range(4):
+            s = v
+            while v < n and b[v] in " \t\0":
+                v += 1
+            e = self.run_of(v, "VALUE")
+            if v == s or e == v:
+                break
+            if e - v >= 32 and self.run_of(v, "TOKEN") == e and b[v] != "-":
+                return self.done(v, e)
+            v = e
+        return i + 1
+
+    def m_glob(self, i):
+        e = self.run_of(i, "GLOB")
+        if e - i > GLOB_WORD_MAX:
+            return i + 1
+        w = self.text(i, e)
+        for g in self.globs:
+            if fnmatch.fnmatchcase(w, g):
+                return self.done(i, e)
+        return i + 1
+
+    def dispatch(self, i):
+        c = self.b[i]
+        if c in "=:":
+            return self.m_pair(i)
+        if c == "-":
+            return self.m_dash(i)
+        if c == "e":
+            return self.m_jwt(i)
+        if c in "Bb":
+            return self.m_bearer(i)
+        if c == "w":
+            return self.m_wandb(i)
+        return self.m_token(i) if c in _TOK_FIRST else i + 1
+
+    def scan(self, s):
+        b, n = self.b, self.n
+        if self.globs:  # a word may start anywhere: every position, as shapes.c's scan
+            glob = _CLS["GLOB"]
+            i = 0
+            while i < n:
+                nx = i + 1
+                if glob(b[i]) and (not i or not glob(b[i - 1])):
+                    nx = self.m_glob(i)
+                if nx == i + 1:
+                    nx = self.dispatch(i)
+                i = nx if nx > i else i + 1
+            return
+        i = 0
+        while i < n:  # only where a form can start (a masked byte is no trigger any more)
+            m = _TRIGGER.search(s, i)
+            if not m:
+                return
+            i = m.start()
+            if b[i] != s[i]:
+                i += 1
+                continue
+            nx = self.dispatch(i)
+            i = nx if nx > i else i + 1
+
+
+def mask_shapes(s, globs=(), learn=None):
+    """s with every secret recognized by its shape masked (same length), and the words the
+    globs (redact_values) match; each masked value added to the set learn, if given."""
+    if not isinstance(s, str) or not s:
+        return s
+    x = _Scan(s, globs, learn)
+    x.scan(s)
+    return "".join(x.b)
 
 
 def _match(name, pats):
@@ -37,31 +566,25 @@ def _is_secret_name(name, extra=()):
     return any(fnmatch.fnmatchcase(name.upper(), p.upper()) for p in extra)
 
 
-def url_passwords(text):
-    """The passwords of scheme://user:password@host in text."""
-    out = []
-    for m in _URL.finditer(text):
-        user, sep, pw = m.group(1).partition(":")
-        if sep and pw:
-            out.append(pw)
-    return out
-
-
 class Scrubber:
-    """Masks secret values: the values of secret-looking environment variables (and the
-    configured redact_env patterns), the passwords of URLs found in any environment value, and
-    URL passwords in the text itself."""
+    """Masks secrets the way the capture does (common/scrub.c, common/shapes.c): what looks
+    like a secret by its shape (mask_shapes: URL passwords, tokens, key=value pairs, ... and
+    the words the configured redact_values globs match), then the values of secret-looking
+    environment variables (and the configured redact_env patterns) and what the shapes find
+    in any environment value, wherever they appear."""
 
-    def __init__(self, environ=None, extra_patterns=()):
+    def __init__(self, environ=None, extra_patterns=(), value_globs=()):
         env = os.environ if environ is None else environ
+        self.globs = tuple(g for g in value_globs if g)
         vals = set()
         for k, v in list(env.items()):
             if not isinstance(v, str) or not v:
                 continue
             if _is_secret_name(k, extra_patterns):
                 vals.add(v[:SCRUB_MAXLEN])
-            for pw in url_passwords(v):
-                vals.add(pw)
+            learned = set()
+            mask_shapes(v, self.globs, learned)
+            vals |= {x[:SCRUB_MAXLEN] for x in learned}
         # absolute paths without a space are names of files, not secrets (cp_scrub_add)
         self.values = sorted((v for v in vals if len(v) >= SCRUB_MIN and
                               not (v.startswith("/") and " " not in v)), key=len, reverse=True)
@@ -69,17 +592,11 @@ class Scrubber:
     def __call__(self, s):
         if not isinstance(s, str) or not s:
             return s
+        s = mask_shapes(s, self.globs)
         for v in self.values:
             if v in s:
                 s = s.replace(v, "*" * len(v))
-        if "://" in s:
-            s = _URL.sub(lambda m: "://" + _mask_userinfo(m.group(1)) + "@", s)
         return s
-
-
-def _mask_userinfo(ui):
-    user, sep, pw = ui.partition(":")
-    return user + sep + "*" * len(pw) if sep else ui
 
 
 def cap(s, limit=MESSAGE_MAX):
@@ -253,7 +770,7 @@ def exc_object(exc, scrub, tb=None, _depth=0, _seen=None):
     return o
 
 
-def thread_object(thread=None):
+def thread_object(thread=None, scrub=None):
     import threading
     t = thread if thread is not None else threading.current_thread()
     ident = getattr(t, "ident", None)
@@ -262,7 +779,8 @@ def thread_object(thread=None):
         ident = threading.get_ident()
         gn = getattr(threading, "get_native_id", None)
         native = gn() if gn else native
-    return {"ident": ident, "native_id": native, "name": clean(getattr(t, "name", None))}
+    name = clean(getattr(t, "name", None))
+    return {"ident": ident, "native_id": native, "name": scrub(name) if scrub else name}
 
 
 def python_object():

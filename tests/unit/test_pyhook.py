@@ -20,6 +20,20 @@ sys.path.insert(0, PYDIR)
 import crashpack  # noqa: E402
 from crashpack import _report  # noqa: E402
 
+GLOBS = ["acmelic-*"]  # the corpus's config_value_glob line
+
+
+def corpus():
+    """tests/unit/secrets-corpus.tsv (test_scrub.c reads it too): (name, value, line) rows."""
+    rows = []
+    with open(os.path.join(HERE, "secrets-corpus.tsv"), encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("#") or not line.strip():
+                continue
+            name, value, text = line.rstrip("\n").split("\t")
+            rows.append((name, value, text.replace("\\n", "\n")))
+    return rows
+
 
 class FakeAgent:
     """Accepts connections, keeps each request line; answers ok, or (hang) never answers and
@@ -176,6 +190,55 @@ class Document(unittest.TestCase):
         self.assertIn("https://al:********@h/p", out)
         self.assertIn("short", out)  # under 6 bytes: not hunted
 
+    def test_corpus_shapes(self):
+        """Every form of the corpus: its value masked whole, character for character, in the
+        line alone, among the others, in a secret-free environment's scrubber."""
+        rows = corpus()
+        self.assertGreaterEqual(len(rows), 30)
+        sc = _report.Scrubber({}, value_globs=GLOBS)
+        for name, value, line in rows:
+            out = sc(line)
+            self.assertEqual(len(out), len(line), name)
+            i = line.index(value)
+            self.assertEqual(out[i:i + len(value)], "*" * len(value), "%s: %r" % (name, out))
+        text = "".join(r[2] + "\n" for r in rows)
+        self.assertFalse([r[0] for r in rows if r[1] in sc(text)])
+
+    def test_corpus_mirrors_c(self):
+        """The whole corpus masks to secrets-corpus.masked, which test_scrub.c checks the C
+        scrubber against: the hook and the capture mask the same bytes."""
+        text = "".join(r[2] + "\n" for r in corpus())
+        with open(os.path.join(HERE, "secrets-corpus.masked"), encoding="utf-8") as f:
+            golden = f.read()
+        self.assertEqual(_report.mask_shapes(text, GLOBS), golden)
+        # the fast path (no globs: only where a form can start) is the same scan
+        self.assertEqual(_report.mask_shapes(text), _report.mask_shapes(text, ["zz-none-*"]))
+
+    def test_clean_lines(self):
+        """Ordinary output stays as it is (tests/unit/secrets-clean.txt)."""
+        sc = _report.Scrubber({}, value_globs=GLOBS)
+        with open(os.path.join(HERE, "secrets-clean.txt"), encoding="utf-8") as f:
+            for line in f:
+                line = line.rstrip("\n")
+                if line and not line.startswith("#"):
+                    self.assertEqual(sc(line), line)
+
+    def test_cut_key_block(self):
+        """A text that starts inside a key block: its base64 lines are masked, not the prose
+        before them (test_scrub.c's orphan_end)."""
+        body = "Zm9vYmFyQ3E5OWJvZHkxMjM0NTY3ODkwYWJjZGVmZ2hpamtsbW5vcHFyc3R1dnd4eXo0"
+        t = "ok, the key follows (prose)\n%s\n%s\n-----END PRIVATE KEY-----\nafter" % (body, body)
+        out = _report.mask_shapes(t)
+        self.assertNotIn(body, out)
+        self.assertTrue(out.startswith("ok, the key follows (prose)\n"))
+        self.assertTrue(out.endswith("\n-----END PRIVATE KEY-----\nafter"))
+
+    def test_corpus_env_values_hunted(self):
+        """What the shapes find in an environment value is hunted bare: a password that only a
+        URL in DATABASE_URL shows is masked in a message that has it alone."""
+        sc = _report.Scrubber({"DATABASE_URL": "postgres://u:Zp4ssw0rdQx@db/x", "PLAIN": "x"})
+        self.assertEqual(sc("auth failed for Zp4ssw0rdQx"), "auth failed for ***********")
+
     def test_worker_dataloader(self):
         tb = ('Traceback (most recent call last):\n  File "/x/worker.py", line 302, in _worker_loop\n'
               '    data = fetcher.fetch(index)\n  File "/x/ds.py", line 9, in __getitem__\n'
@@ -279,6 +342,38 @@ class Hook(Base):
         self.assertNotIn("hf_abcdefgh123", text)
         self.assertNotIn("pa55word", text)
         self.assertIn("*************", text)
+
+    def test_corpus_through_the_hook(self):
+        """Acceptance (issue 22): an exception whose message (and cause, and thread name) holds
+        every line of the corpus, raised with the corpus in the environment under names that say
+        nothing: no value in what the hook sends, nor in its state file."""
+        a = self.start()
+        rows = corpus()
+        env = {"CORPUS_%02d" % i: r[2] for i, r in enumerate(rows)}
+        conf = os.path.join(self.tmp, "conf")
+        with open(conf, "w") as f:
+            f.write("redact_values = acmelic-*\n")
+        env["CRASHPACK_CONFIG"] = conf
+        code = ("import os, threading\n"
+                "lines = [os.environ[k] for k in sorted(os.environ) if k.startswith('CORPUS_')]\n"
+                "def work():\n"
+                "    try:\n"
+                "        raise KeyError('\\n'.join(lines))\n"
+                "    except KeyError as e:\n"
+                "        raise RuntimeError('failed: ' + ' | '.join(lines)) from e\n"
+                "t = threading.Thread(target=work, name=lines[2][:40])\n"
+                "t.start(); t.join()\n"
+                "work()\n")
+        self.run_py(code, env=env)
+        self.assertEqual(len(a.requests), 1)
+        text = json.dumps(a.requests)
+        with open(os.path.join(self.state, "exception-%d.json" % a.requests[0]["pid"])) as f:
+            text += f.read()
+        left = [r[0] for r in rows if r[1] in text]
+        self.assertEqual(left, [])
+        d = self.members(a.requests[0])
+        self.assertIn("failed: ", d["exception"]["message"])
+        self.assertIn("***", d["exception"]["cause"]["message"])
 
     def test_thread_events(self):
         a = self.start()
