@@ -112,6 +112,11 @@ struct cap {
     char job[128];
     const char *ev_bundle_dir;
     char dup_kind[32];         /* event_duplicate: the kind of the bundle that already has it */
+    /* --room (guard.c): whose bundles the disk guard may delete to make room for this one:
+     * any (the oldest first: the kernel's cores), own (a user's request: only that uid's own
+     * older bundles, else the capture is refused), fair (the agent's OOM-kill captures: the
+     * oldest bundles of whichever uid holds the most bytes first) */
+    enum cap_room { CAP_ROOM_ANY, CAP_ROOM_OWN, CAP_ROOM_FAIR } room;
 #define CAP_MAX_MEMBERS 8
     struct {
         const char *name;
@@ -125,6 +130,7 @@ struct cap {
     /* guard.c: what max_use leaves this bundle (set by guard_vacuum; UINT64_MAX: no limit),
      * and the members the guard refused */
     uint64_t guard_max_bytes;
+    int guard_short; /* guard_vacuum: max_use is crossed still (nothing more it may delete) */
     unsigned guard_refused;
     uint64_t guard_refused_bytes;
     char guard_refused_why[16];
@@ -194,6 +200,21 @@ void event_config(struct cap *c);
 cJSON *event_death_json(const struct cap *c);
 void event_add_members(struct cap *c);
 int event_duplicate(struct cap *c, char *path, size_t n);
+int cap_room_arg(struct cap *c, const char *v); /* --room own|fair; 0, or -1 */
+
+/* What a bundle's manifest says about whom it is of and how it was made, read from the first
+ * frames of the file (the manifest is its first member): for deduplication and the disk guard.
+ * peek_max: compressed bytes read at most. 0, or -1 when no manifest could be read. */
+struct bundle_facts {
+    char kind[32];            /* death.kind; "?" for a manifest without a death object */
+    long long uid;            /* the process's uid; -1 unknown */
+    int verified;             /* made with no caller's word: death.identity "verified" (the
+                               * kernel's, or read from /proc), or no reported_by_uid (the
+                               * agent's own capture of a kernel log line) */
+    long long reported_by;    /* death.reported_by_uid; -1 none */
+    unsigned long long start; /* death.start_time; 0 unknown */
+};
+int bundle_peek(int dirfd, const char *name, size_t peek_max, struct bundle_facts *f);
 
 /* salvage.c: complete orphaned temporaries left by killed handlers */
 int salvage_orphans(int dirfd, const struct cp_config *cfg, int kmsgfd);

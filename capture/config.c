@@ -45,6 +45,7 @@ void cp_config_defaults(struct cp_config *c)
     c->agent_rate = 30;
     c->agent_oom = 1;
     snprintf(c->state_dir, sizeof(c->state_dir), "%s", "/var/lib/crashpack");
+    snprintf(c->knowledge_base, sizeof(c->knowledge_base), "%s", "/var/lib/crashpack/kb.sqlite");
     c->run_exits = CP_RUN_EXITS_PYTHON;
     c->run_output_tail = 256ULL << 10;
     c->enrich_max = 16ULL << 20;
@@ -251,6 +252,7 @@ static const struct key keys[] = {
     {"repeat_window", KEY_UINT, FIELD(repeat_window_s)},
     {"agent_socket", KEY_ABS, FIELD(agent_socket)},
     {"state_dir", KEY_ABS, FIELD(state_dir)},
+    {"knowledge_base", KEY_ABS, FIELD(knowledge_base)},
     {"agent_rate", KEY_UINT, FIELD(agent_rate)},
     {"agent_oom", KEY_BOOL, FIELD(agent_oom)},
     {"run_exits", KEY_FN, .fn = set_run_exits},

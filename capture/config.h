@@ -63,10 +63,13 @@ struct cp_config {
     uint64_t enrich_memory;     /* address-space limit of the analysis (crashpack enrich --memory) */
     /* the node service (crashpack agent, node/agent.c) */
     char agent_socket[CP_PATH_MAX]; /* its Unix socket */
-    unsigned agent_rate;        /* captures it starts per minute, all callers (0: none) */
+    unsigned agent_rate;            /* captures it starts per minute for each uid's requests (0: no
+                                     * limit); its OOM-kill captures are not counted */
     int agent_oom;              /* a bundle for every process the kernel's OOM killer kills */
     char state_dir[CP_PATH_MAX]; /* the node's state: the agent's gpu-events.jsonl, read by the
                                     handler into node-gpu-events.json */
+    char knowledge_base[CP_PATH_MAX]; /* the node's knowledge base, which the agent answers users'
+                                         `crashpack db` queries from (their own crashes only) */
     /* the supervisor (crashpack run, node/run.c) */
     enum cp_run_exits { CP_RUN_EXITS_MAIN, CP_RUN_EXITS_PYTHON, CP_RUN_EXITS_ALL } run_exits;
                                 /* whose non-zero exit is a crash: the main process only, also

@@ -16,7 +16,14 @@
  *
  * One death, one bundle: a death event whose process already has a bundle that records its
  * death (a core from the kernel, an exception, an OOM kill; or a temporary still being written)
- * is not written again; the existing bundle's path is reported instead (event_duplicate).
+ * is not written again; the existing bundle's path is reported instead (event_duplicate). That
+ * bundle must be of the same process (pid; start time when both know it; named at or after the
+ * process's start) and of the same uid, and made at least as trustworthily: one the kernel or
+ * crashpack verified deduplicates any report, a reported one only a report by the same uid (or
+ * one root made). So nobody's report makes another user's death, or a verified capture, a
+ * duplicate. --time is never later than now: a name from the future would cover later deaths.
+ *
+ * --room own|fair: whose bundles the disk guard may delete for this one (capture.h, guard.c).
  *
  * --member NAME=FD (also with --snap): a member the caller hands over on a descriptor, one of
  * exception.json, output.txt, process.json, events.json; at most EVENT_MEMBER_MAX bytes; JSON
@@ -51,6 +58,17 @@ static int num_arg(const char *s, long long lo, long long hi, long long *out)
     if (!s || !*s || *e || errno || v < lo || v > hi)
         return -1;
     *out = v;
+    return 0;
+}
+
+int cap_room_arg(struct cap *c, const char *v)
+{
+    if (!strcmp(v, "own"))
+        c->room = CAP_ROOM_OWN;
+    else if (!strcmp(v, "fair"))
+        c->room = CAP_ROOM_FAIR;
+    else
+        return -1;
     return 0;
 }
 
@@ -133,6 +151,9 @@ static int event_option(struct cap *c, struct ev_ids *ids, const char *a, const 
     } else if (!strcmp(a, "--member")) {
         if (cap_member_arg(c, val))
             return -1;
+    } else if (!strcmp(a, "--room")) {
+        if (cap_room_arg(c, val))
+            return -1;
     } else {
         return -1;
     }
@@ -147,8 +168,9 @@ static void event_identity(struct cap *c, const struct ev_ids *ids)
     c->uid = (uid_t)ids->uid;
     c->gid = (gid_t)ids->gid;
     c->sig = c->death_signal > 0 ? c->death_signal : 0;
-    if (!c->crash_time)
-        c->crash_time = time(NULL);
+    time_t now = time(NULL);
+    if (!c->crash_time || c->crash_time > now)
+        c->crash_time = now;
     c->rlimit_core = -1;
     c->dumpable = 1;
     c->snap_status_fd = fcntl(4, F_GETFD) >= 0 ? 4 : -1;
@@ -250,17 +272,19 @@ void event_add_members(struct cap *c)
     c->nev_members = 0;
 }
 
-/* The death kind recorded in a bundle's manifest, read from the first frames of the file (the
- * manifest is the first member; markers are skippable frames); "" when it cannot be read, "?"
- * for a bundle from before manifests had a death object. */
-static void bundle_death_kind(int dirfd, const char *name, char *kind, size_t n)
+/* The manifest of a bundle: its first tar member, inflated from the first frames of the file
+ * (markers are skippable frames); NULL when it cannot be read. */
+static cJSON *peek_manifest(int dirfd, const char *name, size_t peek_max)
 {
-    kind[0] = 0;
     int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
-        return;
-    char *in = malloc(PEEK_MAX), *out = malloc(PEEK_MAX);
-    ssize_t got = in && out ? pread(fd, in, PEEK_MAX, 0) : -1;
+        return NULL;
+    struct stat st;
+    char *in = NULL, *out = NULL;
+    ssize_t got = -1;
+    if (!fstat(fd, &st) && S_ISREG(st.st_mode) && (in = malloc(peek_max)) &&
+        (out = malloc(PEEK_MAX)))
+        got = pread(fd, in, peek_max, 0);
     close(fd);
     ZSTD_DStream *ds = got > 0 ? ZSTD_createDStream() : NULL;
     size_t have = 0;
@@ -275,29 +299,80 @@ static void bundle_death_kind(int dirfd, const char *name, char *kind, size_t n)
         }
         ZSTD_freeDStream(ds);
     }
+    cJSON *m = NULL;
     /* tar: the first header names manifest.json; its size is octal at 124 */
     if (have >= 512 && !strncmp(out, "manifest.json", 100)) {
         char sz[13];
         memcpy(sz, out + 124, 12);
         sz[12] = 0;
         unsigned long long msz = strtoull(sz, NULL, 8);
-        if (msz && 512 + msz <= have) {
-            cJSON *m = cJSON_ParseWithLength(out + 512, (size_t)msz);
-            const cJSON *d = cJSON_GetObjectItemCaseSensitive(m, "death");
-            const cJSON *k = cJSON_GetObjectItemCaseSensitive(d, "kind");
-            snprintf(kind, n, "%s", cJSON_IsString(k) ? k->valuestring : m ? "?" : "");
-            cJSON_Delete(m);
-        }
+        if (msz && 512 + msz <= have)
+            m = cJSON_ParseWithLength(out + 512, (size_t)msz);
     }
     free(in);
     free(out);
+    return m;
 }
 
-int event_duplicate(struct cap *c, char *path, size_t n)
+static long long num_or(const cJSON *o, const char *key, long long dflt)
 {
-    if (!c->event || c->dirfd < 0)
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsNumber(v) && v->valuedouble >= 0 ? (long long)v->valuedouble : dflt;
+}
+
+int bundle_peek(int dirfd, const char *name, size_t peek_max, struct bundle_facts *f)
+{
+    memset(f, 0, sizeof(*f));
+    f->uid = f->reported_by = -1;
+    cJSON *m = peek_manifest(dirfd, name, peek_max ? peek_max : PEEK_MAX);
+    if (!cJSON_IsObject(m)) {
+        cJSON_Delete(m);
+        return -1;
+    }
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(m, "death");
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(d, "kind");
+    const cJSON *idn = cJSON_GetObjectItemCaseSensitive(d, "identity");
+    snprintf(f->kind, sizeof(f->kind), "%s", cJSON_IsString(k) ? k->valuestring : "?");
+    f->uid = num_or(m, "uid", -1);
+    f->reported_by = num_or(d, "reported_by_uid", -1);
+    /* read from /proc, or no caller's word in it at all: the kernel's core, the agent's own
+     * capture of a kernel log line (an OOM kill) */
+    f->verified =
+        (cJSON_IsString(idn) && !strcmp(idn->valuestring, "verified")) || f->reported_by < 0;
+    f->start = (unsigned long long)num_or(d, "start_time", 0);
+    cJSON_Delete(m);
+    return 0;
+}
+
+static int death_kind(const char *kind)
+{
+    static const char *const deaths[] = {"core",   "exception", "oom_kill",
+                                         "signal", "exit",      "terminated"};
+    for (size_t i = 0; i < sizeof(deaths) / sizeof(deaths[0]); i++)
+        if (!strcmp(kind, deaths[i]))
+            return 1;
+    return 0;
+}
+
+/* Whether the existing bundle b (a temporary when tmp; no manifest yet: f NULL) already records
+ * this death: the same uid, the same process, and made at least as trustworthily (header). */
+static int records_this_death(const struct cap *c, const struct bundle_facts *f, int tmp)
+{
+    if (!f) /* a temporary with no manifest yet: the kernel's handler, mid-core */
+        return tmp && c->reported_by >= 0;
+    if (!death_kind(f->kind) || f->uid != (long long)c->uid)
         return 0;
-    /* the process's start in wall-clock seconds, rounded down (as the names' times are) */
+    if (f->start && c->start_ticks && f->start != c->start_ticks)
+        return 0; /* another process that had the pid */
+    if (f->verified)
+        return 1;
+    return c->reported_by >= 0 && (f->reported_by == c->reported_by || f->reported_by == 0);
+}
+
+/* The process's start in wall-clock seconds, rounded down (as the names' times are); else the
+ * last ten minutes. */
+static long long process_since(const struct cap *c)
+{
     long long since = 0;
     if (c->start_ticks) {
         size_t len;
@@ -309,8 +384,26 @@ int event_duplicate(struct cap *c, char *path, size_t n)
             since = strtoll(b + 7, NULL, 10) + (long long)(c->start_ticks / (unsigned long long)hz);
         free(st);
     }
-    if (!since)
-        since = c->crash_time - 600; /* unknown start: the last ten minutes */
+    return since ? since : c->crash_time - 600;
+}
+
+/* The path a bundle is (or will be) published under: a temporary .tmp-NAME.XXXXXXXX is NAME.zst. */
+static void published_path(const struct cap *c, const char *nm, int tmp, char *path, size_t n)
+{
+    if (tmp) {
+        const char *dot = strrchr(nm, '.');
+        snprintf(path, n, "%s/%.*s.zst", c->cfg.bundle_dir,
+                 (int)((dot && dot > nm + 5 ? dot : nm + strlen(nm)) - (nm + 5)), nm + 5);
+    } else {
+        snprintf(path, n, "%s/%s", c->cfg.bundle_dir, nm);
+    }
+}
+
+int event_duplicate(struct cap *c, char *path, size_t n)
+{
+    if (!c->event || c->dirfd < 0)
+        return 0;
+    long long since = process_since(c);
     int dfd = openat(c->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
     if (!d) {
@@ -330,22 +423,13 @@ int event_duplicate(struct cap *c, char *path, size_t n)
         if (sscanf(nm + (tmp ? 11 : 6), "%lld-%d-%n", &t, &pid, &off) != 2 || !off ||
             pid != (int)c->pid || t < since || !strcmp(nm, c->tmpname))
             continue;
-        char kind[32];
-        bundle_death_kind(c->dirfd, nm, kind, sizeof(kind));
-        /* a death already recorded; a temporary of unknown kind is the kernel's, in progress */
-        if (!strcmp(kind, "core") || !strcmp(kind, "exception") || !strcmp(kind, "oom_kill") ||
-            !strcmp(kind, "signal") || !strcmp(kind, "exit") || !strcmp(kind, "terminated") ||
-            (tmp && !kind[0])) {
-            if (tmp) { /* the name it is being published under: .tmp-NAME.XXXXXXXX -> NAME.zst */
-                const char *dot = strrchr(nm, '.');
-                snprintf(path, n, "%s/%.*s.zst", c->cfg.bundle_dir,
-                         (int)((dot && dot > nm + 5 ? dot : nm + strlen(nm)) - (nm + 5)), nm + 5);
-            } else {
-                snprintf(path, n, "%s/%s", c->cfg.bundle_dir, nm);
-            }
-            snprintf(c->dup_kind, sizeof(c->dup_kind), "%s", kind[0] ? kind : "in progress");
-            found = 1;
-        }
+        struct bundle_facts f;
+        int have = bundle_peek(c->dirfd, nm, PEEK_MAX, &f) == 0;
+        if (!records_this_death(c, have ? &f : NULL, tmp))
+            continue;
+        published_path(c, nm, tmp, path, n);
+        snprintf(c->dup_kind, sizeof(c->dup_kind), "%s", have ? f.kind : "in progress");
+        found = 1;
     }
     closedir(d);
     return found;

@@ -1,6 +1,12 @@
 /* guard.c - the disk guard (max_use / keep_free, oldest bundles deleted first) and the
  * burst/repeat limits that turn excess crashes into metadata-only bundles.
  *
+ * Whose bundles the vacuum deletes (c->room, --room): the oldest first for the kernel's cores;
+ * for a user's request (own) only that uid's own older bundles, and a capture that would still
+ * cross max_use is refused (main.c): one user cannot make room by deleting another's; for the
+ * agent's OOM-kill captures (fair) the oldest bundles of the uid holding the most bytes first.
+ * The owner is the manifest's uid (bundle_peek), read only when something must go.
+ *
  * Every bundle passes the guard, whatever its mode: main.c vacuums and refuses the crash (a line
  * in the kernel log, nothing written) when even a metadata-only bundle would cross keep_free;
  * every whole member then goes through guard_member_room (bundlew's room hook), against
@@ -58,6 +64,8 @@ struct old {
     char name[256];
     time_t mtime;
     uint64_t bytes;
+    long long uid; /* the bundle's process's uid (its manifest); -1 unknown */
+    int uid_read, gone;
 };
 
 static int by_mtime(const void *a, const void *b)
@@ -66,19 +74,32 @@ static int by_mtime(const void *a, const void *b)
     return x->mtime < y->mtime ? -1 : x->mtime > y->mtime;
 }
 
-void guard_vacuum(struct cap *c, uint64_t incoming)
+#define OWNER_PEEK (256u << 10) /* compressed bytes read for a bundle's manifest */
+
+static long long owner_of(struct cap *c, struct old *o)
 {
-    double t = now_mono();
+    if (!o->uid_read) {
+        struct bundle_facts f;
+        o->uid = bundle_peek(c->dirfd, o->name, OWNER_PEEK, &f) ? -1 : f.uid;
+        o->uid_read = 1;
+    }
+    return o->uid;
+}
+
+/* The published bundles of the directory, oldest first, and the bytes they hold. */
+static struct old *list_bundles(struct cap *c, size_t *np, uint64_t *used)
+{
+    *np = 0;
+    *used = 0;
     int dfd = openat(c->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC); /* own offset: a dup would share it */
     DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
     if (!d) {
         if (dfd >= 0)
             close(dfd);
-        return;
+        return NULL;
     }
     struct old *v = NULL;
     size_t n = 0, cap = 0;
-    uint64_t used = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
         size_t l = strlen(e->d_name);
@@ -94,30 +115,77 @@ void guard_vacuum(struct cap *c, uint64_t incoming)
                 break;
             v = nv;
         }
+        memset(&v[n], 0, sizeof(v[n]));
         snprintf(v[n].name, sizeof(v[n].name), "%s", e->d_name);
         v[n].mtime = st.st_mtime;
         v[n].bytes = (uint64_t)st.st_blocks * 512;
-        used += v[n].bytes;
+        *used += v[n].bytes;
         n++;
     }
     closedir(d);
+    if (n)
+        qsort(v, n, sizeof(*v), by_mtime);
+    *np = n;
+    return v;
+}
+
+/* The next bundle the vacuum may delete for this capture (c->room), or -1: the oldest (any);
+ * this uid's oldest (own); the oldest of the uid that holds the most bytes (fair). */
+static long next_victim(struct cap *c, struct old *v, size_t n)
+{
+    long best = -1;
+    uint64_t best_bytes = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (v[i].gone)
+            continue;
+        if (c->room == CAP_ROOM_ANY)
+            return (long)i;
+        long long u = owner_of(c, &v[i]);
+        if (c->room == CAP_ROOM_OWN) {
+            if (u == (long long)c->uid)
+                return (long)i;
+            continue;
+        }
+        uint64_t total = 0; /* fair: the bytes of this bundle's uid */
+        for (size_t j = 0; j < n; j++)
+            if (!v[j].gone && owner_of(c, &v[j]) == u)
+                total += v[j].bytes;
+        if (best < 0 || total > best_bytes) {
+            best = (long)i;
+            best_bytes = total;
+        }
+    }
+    return best;
+}
+
+void guard_vacuum(struct cap *c, uint64_t incoming)
+{
+    double t = now_mono();
+    size_t n;
+    uint64_t used;
+    struct old *v = list_bundles(c, &n, &used);
     uint64_t avail, total = fs_size(c->dirfd, &avail);
     uint64_t max_use = cp_size_resolve(&c->cfg.max_use, total);
     if (c->cfg.max_use.percent && c->cfg.max_use.capped && max_use > (64ULL << 30))
         max_use = 64ULL << 30;
     uint64_t keep_free = guard_keep_free(c);
-    if (n)
-        qsort(v, n, sizeof(*v), by_mtime);
     /* deleting every old bundle for free space that even that would not give is pointless:
      * keep_free = 100% must not wipe the directory */
     int free_reachable = avail + used >= keep_free + incoming;
     size_t removed = 0;
     uint64_t freed = 0;
-    for (size_t i = 0; i < n; i++) {
+    c->guard_short = 0;
+    for (;;) {
         int over_use = max_use && used + incoming > max_use;
         int under_free = free_reachable && avail < keep_free + incoming;
         if (!over_use && !under_free)
             break;
+        long i = v ? next_victim(c, v, n) : -1;
+        if (i < 0) {
+            c->guard_short = over_use;
+            break;
+        }
+        v[i].gone = 1;
         if (unlinkat(c->dirfd, v[i].name, 0) == 0) {
             used -= v[i].bytes;
             avail += v[i].bytes;
@@ -129,8 +197,8 @@ void guard_vacuum(struct cap *c, uint64_t incoming)
     /* what max_use leaves this bundle (its whole members are held to it) */
     c->guard_max_bytes = !max_use ? UINT64_MAX : max_use > used ? max_use - used : 0;
     if (removed)
-        cap_step(c, "vacuum", "ok", t, "removed %zu old bundles (%llu bytes)", removed,
-                 (unsigned long long)freed);
+        cap_step(c, "vacuum", "ok", t, "removed %zu old bundles%s (%llu bytes)", removed,
+                 c->room == CAP_ROOM_OWN ? " of this uid" : "", (unsigned long long)freed);
 }
 
 int guard_member_room(void *arg, uint64_t bytes)

@@ -154,10 +154,18 @@ static int open_temp(struct cap *c, char *why, size_t n)
 
 /* Every bundle, metadata-only included, passes the disk guard: old bundles are vacuumed for a
  * metadata-only bundle's worth of room, and when keep_free would still be crossed the crash is
- * refused before anything is written (main logs the refusal to the kernel log). */
+ * refused before anything is written (main logs the refusal to the kernel log); so is a user's
+ * request (--room own) that max_use has no room for among that user's own bundles. */
 static int guard_admit(struct cap *c, char *why, size_t n)
 {
     guard_vacuum(c, GUARD_CLOSE_RESERVE);
+    if (c->room == CAP_ROOM_OWN && c->guard_short) {
+        snprintf(why, n,
+                 "max_use is reached in %s and uid %u has no older bundle to make room"
+                 " (a request's capture deletes no other user's bundle)",
+                 c->cfg.bundle_dir, (unsigned)c->uid);
+        return -1;
+    }
     if (guard_free_ok(c, GUARD_CLOSE_RESERVE))
         return 0;
     snprintf(why, n, "free space is below keep_free (%llu bytes) in %s: no bundle of any mode",
@@ -263,10 +271,19 @@ static int finish(struct cap *c)
 static int parse_entry(struct cap *c, int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "--snap")) {
-        if (snap_parse_args(c, argc, argv)) {
-            fprintf(stderr, "usage: crashpack-capture --snap [-c CONFIG] [--bundle-dir DIR] "
-                            "[--mode full|slim] [--trigger snap|watch|hook] [--kind exception] "
-                            "[--member NAME=FD]... [--reason TEXT] PID\n");
+        int r = snap_parse_args(c, argc, argv);
+        if (r == -2) {
+            fprintf(stderr,
+                    "crashpack-capture: the process of the pidfd no longer holds pid %d:"
+                    " no snapshot\n",
+                    (int)c->pid);
+            return 1;
+        }
+        if (r) {
+            fprintf(stderr,
+                    "usage: crashpack-capture --snap [-c CONFIG] [--bundle-dir DIR] "
+                    "[--mode full|slim] [--trigger snap|watch|hook] [--kind exception] "
+                    "[--member NAME=FD]... [--reason TEXT] [--pidfd FD] [--room own] PID\n");
             return 2;
         }
     } else if (argc > 1 && !strcmp(argv[1], "--event")) {
@@ -275,7 +292,7 @@ static int parse_entry(struct cap *c, int argc, char **argv)
                             "--kind exit|signal|terminated|oom_kill|exception --pid P --uid U "
                             "--gid G [--start-time TICKS] [--reported-by U] [--comm C] "
                             "[--status N] [--signal N] [--time T] [--trigger hook|run|agent] "
-                            "[--reason TEXT] [--job ID] [--member NAME=FD]...\n");
+                            "[--reason TEXT] [--job ID] [--member NAME=FD]... [--room own|fair]\n");
             return 2;
         }
     } else if (parse_args(c, argc, argv)) {

@@ -5,6 +5,7 @@
  * with O_NOFOLLOW, and with per-file caps. The environment keeps values only for an allow-list
  * of useful variables and never for secret-looking ones; cmdline secrets are masked. */
 #include "capture.h"
+#include "pidfd.h"
 #include "util.h"
 
 #include <dirent.h>
@@ -151,22 +152,6 @@ static void plan_core_redaction(struct cap *c)
     }
 }
 
-/* The pid a pidfd refers to, from /proc/self/fdinfo/<fd>: > 0 a process that has not been
- * reaped, -1 one that has (the kernel prints "Pid: -1"), -2 when fd is no pidfd at all (no Pid:
- * line: an older kernel passed nothing for %F and fd 3 is something else, or nothing). */
-static long pidfd_pid(int fd)
-{
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
-    size_t len;
-    int tr;
-    char *info = read_file_at(AT_FDCWD, path, 4096, &len, &tr);
-    char *p = info ? strstr(info, "\nPid:") : NULL;
-    long fpid = p ? strtol(p + 5, NULL, 10) : -2;
-    free(info);
-    return fpid;
-}
-
 /* Identity fails closed: the bundle becomes metadata-only and root-only, says why in
  * manifest.json and capture.json, and nothing is read from /proc/<pid> (it may be another
  * process that reused the pid). The core on the pipe is the kernel's own and belongs to the
@@ -208,7 +193,7 @@ static int check_pidfd(struct cap *c, double t)
         cap_step(c, "pidfd", "absent", t, "no %%F in core_pattern");
         return 0;
     }
-    long fpid = pidfd_pid(c->pidfd);
+    long fpid = cp_pidfd_pid(c->pidfd);
     if (fpid == -2) {
         cap_step(c, "pidfd", "absent", t, "fd %d is not a pidfd (kernel before 6.16?)", c->pidfd);
         c->pidfd = -1;
@@ -324,7 +309,7 @@ int proc_identify(struct cap *c)
     }
     /* again, now that /proc/<pid> is open: while the pidfd's process still holds the pid, the
      * directory opened is that process's */
-    if (c->pidfd >= 0 && pidfd_pid(c->pidfd) != c->pid)
+    if (c->pidfd >= 0 && cp_pidfd_pid(c->pidfd) != c->pid)
         return unverified(c, t, "identify", "the pidfd's process exited between the checks: "
                                             "/proc/%d may be another process", (int)c->pid);
     size_t len;

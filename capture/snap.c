@@ -2,13 +2,18 @@
  *
  *   crashpack-capture --snap [-c CONFIG] [--bundle-dir DIR] [--mode full|slim]
  *                     [--trigger snap|watch|hook] [--kind exception] [--member NAME=FD]...
- *                     [--reason TEXT] PID
+ *                     [--reason TEXT] [--pidfd FD] [--room own] PID
  *
  * with its own ELF core of the live process on fd 0 (instead of the kernel's pipe), the stop
  * report (snap.json) on fd 3, and a pipe on fd 4 where the finisher writes the published
  * bundle's path. Everything else is the crash path: same collectors, same bundle, same publish.
- * The identity the kernel would pass as core_pattern specifiers is read from /proc/<pid>. */
+ * The identity the kernel would pass as core_pattern specifiers is read from /proc/<pid>, checked
+ * against the process's pidfd: the caller's (--pidfd FD, inherited: the process it stopped), or
+ * one opened here. A pidfd whose process no longer holds the pid refuses the snapshot. --room
+ * own: the capture of a user's request, which the disk guard makes room for only among that
+ * user's bundles (guard.c). */
 #include "capture.h"
+#include "pidfd.h"
 #include "util.h"
 
 #include <errno.h>
@@ -25,6 +30,7 @@
 #define SNAP_INFO_MAX (16u << 20)
 
 static const char *o_bundle_dir, *o_mode;
+static int o_pidfd = -1;
 
 static int status_ids(const char *status, const char *key, unsigned *real)
 {
@@ -58,6 +64,16 @@ static int snap_option(struct cap *c, const char *a, const char *v)
             return -1;
     } else if (!strcmp(a, "--reason")) {
         snprintf(c->snap_reason, sizeof(c->snap_reason), "%s", v);
+    } else if (!strcmp(a, "--pidfd")) {
+        char *e;
+        long fd = strtol(v, &e, 10);
+        if (*e || fd < 5 || fd > 1 << 20 || cp_pidfd_pid((int)fd) == -2)
+            return -1;
+        o_pidfd = (int)fd;
+        fcntl(o_pidfd, F_SETFD, FD_CLOEXEC);
+    } else if (!strcmp(a, "--room")) {
+        if (cap_room_arg(c, v))
+            return -1;
     } else {
         return 0;
     }
@@ -132,13 +148,17 @@ int snap_parse_args(struct cap *c, int argc, char **argv)
     c->rlimit_core = -1;
     c->dumpable = 1;
     snap_fds(c);
+    /* the process the caller stopped, or the one that holds the pid now */
+    c->pidfd = o_pidfd >= 0 ? o_pidfd : cp_pidfd_open((pid_t)pid);
+    if (o_pidfd >= 0 && !cp_pidfd_holds(o_pidfd, (pid_t)pid))
+        return -2;
     if (snap_ids(c, pid))
         return -1;
+    /* read from /proc/<pid> by number: still that process's only if it holds the pid now */
+    if (o_pidfd >= 0 && !cp_pidfd_holds(o_pidfd, (pid_t)pid))
+        return -2;
     if (gethostname(c->hostname, sizeof(c->hostname) - 1))
         snprintf(c->hostname, sizeof(c->hostname), "unknown");
-    c->pidfd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
-    if (c->pidfd >= 0)
-        fcntl(c->pidfd, F_SETFD, FD_CLOEXEC);
     return 0;
 }
 

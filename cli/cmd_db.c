@@ -2,8 +2,11 @@
  * crashes (db/kb.h). `db add` stores the report `crashpack analyze --json` prints for each bundle,
  * built in-process by the report library (report.h), unless the stored record of the crash is as
  * complete (kb_add_report decides; this file prints what it did). */
+#include "capreq.h"
 #include "cmdopt.h"
 #include "commands.h"
+#include "config.h"
+#include "dbagent.h"
 #include "kbarg.h"
 #include "jpath.h"
 #include "kb.h"
@@ -31,7 +34,10 @@ cJSON *rule_read_file(const char *path, char *err, size_t errlen);
 
 static const char footer[] =
     "--db PATH: default $CRASHPACK_DB, /var/lib/crashpack/kb.sqlite for root, else\n"
-    "$XDG_DATA_HOME/crashpack/kb.sqlite. TIME: " CP_TIME_FORMS ".\n"
+    "$XDG_DATA_HOME/crashpack/kb.sqlite. A user who names none (no --db, no $CRASHPACK_DB), or\n"
+    "--agent: list, show and search ask the node's agent, which answers from the node's\n"
+    "knowledge base with the user's own crashes (no agent listening: the default above).\n"
+    "TIME: " CP_TIME_FORMS ".\n"
     "Exit status: 0 ok, 1 a problem (a bundle that could not be added), 2 usage error,\n"
     "3 no knowledge base yet, or no such crash.\n";
 
@@ -50,28 +56,35 @@ static const struct cp_subverb subverbs[] = {
      "unwound; the same bundle again is stored again), and every add is kept as a source\n"
      "(`db show`). A bundle that cannot be analyzed changes nothing (exit 1). --report-json\n"
      "stores report JSON (one report, or an array of them) as it is, or with its diagnoses made\n"
-     "again from the rule base (--diagnose).\n", 0, -1, "BUNDLE", do_add},
-    {"list", "db limit json", "[--limit N] [--json] [--db PATH]",
+     "again from the rule base (--diagnose).\n",
+     0, -1, "BUNDLE", do_add},
+    {"list", "db agent limit json", "[--limit N] [--json] [--db PATH | --agent]",
      "Newest crashes first (default 50).\n"
-     "  --json       one JSON object (format crashpack-db-list/1)\n", 0, 0, "", do_list},
-    {"show", "db json", "ID [--json] [--db PATH]",
+     "  --json       one JSON object (format crashpack-db-list/1)\n",
+     0, 0, "", do_list},
+    {"show", "db agent json", "ID [--json] [--db PATH | --agent]",
      "One crash with its diagnoses, how complete it is, and every add of it (path, hash, user).\n"
-     "  --json       one JSON object (format crashpack-db-show/1)\n", 1, 1, "ID", do_show},
+     "  --json       one JSON object (format crashpack-db-show/1)\n",
+     1, 1, "ID", do_show},
     {"groups", "db limit json", "[--limit N] [--json] [--db PATH]",
      "Crashes grouped by fingerprint: count, first/last seen, hosts, top diagnosis.\n"
-     "  --json       one JSON object (format crashpack-db-groups/1)\n", 0, 0, "", do_groups},
+     "  --json       one JSON object (format crashpack-db-groups/1)\n",
+     0, 0, "", do_groups},
     {"jobs", "db limit json", "[JOB...] [--limit N] [--json] [--db PATH]",
      "Crashes grouped by job (SLURM_JOB_ID, TORCHELASTIC_RUN_ID, MASTER_ADDR:MASTER_PORT) in time\n"
      "order: the first failing rank, and the later failures that look like its consequences.\n"
-     "  --json       one JSON object (format crashpack-db-jobs/1)\n", 0, -1, "JOB", do_jobs},
-    {"search", "db host rule category job fingerprint since until limit json",
+     "  --json       one JSON object (format crashpack-db-jobs/1)\n",
+     0, -1, "JOB", do_jobs},
+    {"search", "db agent host rule category job fingerprint since until limit json",
      "[TEXT] [--host H] [--rule R] [--category C] [--job J] [--fingerprint F]\n"
-     "       [--since TIME] [--until TIME] [--limit N] [--json] [--db PATH]",
+     "       [--since TIME] [--until TIME] [--limit N] [--json] [--db PATH | --agent]",
      "TEXT matches signature, diagnosis titles and evidence, exe.\n"
-     "  --json       one JSON object (format crashpack-db-list/1)\n", 0, 1, "TEXT", do_search},
+     "  --json       one JSON object (format crashpack-db-list/1)\n",
+     0, 1, "TEXT", do_search},
     {"stats", "db json", "[--json] [--db PATH]",
      "Crashes per week, per diagnosis category, per host.\n"
-     "  --json       one JSON object (format crashpack-db-stats/1)\n", 0, 0, "", do_stats},
+     "  --json       one JSON object (format crashpack-db-stats/1)\n",
+     0, 0, "", do_stats},
 };
 #define NSUB ((int)(sizeof(subverbs) / sizeof(subverbs[0])))
 
@@ -87,6 +100,8 @@ struct dopts {
     const char *db, *report_json, *host, *rule, *category, *job, *fingerprint;
     double since, until;
     int limit, json, diagnose;
+    int agent;   /* --agent: ask the node's agent */
+    int named;   /* a knowledge base was named: --db or $CRASHPACK_DB */
     int missing; /* open_db: there is no knowledge base at db */
     long long id; /* show's ID */
     char dbbuf[PATH_MAX];
@@ -94,20 +109,58 @@ struct dopts {
     char **args;
 };
 
+/* Where the knowledge base is: --db, else the default location (kb_default_path); whether one
+ * was named (--db, $CRASHPACK_DB). -1 to go on, else the exit status. */
+static int db_location(struct dopts *o)
+{
+    const char *env = getenv("CRASHPACK_DB");
+    o->named = o->db || (env && *env);
+    if (!o->db) {
+        if (!kb_default_path(o->dbbuf, sizeof(o->dbbuf))) {
+            fprintf(stderr, VERB ": no knowledge base location (set --db)\n");
+            return CP_EXIT_PROBLEM;
+        }
+        o->db = o->dbbuf;
+    }
+    return -1;
+}
+
+/* The options of every sub-verb (each takes those its cp_subverb.opts names). */
+enum {
+    O_DB = 256,
+    O_REPORT,
+    O_HOST,
+    O_RULE,
+    O_CATEGORY,
+    O_JOB,
+    O_FP,
+    O_LIMIT,
+    O_SINCE,
+    O_UNTIL,
+    O_JSON,
+    O_DIAGNOSE,
+    O_AGENT
+};
+static const struct option all_opts[] = {{"db", required_argument, 0, O_DB},
+                                         {"report-json", required_argument, 0, O_REPORT},
+                                         {"host", required_argument, 0, O_HOST},
+                                         {"rule", required_argument, 0, O_RULE},
+                                         {"category", required_argument, 0, O_CATEGORY},
+                                         {"job", required_argument, 0, O_JOB},
+                                         {"fingerprint", required_argument, 0, O_FP},
+                                         {"limit", required_argument, 0, O_LIMIT},
+                                         {"since", required_argument, 0, O_SINCE},
+                                         {"until", required_argument, 0, O_UNTIL},
+                                         {"json", no_argument, 0, O_JSON},
+                                         {"diagnose", no_argument, 0, O_DIAGNOSE},
+                                         {"agent", no_argument, 0, O_AGENT},
+                                         CP_OPT_END};
+
 /* argv[0] is the sub-verb. Returns -1 to go on, else the exit status. */
 static int parse(struct dopts *o, const struct cp_subverb *sv, int argc, char **argv)
 {
-    enum { O_DB = 256, O_REPORT, O_HOST, O_RULE, O_CATEGORY, O_JOB, O_FP, O_LIMIT, O_SINCE, O_UNTIL,
-           O_JSON, O_DIAGNOSE };
-    static const struct option all[] = {
-        {"db", required_argument, 0, O_DB}, {"report-json", required_argument, 0, O_REPORT},
-        {"host", required_argument, 0, O_HOST}, {"rule", required_argument, 0, O_RULE},
-        {"category", required_argument, 0, O_CATEGORY}, {"job", required_argument, 0, O_JOB},
-        {"fingerprint", required_argument, 0, O_FP}, {"limit", required_argument, 0, O_LIMIT},
-        {"since", required_argument, 0, O_SINCE}, {"until", required_argument, 0, O_UNTIL},
-        {"json", no_argument, 0, O_JSON}, {"diagnose", no_argument, 0, O_DIAGNOSE}, CP_OPT_END};
     struct option longs[20];
-    cp_opt_subset(all, sv->opts, longs, 20);
+    cp_opt_subset(all_opts, sv->opts, longs, 20);
     char verb[64];
     snprintf(verb, sizeof(verb), VERB " %s", sv->name);
     struct cp_opts p = {.verb = verb, .longs = longs, .argc = argc, .argv = argv};
@@ -129,6 +182,9 @@ static int parse(struct dopts *o, const struct cp_subverb *sv, int argc, char **
         case O_FP: o->fingerprint = optarg; break;
         case O_JSON: o->json = 1; break;
         case O_DIAGNOSE: o->diagnose = 1; break;
+        case O_AGENT:
+            o->agent = 1;
+            break;
         case O_LIMIT:
             if (cp_opt_num(&p, "--limit", optarg, 1, INT_MAX, &n))
                 return CP_EXIT_USAGE;
@@ -150,14 +206,7 @@ static int parse(struct dopts *o, const struct cp_subverb *sv, int argc, char **
     o->nargs = argc - optind;
     if (!strcmp(sv->name, "show") && cp_opt_num(&p, "ID", o->args[0], 1, INT64_MAX, &o->id))
         return CP_EXIT_USAGE;
-    if (!o->db) {
-        if (!kb_default_path(o->dbbuf, sizeof(o->dbbuf))) {
-            fprintf(stderr, VERB ": no knowledge base location (set --db)\n");
-            return CP_EXIT_PROBLEM;
-        }
-        o->db = o->dbbuf;
-    }
-    return -1;
+    return db_location(o);
 }
 
 /* The exit status when open_db failed. */
@@ -379,18 +428,18 @@ static int do_add(void *p)
 
 /* ---- list / search ---- */
 
-/* A listing document: {"format": format, "db": {"path": ...}}. */
-static cJSON *db_doc(const char *format, const struct dopts *o)
+/* A listing document: {"format": format, "db": {"path": where}}. */
+static cJSON *db_doc(const char *format, const char *where)
 {
     cJSON *doc = cp_doc_new(format);
-    cp_doc_str(cJSON_AddObjectToObject(doc, "db"), "path", o->db);
+    cp_doc_str(cJSON_AddObjectToObject(doc, "db"), "path", where);
     return doc;
 }
 
 /* kb_list_crashes' / kb_search_crashes' rows as a crashpack-db-list/1 document. */
-static int json_rows(const cJSON *rows, const struct dopts *o)
+static cJSON *rows_doc(const cJSON *rows, const char *where)
 {
-    cJSON *doc = db_doc("crashpack-db-list/1", o);
+    cJSON *doc = db_doc("crashpack-db-list/1", where);
     cJSON *arr = cJSON_AddArrayToObject(doc, "crashes");
     const cJSON *c;
     cJSON_ArrayForEach(c, rows)
@@ -410,29 +459,30 @@ static int json_rows(const cJSON *rows, const struct dopts *o)
         cJSON_AddItemToArray(arr, r);
     }
     cJSON_AddNumberToObject(doc, "count", cJSON_GetArraySize(arr));
-    return cp_doc_print(stdout, doc) ? CP_EXIT_PROBLEM : CP_EXIT_OK;
+    return doc;
 }
 
-static void print_rows(const cJSON *rows)
+/* A crashpack-db-list/1 document as text. */
+static void print_rows(const cJSON *doc)
 {
     int n = 0;
     const cJSON *r;
     printf("%-6s %-20s %-16s %-22s %-8s %s\n", "id", "time (UTC)", "host", "job/rank", "signal",
            "top diagnosis | signature");
-    cJSON_ArrayForEach(r, rows)
+    cJSON_ArrayForEach(r, cp_jkey(doc, "crashes"))
     {
         char t[32], jr[64];
         fmt_time(cp_jnum_or(r, "time", 0), t, sizeof(t));
         const char *job = cp_jstr(r, "job"), *host = cp_jstr(r, "host");
-        if (job && !cJSON_IsNull(cp_jkey(r, "rank")))
+        if (job && cJSON_IsNumber(cp_jkey(r, "rank")))
             snprintf(jr, sizeof(jr), "%.14s/%d", job, (int)cp_jnum_or(r, "rank", 0));
         else
             snprintf(jr, sizeof(jr), "%.22s", job ? job : "-");
         printf("%-6lld %-20s ", (long long)cp_jnum_or(r, "id", 0), t);
         put_col(stdout, host ? host : "-", 16, 16);
         put_col(stdout, jr, 22, 0);
-        put_col(stdout, cp_jstr_or(r, "signal", "-"), 8, 0);
-        put(stdout, cp_jstr_or(r, "top_title", "(no diagnosis)"), 60);
+        put_col(stdout, cp_jstr_or(cp_jkey(r, "signal"), "name", "-"), 8, 0);
+        put(stdout, cp_jstr_or(r, "top_diagnosis", "(no diagnosis)"), 60);
         fputs(" | ", stdout);
         put(stdout, cp_jstr(r, "signature"), 80);
         fputc('\n', stdout);
@@ -441,41 +491,32 @@ static void print_rows(const cJSON *rows)
     printf("%d crash%s\n", n, n == 1 ? "" : "es");
 }
 
-/* Prints a listing's rows (as JSON with --json), or the query's error (exit code 1). */
-static int list_out(cJSON *rows, const char *err, const struct dopts *o)
+/* Prints a listing document (as JSON with --json), or the query's error (exit code 1). */
+static int list_out(cJSON *doc, const char *err, const struct dopts *o)
 {
-    if (!rows) {
+    if (!doc) {
         fprintf(stderr, "crashpack db: %s\n", err);
         return CP_EXIT_PROBLEM;
     }
-    int rc = CP_EXIT_OK;
     if (o->json)
-        rc = json_rows(rows, o);
-    else
-        print_rows(rows);
+        return cp_doc_print(stdout, doc) ? CP_EXIT_PROBLEM : CP_EXIT_OK;
+    print_rows(doc);
+    cJSON_Delete(doc);
+    return CP_EXIT_OK;
+}
+
+/* The rows of a query as a listing document; NULL (err set) when the query failed. */
+static cJSON *listing(cJSON *rows, const char *where)
+{
+    cJSON *doc = rows ? rows_doc(rows, where) : NULL;
     cJSON_Delete(rows);
-    return rc;
+    return doc;
 }
 
-static int do_list(void *p)
+/* Which crashes a listing of o's sees (search's filter): every one of the knowledge base the
+ * caller opened itself, or uid's (the agent's answer). */
+static struct kb_filter search_filter(const struct dopts *o, long long uid)
 {
-    struct dopts *o = p;
-    struct kb *db = open_db(o, 0);
-    if (!db)
-        return db_failed(o);
-    char err[1024];
-    int rc = list_out(kb_list_crashes(db, o->limit, err, sizeof(err)), err, o);
-    kb_close(db);
-    return rc;
-}
-
-static int do_search(void *p)
-{
-    struct dopts *o = p;
-    struct kb *db = open_db(o, 0);
-    if (!db)
-        return db_failed(o);
-    char err[1024];
     struct kb_filter f = {o->nargs ? o->args[0] : "",
                           o->host,
                           o->rule,
@@ -484,8 +525,41 @@ static int do_search(void *p)
                           o->fingerprint,
                           o->since,
                           o->until,
-                          o->limit};
-    int rc = list_out(kb_search_crashes(db, &f, err, sizeof(err)), err, o);
+                          o->limit,
+                          uid};
+    return f;
+}
+
+static int via_agent_or_local(struct dopts *o, const char *query);
+
+static int do_list(void *p)
+{
+    struct dopts *o = p;
+    int rc = via_agent_or_local(o, "list");
+    if (rc >= 0)
+        return rc;
+    struct kb *db = open_db(o, 0);
+    if (!db)
+        return db_failed(o);
+    char err[1024];
+    rc = list_out(listing(kb_list_crashes(db, o->limit, KB_ANY_UID, err, sizeof(err)), o->db), err,
+                  o);
+    kb_close(db);
+    return rc;
+}
+
+static int do_search(void *p)
+{
+    struct dopts *o = p;
+    int rc = via_agent_or_local(o, "search");
+    if (rc >= 0)
+        return rc;
+    struct kb *db = open_db(o, 0);
+    if (!db)
+        return db_failed(o);
+    char err[1024];
+    struct kb_filter f = search_filter(o, KB_ANY_UID);
+    rc = list_out(listing(kb_search_crashes(db, &f, err, sizeof(err)), o->db), err, o);
     kb_close(db);
     return rc;
 }
@@ -570,15 +644,28 @@ static cJSON *show_doc(const cJSON *c)
     return j;
 }
 
+/* A crashpack-db-show/1 document, as JSON with --json or as text. */
+static int show_out(cJSON *doc, const struct dopts *o)
+{
+    if (o->json)
+        return cp_doc_print(stdout, doc) ? CP_EXIT_PROBLEM : CP_EXIT_OK;
+    render_db_show(stdout, doc);
+    cJSON_Delete(doc);
+    return CP_EXIT_OK;
+}
+
 static int do_show(void *p)
 {
     struct dopts *o = p;
+    int rc = via_agent_or_local(o, "show");
+    if (rc >= 0)
+        return rc;
     struct kb *db = open_db(o, 0);
     if (!db)
         return db_failed(o);
     char err[1024];
     int found;
-    cJSON *c = kb_show_crash(db, o->id, &found, err, sizeof(err));
+    cJSON *c = kb_show_crash(db, o->id, KB_ANY_UID, &found, err, sizeof(err));
     kb_close(db);
     if (!c) {
         if (found)
@@ -589,11 +676,7 @@ static int do_show(void *p)
     }
     cJSON *doc = show_doc(c);
     cJSON_Delete(c);
-    if (o->json)
-        return cp_doc_print(stdout, doc) ? CP_EXIT_PROBLEM : CP_EXIT_OK;
-    render_db_show(stdout, doc);
-    cJSON_Delete(doc);
-    return CP_EXIT_OK;
+    return show_out(doc, o);
 }
 
 /* ---- groups ---- */
@@ -601,7 +684,7 @@ static int do_show(void *p)
 /* kb_groups' rows as a crashpack-db-groups/1 document. */
 static int json_groups(const cJSON *rows, const struct dopts *o)
 {
-    cJSON *doc = db_doc("crashpack-db-groups/1", o);
+    cJSON *doc = db_doc("crashpack-db-groups/1", o->db);
     cJSON *arr = cJSON_AddArrayToObject(doc, "groups");
     const cJSON *q;
     cJSON_ArrayForEach(q, rows)
@@ -800,7 +883,7 @@ static int do_jobs(void *p)
     if (!db)
         return db_failed(o);
     int shown = 0;
-    cJSON *doc = o->json ? db_doc("crashpack-db-jobs/1", o) : NULL;
+    cJSON *doc = o->json ? db_doc("crashpack-db-jobs/1", o->db) : NULL;
     cJSON *jobs = doc ? cJSON_AddArrayToObject(doc, "jobs") : NULL;
     if (o->nargs) {
         for (int i = 0; i < o->nargs; i++)
@@ -868,7 +951,7 @@ static int do_stats(void *p)
         fprintf(stderr, "crashpack db: %s\n", err);
         return CP_EXIT_PROBLEM;
     }
-    cJSON *doc = o->json ? db_doc("crashpack-db-stats/1", o) : NULL;
+    cJSON *doc = o->json ? db_doc("crashpack-db-stats/1", o->db) : NULL;
     if (doc) {
         cJSON_AddNumberToObject(doc, "crashes", cp_jnum_or(st, "crashes", 0));
         cJSON_AddNumberToObject(doc, "fingerprints", cp_jnum_or(st, "fingerprints", 0));
@@ -882,6 +965,118 @@ static int do_stats(void *p)
     stat_block("per host", cp_jkey(st, "per_host"), doc, "per_host");
     cJSON_Delete(st);
     return doc && cp_doc_print(stdout, doc) ? CP_EXIT_PROBLEM : CP_EXIT_OK;
+}
+
+/* ---- through the node's agent (docs/db.md) ---- */
+
+/* A list/show/search as the agent's request {"op":"db","query":...}. */
+static char *agent_query_of(const struct dopts *o, const char *query)
+{
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddStringToObject(r, "op", "db");
+    cJSON_AddStringToObject(r, "query", query);
+    cJSON_AddNumberToObject(r, "limit", o->limit);
+    if (!strcmp(query, "show"))
+        cJSON_AddNumberToObject(r, "id", (double)o->id);
+    if (!strcmp(query, "search")) {
+        const char *keys[] = {"text", "host", "rule", "category", "job", "fingerprint"};
+        const char *vals[] = {
+            o->nargs ? o->args[0] : NULL, o->host, o->rule, o->category, o->job, o->fingerprint};
+        for (int i = 0; i < 6; i++)
+            if (vals[i])
+                cJSON_AddStringToObject(r, keys[i], vals[i]);
+        cJSON_AddNumberToObject(r, "since", o->since);
+        cJSON_AddNumberToObject(r, "until", o->until);
+    }
+    char *s = cJSON_PrintUnformatted(r);
+    cJSON_Delete(r);
+    return s;
+}
+
+/* list/show/search through the agent, for a user who named no knowledge base of its own (or with
+ * --agent): the exit status, or -1 to read the knowledge base locally (not through the agent;
+ * no agent listens and --agent was not given). */
+static int via_agent_or_local(struct dopts *o, const char *query)
+{
+    if (!o->agent && (o->named || geteuid() == 0))
+        return -1;
+    struct cp_config cfg;
+    char cerr[300];
+    cp_config_defaults(&cfg);
+    if (cp_config_load(&cfg, CP_DEFAULT_CONFIG, 0, cerr, sizeof(cerr)))
+        cp_config_defaults(&cfg);
+    const char *sock = capreq_socket(&cfg);
+    char *req = agent_query_of(o, query), *reply = NULL, err[700];
+    int rc = req ? capreq_agent_alloc(sock, req, strlen(req), 60000, 256u << 20, &reply, err,
+                                      sizeof(err))
+                 : -2;
+    free(req);
+    if (rc == -1 && !o->agent)
+        return -1; /* no agent here: the user's own knowledge base */
+    if (rc) {
+        fprintf(stderr, "crashpack db: %s\n", rc == -2 && !req ? "out of memory" : err);
+        return CP_EXIT_PROBLEM;
+    }
+    cJSON *a = cJSON_Parse(reply);
+    free(reply);
+    cJSON *doc = cJSON_IsTrue(cp_jkey(a, "ok")) ? cJSON_DetachItemFromObject(a, "document") : NULL;
+    if (!cJSON_IsObject(doc)) {
+        fputs("crashpack db: the agent: ", stderr);
+        cp_text_put(stderr, cp_jstr_or(a, "error", "no valid answer"));
+        fputc('\n', stderr);
+        rc = cJSON_IsTrue(cp_jkey(a, "not_found")) ? CP_EXIT_NOTFOUND : CP_EXIT_PROBLEM;
+        cJSON_Delete(a);
+        cJSON_Delete(doc);
+        return rc;
+    }
+    cJSON_Delete(a);
+    cJSON *dbo = cJSON_GetObjectItemCaseSensitive(doc, "db");
+    if (cJSON_IsObject(dbo))
+        cJSON_AddStringToObject(dbo, "agent", sock);
+    return !strcmp(query, "show") ? show_out(doc, o) : list_out(doc, NULL, o);
+}
+
+cJSON *db_agent_answer(const char *where, const cJSON *req, unsigned uid, int *notfound, char *err,
+                       size_t errlen)
+{
+    *notfound = 0;
+    struct kb *db = NULL;
+    int rc = kb_open(where, KB_WRITE, &db, err, errlen); /* brought to the schema with uids */
+    if (rc) {
+        *notfound = rc == KB_ENOENT;
+        return NULL;
+    }
+    const char *q = cp_jstr(req, "query");
+    double lim = cp_jnum_or(req, "limit", 50);
+    int limit = lim < 1 ? 1 : lim > 100000 ? 100000 : (int)lim;
+    cJSON *doc = NULL;
+    if (q && !strcmp(q, "show")) {
+        int found = 0;
+        long long id = (long long)cp_jnum_or(req, "id", 0);
+        cJSON *c = kb_show_crash(db, id, uid, &found, err, errlen);
+        if (!c && !found) {
+            *notfound = 1;
+            snprintf(err, errlen, "no crash %lld of yours in the node's knowledge base", id);
+        }
+        doc = c ? show_doc(c) : NULL;
+        cJSON_Delete(c);
+    } else if (q && !strcmp(q, "search")) {
+        struct kb_filter f = {cp_jstr_or(req, "text", ""),
+                              cp_jstr(req, "host"),
+                              cp_jstr(req, "rule"),
+                              cp_jstr(req, "category"),
+                              cp_jstr(req, "job"),
+                              cp_jstr(req, "fingerprint"),
+                              cp_jnum_or(req, "since", 0),
+                              cp_jnum_or(req, "until", 1e18),
+                              limit,
+                              (long long)uid};
+        doc = listing(kb_search_crashes(db, &f, err, errlen), where);
+    } else {
+        doc = listing(kb_list_crashes(db, limit, (long long)uid, err, errlen), where);
+    }
+    kb_close(db);
+    return doc;
 }
 
 int cmd_db(int argc, char **argv)

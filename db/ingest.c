@@ -358,7 +358,7 @@ int kb_add_failure(struct kb *kb, const struct kb_source *src, const char *error
 #define CRASH_COLS                                                                                 \
     "crash_key, time, host, exe, signal, signature, fingerprint, top_rule, top_title, diagnoses,"  \
     " bundle_path, added, job, rank, local_rank, crash_kind, top_category, top_consequence_of,"    \
-    " facts, completeness, completeness_detail, bundle_xxh64"
+    " facts, completeness, completeness_detail, bundle_xxh64, uid"
 
 /* ---- gpu_faults: what a later crash on the same GPU or host carries as history ---- */
 
@@ -599,7 +599,7 @@ static int decide(struct add *A, struct kb_result *res)
     return 0;
 }
 
-/* Binds the report's columns (CRASH_COLS, ?1..?22) to st. */
+/* Binds the report's columns (CRASH_COLS, ?1..?23) to st. */
 static void bind_crash(struct sqlstmt *st, const struct add *A, const char *djson,
                        const char *facts)
 {
@@ -634,8 +634,11 @@ static void bind_crash(struct sqlstmt *st, const struct add *A, const char *djso
     sql_bind_int(st, 20, A->score);
     sql_bind_text(st, 21, A->detail);
     sql_bind_text(st, 22, A->hash);
+    double uid = -1; /* whose crash: the process's uid, as the manifest recorded it */
+    if (cp_jnum_at(r, "process.uid", &uid) && uid >= 0 && uid <= 4294967294.0)
+        sql_bind_int(st, 23, (long long)uid);
     if (A->id)
-        sql_bind_int(st, 23, A->id);
+        sql_bind_int(st, 24, A->id);
 }
 
 /* Writes the report into the record (a new one, or the stored one it replaces), its GPU faults,
@@ -650,10 +653,10 @@ static int store_crash(struct kb *kb, struct add *A, enum kb_outcome outcome)
             ? "UPDATE crashes SET crash_key=?1, time=?2, host=?3, exe=?4, signal=?5, signature=?6,"
               " fingerprint=?7, top_rule=?8, top_title=?9, diagnoses=?10, bundle_path=?11, job=?13,"
               " rank=?14, local_rank=?15, crash_kind=?16, top_category=?17, top_consequence_of=?18,"
-              " facts=?19, completeness=?20, completeness_detail=?21, bundle_xxh64=?22"
-              " WHERE id=?23 RETURNING id"
+              " facts=?19, completeness=?20, completeness_detail=?21, bundle_xxh64=?22, uid=?23"
+              " WHERE id=?24 RETURNING id"
             : "INSERT INTO crashes(" CRASH_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,"
-              " ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22) RETURNING id";
+              " ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23) RETURNING id";
     struct sqlstmt *st = NULL;
     int rc = sql_prepare(kb->c, sql, &st);
     if (!rc) {

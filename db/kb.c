@@ -76,6 +76,11 @@ static const char *const migrations[] = {
     "  time REAL, host TEXT, pci TEXT, uuid TEXT, code INTEGER, kind TEXT, text TEXT);"
     "CREATE INDEX gpu_faults_uuid ON gpu_faults(uuid, time);"
     "CREATE INDEX gpu_faults_host ON gpu_faults(host, time);",
+    /* 4 -> 5: whose crash it is (the crashed process's uid, the report's process.uid), so that
+     * the node's agent answers a user's `crashpack db` with that user's crashes only. Older rows
+     * are not back-filled: NULL, which no user sees (root reads the file itself). */
+    "ALTER TABLE crashes ADD COLUMN uid INTEGER;"
+    "CREATE INDEX crashes_uid ON crashes(uid, time);",
 };
 
 static int nmigrations(void)

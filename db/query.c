@@ -9,9 +9,14 @@
 
 #define ROW_COLS "id, time, host, job, rank, signal, top_title, signature"
 
-cJSON *kb_list_crashes(struct kb *kb, int limit, char *err, size_t errlen)
+cJSON *kb_list_crashes(struct kb *kb, int limit, long long uid, char *err, size_t errlen)
 {
-    const struct sql_arg b[] = {SQL_INT_ARG(limit)};
+    const struct sql_arg b[] = {SQL_INT_ARG(limit), SQL_INT_ARG(uid)};
+    if (uid != KB_ANY_UID)
+        return sql_rows(kb->c,
+                        "SELECT " ROW_COLS " FROM crashes WHERE uid = ?2"
+                        " ORDER BY time DESC, id DESC LIMIT ?1",
+                        b, 2, err, errlen);
     return sql_rows(kb->c, "SELECT " ROW_COLS " FROM crashes ORDER BY time DESC, id DESC LIMIT ?1",
                     b, 1, err, errlen);
 }
@@ -20,36 +25,42 @@ cJSON *kb_search_crashes(struct kb *kb, const struct kb_filter *f, char *err, si
 {
     char like[1024];
     snprintf(like, sizeof(like), "%%%s%%", f->text ? f->text : "");
-    const char *sql =
-        "SELECT " ROW_COLS " FROM crashes WHERE"
-        " (?1 = '%%' OR signature LIKE ?1 OR top_title LIKE ?1 OR diagnoses LIKE ?1 OR exe LIKE ?1"
-        "  OR fingerprint LIKE ?1)"
-        " AND (?2 IS NULL OR host = ?2) AND (?3 IS NULL OR top_rule = ?3"
-        "  OR EXISTS (SELECT 1 FROM json_each(crashes.diagnoses)"
-        "   WHERE json_extract(value, '$.rule') = ?3))"
-        " AND (?4 IS NULL OR top_category = ?4) AND (?5 IS NULL OR job = ?5)"
-        " AND (?6 IS NULL OR fingerprint = ?6) AND coalesce(time, 0) >= ?7"
-        " AND coalesce(time, 0) <= ?8"
-        " ORDER BY time DESC, id DESC LIMIT ?9";
-    const struct sql_arg b[] = {
-        SQL_TEXT_ARG(like),        SQL_TEXT_ARG(f->host),  SQL_TEXT_ARG(f->rule),
-        SQL_TEXT_ARG(f->category), SQL_TEXT_ARG(f->job),   SQL_TEXT_ARG(f->fingerprint),
-        SQL_REAL_ARG(f->since),    SQL_REAL_ARG(f->until), SQL_INT_ARG(f->limit)};
-    return sql_rows(kb->c, sql, b, 9, err, errlen);
+    const char *sql = "SELECT " ROW_COLS " FROM crashes WHERE"
+                      " (?1 = '%%%%' OR signature LIKE ?1 OR top_title LIKE ?1 OR diagnoses LIKE "
+                      "?1 OR exe LIKE ?1"
+                      "  OR fingerprint LIKE ?1)"
+                      " AND (?2 IS NULL OR host = ?2) AND (?3 IS NULL OR top_rule = ?3"
+                      "  OR EXISTS (SELECT 1 FROM json_each(crashes.diagnoses)"
+                      "   WHERE json_extract(value, '$.rule') = ?3))"
+                      " AND (?4 IS NULL OR top_category = ?4) AND (?5 IS NULL OR job = ?5)"
+                      " AND (?6 IS NULL OR fingerprint = ?6) AND coalesce(time, 0) >= ?7"
+                      " AND coalesce(time, 0) <= ?8%s"
+                      " ORDER BY time DESC, id DESC LIMIT ?9";
+    char q[2048];
+    snprintf(q, sizeof(q), sql, f->uid != KB_ANY_UID ? " AND uid = ?10" : "");
+    const struct sql_arg b[] = {SQL_TEXT_ARG(like),     SQL_TEXT_ARG(f->host),
+                                SQL_TEXT_ARG(f->rule),  SQL_TEXT_ARG(f->category),
+                                SQL_TEXT_ARG(f->job),   SQL_TEXT_ARG(f->fingerprint),
+                                SQL_REAL_ARG(f->since), SQL_REAL_ARG(f->until),
+                                SQL_INT_ARG(f->limit),  SQL_INT_ARG(f->uid)};
+    return sql_rows(kb->c, q, b, f->uid != KB_ANY_UID ? 10 : 9, err, errlen);
 }
 
-cJSON *kb_show_crash(struct kb *kb, long long id, int *found, char *err, size_t errlen)
+cJSON *kb_show_crash(struct kb *kb, long long id, long long uid, int *found, char *err,
+                     size_t errlen)
 {
-    const struct sql_arg b[] = {SQL_INT_ARG(id)};
+    const struct sql_arg b[] = {SQL_INT_ARG(id), SQL_INT_ARG(uid)};
     *found = 1;
-    cJSON *all =
-        sql_rows(kb->c,
-                 "SELECT id, time, host, exe, signal, crash_kind, signature, fingerprint, job,"
-                 " rank, local_rank, bundle_path, bundle_xxh64, completeness_detail,"
-                 " (SELECT COUNT(*) FROM crashes c2 WHERE c2.fingerprint = crashes.fingerprint)"
-                 " AS seen, diagnoses"
-                 " FROM crashes WHERE id = ?1",
-                 b, 1, err, errlen);
+    const char *sql =
+        "SELECT id, time, host, exe, signal, crash_kind, signature, fingerprint, job,"
+        " rank, local_rank, bundle_path, bundle_xxh64, completeness_detail,"
+        " (SELECT COUNT(*) FROM crashes c2 WHERE c2.fingerprint = crashes.fingerprint%s)"
+        " AS seen, diagnoses"
+        " FROM crashes WHERE id = ?1%s";
+    char q[1024];
+    int one = uid != KB_ANY_UID;
+    snprintf(q, sizeof(q), sql, one ? " AND c2.uid = ?2" : "", one ? " AND uid = ?2" : "");
+    cJSON *all = sql_rows(kb->c, q, b, one ? 2 : 1, err, errlen);
     if (!all)
         return NULL;
     cJSON *c = cJSON_DetachItemFromArray(all, 0);

@@ -14,6 +14,11 @@
 #include "kb.h"
 #include <stddef.h>
 
+/* Whose crashes a query sees: KB_ANY_UID (every crash: whoever reads the file itself), or one
+ * uid's (crashes.uid, the crashed process's uid; a row stored before schema 5 has none and is
+ * nobody's): the agent's answer to a user (docs/db.md). */
+#define KB_ANY_UID (-1LL)
+
 /* What `db search` filters on; NULL strings do not filter. text matches (LIKE %text%) signature,
  * top diagnosis title, diagnoses, exe and fingerprint; rule matches the top rule or any
  * diagnosis' rule. */
@@ -21,11 +26,12 @@ struct kb_filter {
     const char *text, *host, *rule, *category, *job, *fingerprint;
     double since, until; /* time range, inclusive (a crash without a time counts as 0) */
     int limit;
+    long long uid; /* KB_ANY_UID, or one uid's crashes only */
 };
 
-/* Listings, newest first: [{id, time, host, job, rank, signal, top_title, signature}]. NULL with
- * err on an SQL error. */
-cJSON *kb_list_crashes(struct kb *kb, int limit, char *err, size_t errlen);
+/* Listings, newest first: [{id, time, host, job, rank, signal, top_title, signature}], of uid's
+ * crashes (or KB_ANY_UID). NULL with err on an SQL error. */
+cJSON *kb_list_crashes(struct kb *kb, int limit, long long uid, char *err, size_t errlen);
 cJSON *kb_search_crashes(struct kb *kb, const struct kb_filter *f, char *err, size_t errlen);
 
 /* One crash: {id, time, host, exe, signal, crash_kind, signature, fingerprint, job, rank,
@@ -33,9 +39,11 @@ cJSON *kb_search_crashes(struct kb *kb, const struct kb_filter *f, char *err, si
  * for a record from before schema 3), seen (crashes with its fingerprint), diagnoses (the stored
  * array; [] when unreadable), sources (every add of it, oldest first: [{id, kind, path, xxh64,
  * size, added, added_uid, added_user, completeness, completeness_detail (object or null),
- * outcome, reason, error}])}. NULL with *found 0 when there is no such id, or NULL with *found 1
- * and err on an SQL error. */
-cJSON *kb_show_crash(struct kb *kb, long long id, int *found, char *err, size_t errlen);
+ * outcome, reason, error}])}. With a uid (not KB_ANY_UID), a crash of another uid is no such
+ * crash, and `seen` counts that uid's crashes only. NULL with *found 0 when there is no such id,
+ * or NULL with *found 1 and err on an SQL error. */
+cJSON *kb_show_crash(struct kb *kb, long long id, long long uid, int *found, char *err,
+                     size_t errlen);
 
 /* Crashes grouped by fingerprint, the largest groups first: [{fingerprint, count, first, last,
  * hosts (distinct), host_list ("a,b,c,d": the first 4 by name), top_title (the most common),

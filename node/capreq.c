@@ -121,11 +121,11 @@ static long ms_left(const struct timespec *t0, unsigned timeout_ms)
            ((now.tv_sec - t0->tv_sec) * 1000 + (now.tv_nsec - t0->tv_nsec) / 1000000);
 }
 
-int capreq_agent(const char *sock, const char *req, size_t len, unsigned timeout_ms, char *reply,
-                 size_t rlen, char *err, size_t errlen)
+/* Connects to the agent at sock and sends req and a newline: the descriptor, or -1 (no agent)
+ * or -2 (the send failed) with err. */
+static int connect_send(const char *sock, const char *req, size_t len, char *err, size_t errlen)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    reply[0] = 0;
     if (!sock || strlen(sock) >= sizeof(sa.sun_path)) {
         snprintf(err, errlen, "no agent socket");
         return -1;
@@ -138,44 +138,95 @@ int capreq_agent(const char *sock, const char *req, size_t len, unsigned timeout
             close(fd);
         return -1;
     }
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    int rc = -2;
     if (write_all(fd, req, len) || write_all(fd, "\n", 1)) {
         snprintf(err, errlen, "agent at %s: send: %s", sock, strerror(errno));
-        goto out;
+        close(fd);
+        return -2;
     }
+    return fd;
+}
+
+/* Reads the answer line into *buf (grown up to max bytes when grow, else *cap is fixed): 0 with
+ * the line NUL-terminated (without its "\n"), or -2 with err. */
+static int read_answer(int fd, const char *sock, const struct timespec *t0, unsigned timeout_ms,
+                       char **buf, size_t *cap, size_t max, int grow, char *err, size_t errlen)
+{
     size_t got = 0;
     for (;;) {
-        long left = ms_left(&t0, timeout_ms);
+        if (grow && got + 1 >= *cap && *cap < max) {
+            size_t ncap = *cap * 2 < max ? *cap * 2 : max;
+            char *nb = realloc(*buf, ncap);
+            if (!nb)
+                break;
+            *buf = nb;
+            *cap = ncap;
+        }
+        long left = ms_left(t0, timeout_ms);
         struct pollfd pf = {fd, POLLIN, 0};
         int pr = left > 0 ? poll(&pf, 1, (int)left) : 0;
         if (pr < 0 && errno == EINTR)
             continue;
         if (pr <= 0) {
             snprintf(err, errlen, "agent at %s: no answer within %u ms", sock, timeout_ms);
-            goto out;
+            return -2;
         }
-        ssize_t r = read(fd, reply + got, rlen - 1 - got);
+        ssize_t r = read(fd, *buf + got, *cap - 1 - got);
         if (r < 0 && errno == EINTR)
             continue;
         if (r > 0) {
             got += (size_t)r;
-            reply[got] = 0;
+            (*buf)[got] = 0;
         }
-        char *nl = memchr(reply, '\n', got);
-        if (nl || (r > 0 && got == rlen - 1) || (r == 0 && got)) {
+        char *nl = memchr(*buf, '\n', got);
+        if (nl || (r > 0 && got == *cap - 1 && (!grow || *cap >= max)) || (r == 0 && got)) {
             if (nl)
                 *nl = 0;
-            rc = 0;
-            goto out;
+            return 0;
         }
-        if (r <= 0) {
-            snprintf(err, errlen, "agent at %s: the connection closed without an answer", sock);
-            goto out;
-        }
+        if (r <= 0)
+            break;
     }
-out:
+    snprintf(err, errlen, "agent at %s: the connection closed without an answer", sock);
+    return -2;
+}
+
+int capreq_agent(const char *sock, const char *req, size_t len, unsigned timeout_ms, char *reply,
+                 size_t rlen, char *err, size_t errlen)
+{
+    reply[0] = 0;
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int fd = connect_send(sock, req, len, err, errlen);
+    if (fd < 0)
+        return fd;
+    size_t cap = rlen;
+    int rc = read_answer(fd, sock, &t0, timeout_ms, &reply, &cap, rlen, 0, err, errlen);
     close(fd);
+    return rc;
+}
+
+int capreq_agent_alloc(const char *sock, const char *req, size_t len, unsigned timeout_ms,
+                       size_t max, char **reply, char *err, size_t errlen)
+{
+    *reply = NULL;
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int fd = connect_send(sock, req, len, err, errlen);
+    if (fd < 0)
+        return fd;
+    size_t cap = 1 << 16;
+    char *buf = malloc(cap);
+    int rc = -2;
+    if (buf) {
+        buf[0] = 0;
+        rc = read_answer(fd, sock, &t0, timeout_ms, &buf, &cap, max, 1, err, errlen);
+    } else {
+        snprintf(err, errlen, "out of memory");
+    }
+    close(fd);
+    if (rc)
+        free(buf);
+    else
+        *reply = buf;
     return rc;
 }

@@ -27,4 +27,8 @@ const char *capreq_socket(const struct cp_config *cfg);
  * agent did not answer in time or the connection broke, err says so. */
 int capreq_agent(const char *sock, const char *req, size_t len, unsigned timeout_ms, char *reply,
                  size_t rlen, char *err, size_t errlen);
+/* The same, the answer malloc()ed into *reply (the caller frees it), at most max bytes: for the
+ * answers to knowledge base queries, which can be long. */
+int capreq_agent_alloc(const char *sock, const char *req, size_t len, unsigned timeout_ms,
+                       size_t max, char **reply, char *err, size_t errlen);
 #endif

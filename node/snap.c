@@ -7,6 +7,8 @@
 #include "datadir.h"
 #include "config.h"
 #include "errmsg.h"
+#include "pidfd.h"
+#include "rootopen.h"
 #include "snap_core.h"
 #include "snap_python.h"
 
@@ -27,11 +29,9 @@
 
 /* ---- naming the futex words threads wait on (a global mutex gets its symbol) ---- */
 
-static int sym_in_elf(const char *file, uint64_t base, uint64_t addr, char *out, size_t olen)
+/* The data symbol of ELF file fd (mapped at base) that holds addr, into out; 0, or -1. */
+static int sym_in_elf(int fd, uint64_t base, uint64_t addr, char *out, size_t olen)
 {
-    int fd = open(file, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
     elf_version(EV_CURRENT);
     Elf *e = elf_begin(fd, ELF_C_READ, NULL);
     int found = -1;
@@ -73,26 +73,23 @@ static int sym_in_elf(const char *file, uint64_t base, uint64_t addr, char *out,
     }
     if (e)
         elf_end(e);
-    close(fd);
     return found;
 }
 
-/* The global variable holding addr in pid's modules, or -1. Files are opened through the
- * process's root (a process in another container). */
-static int addr_symbol(pid_t pid, uint64_t addr, char *out, size_t olen)
+/* The module whose mappings (plus a following anonymous .bss tail) cover addr: one of its
+ * mappings (lo, hi: its map_files name) and its base. */
+struct module_at {
+    uint64_t lo, hi, base, ino;
+    char path[600];
+    int found;
+};
+
+static void module_of(FILE *maps, uint64_t addr, struct module_at *mod)
 {
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return -1;
     char line[1200], last[600] = "";
-    uint64_t base = 0;
-    int rc = -1;
-    /* the module whose mappings (plus a following anonymous .bss tail) cover addr */
-    char cand[600] = "";
-    uint64_t cand_base = 0;
-    while (fgets(line, sizeof(line), f)) {
+    uint64_t base = 0, last_lo = 0, last_hi = 0, last_ino = 0;
+    mod->found = 0;
+    while (fgets(line, sizeof(line), maps)) {
         unsigned long long lo, hi, off;
         char perms[8];
         unsigned long inode;
@@ -107,28 +104,50 @@ static int addr_symbol(pid_t pid, uint64_t addr, char *out, size_t olen)
                 snprintf(last, sizeof(last), "%s", p);
                 base = lo - off;
             }
+            last_lo = lo;
+            last_hi = hi;
+            last_ino = inode;
             if (addr >= lo && addr < hi) {
-                snprintf(cand, sizeof(cand), "%s", last);
-                cand_base = base;
+                *mod = (struct module_at){lo, hi, base, inode, "", 1};
+                snprintf(mod->path, sizeof(mod->path), "%s", last);
             }
         } else if (!p[0] && last[0] && addr >= lo && addr < hi) {
-            snprintf(cand, sizeof(cand), "%s", last); /* .bss past the file's end */
-            cand_base = base;
+            /* .bss past the file's end */
+            *mod = (struct module_at){last_lo, last_hi, base, last_ino, "", 1};
+            snprintf(mod->path, sizeof(mod->path), "%s", last);
         } else if (p[0]) {
             last[0] = 0;
         }
     }
-    fclose(f);
-    if (cand[0]) {
-        char file[700];
-        snprintf(file, sizeof(file), "/proc/%d/root%s", (int)pid, cand);
-        rc = sym_in_elf(file, cand_base, addr, out, olen);
+}
+
+/* The global variable holding addr in the process's modules, or -1. The module's file is the one
+ * the process maps (procfd's map_files, as its owner), never the path its maps show: that path
+ * is the process's to replace (a FIFO would hang us, a symlink would name another file). */
+static int addr_symbol(int procfd, const struct cp_as *as, uint64_t addr, char *out, size_t olen)
+{
+    int mfd = openat(procfd, "maps", O_RDONLY | O_CLOEXEC);
+    FILE *f = mfd >= 0 ? fdopen(mfd, "re") : NULL;
+    if (!f) {
+        if (mfd >= 0)
+            close(mfd);
+        return -1;
     }
+    struct module_at mod;
+    module_of(f, addr, &mod);
+    fclose(f);
+    int fd = mod.found ? cp_open_mapped(procfd, mod.lo, mod.hi, mod.path, mod.ino, as, NULL) : -1;
+    if (fd < 0)
+        return -1;
+    int rc = sym_in_elf(fd, mod.base, addr, out, olen);
+    close(fd);
     return rc;
 }
 
-static void name_futexes(pid_t pid, cJSON *info)
+static void name_futexes(int procfd, cJSON *info)
 {
+    struct cp_as as;
+    int have_owner = procfd >= 0 && cp_proc_owner(procfd, &as) == 0;
     cJSON *t;
     cJSON_ArrayForEach(t, cJSON_GetObjectItem(info, "threads"))
     {
@@ -137,7 +156,7 @@ static void name_futexes(pid_t pid, cJSON *info)
         if (!a)
             continue;
         char sym[256];
-        if (addr_symbol(pid, strtoull(a, NULL, 16), sym, sizeof(sym)) == 0)
+        if (have_owner && addr_symbol(procfd, &as, strtoull(a, NULL, 16), sym, sizeof(sym)) == 0)
             cJSON_AddStringToObject(f, "symbol", sym);
         else
             cJSON_AddNullToObject(f, "symbol");
@@ -173,8 +192,52 @@ static int read_fd_all(int fd, char **out, size_t *len)
     return 0;
 }
 
-static pid_t spawn_capture(const struct snap_request *rq, int core_in, int info_in,
-                           int status_out, char *err, size_t errlen)
+/* crashpack-capture --snap's arguments for rq (with the pidfd on descriptor 5 + members). */
+struct capture_args {
+    const char *argv[40];
+    char mspec[4][64], pid_s[24], pidfd_s[24];
+};
+
+static void capture_argv(const struct snap_request *rq, const char *exe, size_t nm, int pidfd,
+                         struct capture_args *A)
+{
+    int n = 0;
+    A->argv[n++] = exe;
+    A->argv[n++] = "--snap";
+    if (rq->kind) {
+        A->argv[n++] = "--kind";
+        A->argv[n++] = rq->kind;
+    }
+    for (size_t i = 0; i < nm; i++) {
+        snprintf(A->mspec[i], sizeof(A->mspec[i]), "%s=%zu", rq->members[i].name, 5 + i);
+        A->argv[n++] = "--member";
+        A->argv[n++] = A->mspec[i];
+    }
+    const char *opt[][2] = {{"-c", rq->config},
+                            {"--bundle-dir", rq->bundle_dir},
+                            {"--room", rq->room},
+                            {"--mode", rq->full ? "full" : "slim"},
+                            {"--trigger", rq->trigger ? rq->trigger : "snap"},
+                            {"--reason", rq->reason ? rq->reason : "requested"}};
+    for (size_t i = 0; i < sizeof(opt) / sizeof(opt[0]); i++)
+        if (opt[i][1]) {
+            A->argv[n++] = opt[i][0];
+            A->argv[n++] = opt[i][1];
+        }
+    if (pidfd >= 0) {
+        snprintf(A->pidfd_s, sizeof(A->pidfd_s), "%zu", 5 + nm);
+        A->argv[n++] = "--pidfd";
+        A->argv[n++] = A->pidfd_s;
+    }
+    snprintf(A->pid_s, sizeof(A->pid_s), "%d", (int)rq->pid);
+    A->argv[n++] = A->pid_s;
+    A->argv[n] = NULL;
+}
+
+/* Starts crashpack-capture --snap: 0 the core, 3 snap.json, 4 where the finisher names the
+ * bundle, 5... the members, then the process's pidfd. */
+static pid_t spawn_capture(const struct snap_request *rq, int core_in, int info_in, int status_out,
+                           int pidfd, char *err, size_t errlen)
 {
     char exe[4200];
     const char *dir = cp_bindir();
@@ -183,64 +246,110 @@ static pid_t spawn_capture(const struct snap_request *rq, int core_in, int info_
         cp_errmsg(err, errlen, "%s: %s", exe, strerror(errno));
         return -1;
     }
-    char pid_s[24];
-    snprintf(pid_s, sizeof(pid_s), "%d", (int)rq->pid);
-    const char *argv[32];
-    char mspec[4][64];
-    int n = 0;
-    argv[n++] = exe;
-    argv[n++] = "--snap";
-    if (rq->kind) {
-        argv[n++] = "--kind";
-        argv[n++] = rq->kind;
-    }
     size_t nm = rq->nmembers < 4 ? rq->nmembers : 4;
-    for (size_t i = 0; i < nm; i++) {
-        snprintf(mspec[i], sizeof(mspec[i]), "%s=%zu", rq->members[i].name, 5 + i);
-        argv[n++] = "--member";
-        argv[n++] = mspec[i];
-    }
-    if (rq->config) {
-        argv[n++] = "-c";
-        argv[n++] = rq->config;
-    }
-    if (rq->bundle_dir) {
-        argv[n++] = "--bundle-dir";
-        argv[n++] = rq->bundle_dir;
-    }
-    argv[n++] = "--mode";
-    argv[n++] = rq->full ? "full" : "slim";
-    argv[n++] = "--trigger";
-    argv[n++] = rq->trigger ? rq->trigger : "snap";
-    argv[n++] = "--reason";
-    argv[n++] = rq->reason ? rq->reason : "requested";
-    argv[n++] = pid_s;
-    argv[n] = NULL;
+    struct capture_args A;
+    capture_argv(rq, exe, nm, pidfd, &A);
     pid_t p = fork();
     if (p < 0) {
         cp_errmsg(err, errlen, "fork: %s", strerror(errno));
         return -1;
     }
     if (p == 0) {
-        /* 0: the core, 3: snap.json, 4: where the finisher names the bundle */
-        /* 5...: the members */
-        int fds[3 + 4] = {core_in, info_in, status_out};
-        int tmp[3 + 4];
-        for (size_t i = 0; i < nm; i++)
-            fds[3 + i] = rq->members[i].fd;
-        for (size_t i = 0; i < 3 + nm; i++)
+        int fds[3 + 4 + 1] = {core_in, info_in, status_out}, to[3 + 4 + 1] = {0, 3, 4};
+        int tmp[3 + 4 + 1];
+        size_t k = 3;
+        for (size_t i = 0; i < nm; i++, k++) {
+            fds[k] = rq->members[i].fd;
+            to[k] = (int)(5 + i);
+        }
+        if (pidfd >= 0) {
+            fds[k] = pidfd;
+            to[k++] = (int)(5 + nm);
+        }
+        for (size_t i = 0; i < k; i++)
             if ((tmp[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 16)) < 0)
                 _exit(126);
-        if (dup2(tmp[0], 0) < 0 || dup2(tmp[1], 3) < 0 || dup2(tmp[2], 4) < 0)
-            _exit(126);
-        for (size_t i = 0; i < nm; i++)
-            if (dup2(tmp[3 + i], (int)(5 + i)) < 0)
+        for (size_t i = 0; i < k; i++)
+            if (dup2(tmp[i], to[i]) < 0)
                 _exit(126);
-        closefrom((unsigned)(5 + nm));
-        execv(exe, (char *const *)argv);
+        closefrom((unsigned)(5 + nm + (pidfd >= 0)));
+        execv(exe, (char *const *)A.argv);
         _exit(127);
     }
     return p;
+}
+
+/* The stopper: a child that stops the process, writes its core to core_fd and the stop report
+ * to info_fd, and lets it go (snap_core.h). 0, or -1 with err. */
+static int run_stopper(pid_t pid, const struct snap_opts *o, int core_fd, int info_fd, char *err,
+                       size_t errlen)
+{
+    int efd[2];
+    if (pipe2(efd, O_CLOEXEC)) {
+        cp_errmsg(err, errlen, "pipe: %s", strerror(errno));
+        return -1;
+    }
+    pid_t st = fork();
+    if (st == 0) {
+        signal(SIGPIPE, SIG_IGN);
+        char e2[400] = "";
+        int r = snap_stop_and_write(pid, o, core_fd, info_fd, e2, sizeof(e2));
+        if (r && write(efd[1], e2, strlen(e2)) < 0)
+            _exit(2);
+        _exit(r ? 1 : 0);
+    }
+    close(efd[1]);
+    if (st < 0) {
+        close(efd[0]);
+        cp_errmsg(err, errlen, "fork: %s", strerror(errno));
+        return -1;
+    }
+    char e2[400];
+    ssize_t en = read(efd[0], e2, sizeof(e2) - 1);
+    close(efd[0]);
+    int ws = 0;
+    waitpid(st, &ws, 0);
+    if (WIFEXITED(ws) && WEXITSTATUS(ws) == 0)
+        return 0;
+    if (en > 0) {
+        e2[en] = 0;
+        cp_errmsg(err, errlen, "%s", e2);
+    } else {
+        cp_errmsg(err, errlen, "the stopper failed (status 0x%x)", ws);
+    }
+    return -1;
+}
+
+/* The finisher's line ("ok PATH", "failed TMPNAME"; "" at EOF: the capture gave up). */
+static void read_line(int fd, char *line, size_t n)
+{
+    size_t ln = 0;
+    while (ln < n - 1) {
+        ssize_t r = read(fd, line + ln, 1);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0 || line[ln] == '\n')
+            break;
+        ln++;
+    }
+    line[ln] = 0;
+}
+
+/* The process held: its pidfd (the request's, else one opened now into *own) and /proc/<pid>,
+ * opened while the pidfd says the process still holds the pid. 0, or -1 with err. */
+static int hold_process(const struct snap_request *rq, int *pidfd, int *own, int *procfd, char *err,
+                        size_t errlen)
+{
+    *own = rq->pidfd > 0 ? -1 : cp_pidfd_open(rq->pid);
+    *pidfd = rq->pidfd > 0 ? rq->pidfd : *own;
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d", (int)rq->pid);
+    *procfd = *pidfd >= 0 ? open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+    if (*procfd < 0 || !cp_pidfd_holds(*pidfd, rq->pid)) {
+        cp_errmsg(err, errlen, "no process %d (or it has exited)", (int)rq->pid);
+        return -1;
+    }
+    return 0;
 }
 
 int snap_pid(const struct snap_request *rq, char *bundle, size_t blen, cJSON **info, char *err,
@@ -252,28 +361,27 @@ int snap_pid(const struct snap_request *rq, char *bundle, size_t blen, cJSON **i
         cp_errmsg(err, errlen, "cannot snap pid %d", (int)rq->pid);
         return -1;
     }
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/%d", (int)rq->pid);
-    if (access(path, F_OK)) {
-        cp_errmsg(err, errlen, "no process %d", (int)rq->pid);
-        return -1;
-    }
+    int pidfd = -1, own = -1, procfd = -1;
     struct cp_config cfg;
     cp_config_defaults(&cfg);
     char cerr[300];
-    if (cp_config_load(&cfg, rq->config ? rq->config : CP_DEFAULT_CONFIG, rq->config != NULL,
-                       cerr, sizeof(cerr))) {
-        cp_errmsg(err, errlen, "%s", cerr);
-        return -1;
-    }
-    struct snap_opts o = {.full = rq->full,
-                          .stack_max = cfg.slim_stack_max,
-                          .timeout_ms = rq->timeout_ms ? rq->timeout_ms : SNAP_TIMEOUT_MS};
-    int info_mem = memfd_create("crashpack-snap-info", MFD_CLOEXEC);
-    int core_mem = rq->full ? -1 : memfd_create("crashpack-snap-core", MFD_CLOEXEC);
+    int info_mem = -1, core_mem = -1;
     int corep[2] = {-1, -1}, infop[2] = {-1, -1}, statp[2] = {-1, -1};
     pid_t cap = -1;
     int rc = -1;
+    if (hold_process(rq, &pidfd, &own, &procfd, err, errlen))
+        goto out;
+    if (cp_config_load(&cfg, rq->config ? rq->config : CP_DEFAULT_CONFIG, rq->config != NULL,
+                       cerr, sizeof(cerr))) {
+        cp_errmsg(err, errlen, "%s", cerr);
+        goto out;
+    }
+    struct snap_opts o = {.full = rq->full,
+                          .stack_max = cfg.slim_stack_max,
+                          .timeout_ms = rq->timeout_ms ? rq->timeout_ms : SNAP_TIMEOUT_MS,
+                          .pidfd = pidfd};
+    info_mem = memfd_create("crashpack-snap-info", MFD_CLOEXEC);
+    core_mem = rq->full ? -1 : memfd_create("crashpack-snap-core", MFD_CLOEXEC);
     if (info_mem < 0 || (!rq->full && core_mem < 0) || pipe2(infop, O_CLOEXEC) ||
         pipe2(statp, O_CLOEXEC) || (rq->full && pipe2(corep, O_CLOEXEC))) {
         cp_errmsg(err, errlen, "memfd/pipe: %s", strerror(errno));
@@ -281,51 +389,19 @@ int snap_pid(const struct snap_request *rq, char *bundle, size_t blen, cJSON **i
     }
     if (rq->full) {
         /* the capture drains the core while the process is stopped */
-        cap = spawn_capture(rq, corep[0], infop[0], statp[1], err, errlen);
+        cap = spawn_capture(rq, corep[0], infop[0], statp[1], pidfd, err, errlen);
         if (cap < 0)
             goto out;
         close(corep[0]);
         corep[0] = -1;
     }
-    int efd[2];
-    if (pipe2(efd, O_CLOEXEC)) {
-        cp_errmsg(err, errlen, "pipe: %s", strerror(errno));
-        goto out;
-    }
-    pid_t st = fork();
-    if (st == 0) {
-        signal(SIGPIPE, SIG_IGN);
-        char e2[400] = "";
-        int r = snap_stop_and_write(rq->pid, &o, rq->full ? corep[1] : core_mem, info_mem, e2,
-                                    sizeof(e2));
-        if (r && write(efd[1], e2, strlen(e2)) < 0)
-            _exit(2);
-        _exit(r ? 1 : 0);
-    }
-    close(efd[1]);
+    int srun = run_stopper(rq->pid, &o, rq->full ? corep[1] : core_mem, info_mem, err, errlen);
     if (corep[1] >= 0) {
         close(corep[1]);
         corep[1] = -1;
     }
-    if (st < 0) {
-        close(efd[0]);
-        cp_errmsg(err, errlen, "fork: %s", strerror(errno));
+    if (srun)
         goto out;
-    }
-    char e2[400];
-    ssize_t en = read(efd[0], e2, sizeof(e2) - 1);
-    close(efd[0]);
-    int ws = 0;
-    waitpid(st, &ws, 0);
-    if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0) {
-        if (en > 0) {
-            e2[en] = 0;
-            cp_errmsg(err, errlen, "%s", e2);
-        } else {
-            cp_errmsg(err, errlen, "the stopper failed (status 0x%x)", ws);
-        }
-        goto out;
-    }
     char *ib = NULL;
     size_t il = 0;
     lseek(info_mem, 0, SEEK_SET);
@@ -334,13 +410,17 @@ int snap_pid(const struct snap_request *rq, char *bundle, size_t blen, cJSON **i
         free(ib);
     }
     if (*info) {
-        name_futexes(rq->pid, *info);
+        name_futexes(procfd, *info);
         cJSON_AddStringToObject(*info, "trigger", rq->trigger ? rq->trigger : "snap");
         cJSON_AddStringToObject(*info, "reason", rq->reason ? rq->reason : "requested");
     }
     if (!rq->full) {
+        if (!cp_pidfd_holds(pidfd, rq->pid)) {
+            cp_errmsg(err, errlen, "pid %d exited during the snapshot", (int)rq->pid);
+            goto out;
+        }
         lseek(core_mem, 0, SEEK_SET);
-        cap = spawn_capture(rq, core_mem, infop[0], statp[1], err, errlen);
+        cap = spawn_capture(rq, core_mem, infop[0], statp[1], pidfd, err, errlen);
         if (cap < 0)
             goto out;
     }
@@ -357,18 +437,8 @@ int snap_pid(const struct snap_request *rq, char *bundle, size_t blen, cJSON **i
         close(infop[1]);
         infop[1] = -1;
     }
-    /* the finisher's line: "ok PATH" or "failed TMPNAME"; EOF: the capture gave up */
     char line[1200];
-    size_t ln = 0;
-    while (ln < sizeof(line) - 1) {
-        ssize_t r = read(statp[0], line + ln, 1);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0 || line[ln] == '\n')
-            break;
-        ln++;
-    }
-    line[ln] = 0;
+    read_line(statp[0], line, sizeof(line));
     int cs = 0;
     waitpid(cap, &cs, 0);
     cap = -1;
@@ -382,7 +452,8 @@ int snap_pid(const struct snap_request *rq, char *bundle, size_t blen, cJSON **i
 out:
     if (cap > 0)
         waitpid(cap, NULL, 0);
-    int fds[] = {info_mem, core_mem, corep[0], corep[1], infop[0], infop[1], statp[0], statp[1]};
+    int fds[] = {info_mem, core_mem, corep[0], corep[1], infop[0],
+                 infop[1], statp[0], statp[1], own,      procfd};
     for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
         if (fds[i] >= 0)
             close(fds[i]);

@@ -2,6 +2,8 @@
 #include "util.h" /* write_all */
 #include "snap_core.h"
 #include "errmsg.h"
+#include "pidfd.h"
+#include "rootopen.h"
 #include "snap_python.h"
 
 #include <cjson/cJSON.h>
@@ -378,6 +380,26 @@ static void py_page(void *ctx, uint64_t page)
     const struct map *x = map_of(pp->m, pp->nm, page);
     if (x && !never_read(x))
         plan_add(pp->P, page, page + PAGE, pflags(x));
+}
+
+/* The pages the Python walker reads, for each mapped interpreter or libpython: its ELF file
+ * opened through map_files (procfd: /proc/<pid>, as the process's owner), not by its path. */
+static void python_pages(int procfd, int memfd, const struct map *m, size_t nm, struct plan *P)
+{
+    struct cp_as as;
+    if (procfd < 0 || memfd < 0 || cp_proc_owner(procfd, &as))
+        return;
+    struct py_pages pp = {P, m, nm};
+    for (size_t i = 0; i < nm; i++)
+        if (m[i].pgoff == 0 && is_file_map(&m[i]) && snap_python_module(m[i].path) &&
+            (i == 0 || strcmp(m[i - 1].path, m[i].path))) {
+            int fd = cp_open_mapped(procfd, m[i].lo, m[i].hi, m[i].path, m[i].inode, &as, NULL);
+            if (fd >= 0) {
+                snap_python_pages(fd, memfd, m[i].path, m[i].lo, py_page, &pp);
+                close(fd);
+            }
+        }
+    plan_merge(P);
 }
 
 /* ---- notes ---- */
@@ -982,22 +1004,28 @@ int snap_stop_and_write(pid_t pid, const struct snap_opts *o, int core_fd, int i
     char path[64];
     snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
     int memfd = open(path, O_RDONLY | O_CLOEXEC);
-    read_threads(th, nt, memfd);
+    snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+    int procfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    /* everything so far went by the pid's number: it was the process only if it holds it still */
+    int gone = o->pidfd > 0 && !cp_pidfd_holds(o->pidfd, pid);
+    read_threads(th, nt, gone ? -1 : memfd);
     struct plan P = {0};
     make_plan(m, nm, th, nt, o, &P);
-    if (!o->full && memfd >= 0) { /* the Python walker's pages (snap_python.h) */
-        struct py_pages pp = {&P, m, nm};
-        for (size_t i = 0; i < nm; i++)
-            if (m[i].pgoff == 0 && is_file_map(&m[i]) && snap_python_module(m[i].path) &&
-                (i == 0 || strcmp(m[i - 1].path, m[i].path)))
-                snap_python_pages(pid, memfd, m[i].path, m[i].lo, py_page, &pp);
-        plan_merge(&P);
-    }
+    if (!o->full && !gone) /* the Python walker's pages (snap_python.h) */
+        python_pages(procfd, memfd, m, nm, &P);
+    if (procfd >= 0)
+        close(procfd);
     struct buf notes = {0};
     build_notes(&notes, pid, th, nt, m, nm);
     uint64_t unreadable = 0, kept = 0;
     double t_core0 = now_ms();
-    rc = write_core(core_fd, memfd, &P, &notes, &kept, &unreadable, err, errlen);
+    if (gone) {
+        cp_errmsg(err, errlen, "the process that asked has exited: pid %d may be another's",
+                  (int)pid);
+        rc = -1;
+    } else {
+        rc = write_core(core_fd, memfd, &P, &notes, &kept, &unreadable, err, errlen);
+    }
     double t_core1 = now_ms();
     /* let go: stopped threads now; the others when this process exits */
     for (size_t i = 0; i < nt; i++)

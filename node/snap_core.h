@@ -11,6 +11,9 @@
  * walker reads (snap_python.h); full keeps everything readable.
  * x86-64 only.
  *
+ * The ELF files the Python walker reads are opened through /proc/<pid>/map_files as the
+ * process's owner (rootopen.h), never by the paths its maps show.
+ *
  * snap_stop_and_write must run in a process of its own that exits right after: the kernel
  * cannot detach a thread that never stopped, but it detaches every tracee, cleanly, when the
  * tracer exits. */
@@ -24,6 +27,8 @@ struct snap_opts {
     int full;             /* everything readable, not the slim selection */
     uint64_t stack_max;   /* slim: bytes of each stack kept below the top, from sp - 4 KiB */
     unsigned timeout_ms;  /* how long each thread may take to stop */
+    int pidfd;            /* > 0: the process's pidfd; the snapshot fails unless it still holds
+                           * the pid once every thread is stopped (pidfd.h) */
 };
 
 /* Stops pid, writes the core to core_fd (sequentially: a pipe is fine) and the stop report

@@ -99,19 +99,13 @@ uint64_t snap_load_bias(Elf *e, uint64_t base)
     return base - (minv == UINT64_MAX ? 0 : (minv & ~(PAGE - 1)));
 }
 
-int snap_python_pages(pid_t pid, int memfd, const char *module, uint64_t base, snap_page_fn page,
+int snap_python_pages(int elffd, int memfd, const char *module, uint64_t base, snap_page_fn page,
                       void *ctx)
 {
-    char path[600];
-    snprintf(path, sizeof(path), "/proc/%d/root%s", (int)pid, module);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    /* a process chroot'ed in our mount namespace: its maps name the file from our root already */
-    if (fd < 0 && module[0] == '/')
-        fd = open(module, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (elffd < 0)
         return -1;
     elf_version(EV_CURRENT);
-    Elf *e = elf_begin(fd, ELF_C_READ, NULL);
+    Elf *e = elf_begin(elffd, ELF_C_READ, NULL);
     GElf_Ehdr eh;
     uint64_t runtime = 0, version = 0, bias = 0;
     int rc = -1;
@@ -123,7 +117,6 @@ int snap_python_pages(pid_t pid, int memfd, const char *module, uint64_t base, s
     }
     if (e)
         elf_end(e);
-    close(fd);
     if (!runtime)
         return rc;
     struct reader r = {.memfd = memfd, .page = page, .ctx = ctx};

@@ -14,11 +14,12 @@
 
 typedef void (*snap_page_fn)(void *ctx, uint64_t page); /* a page-aligned address */
 
-/* module: the path (as /proc/<pid>/maps names it) of a mapping with file offset 0 whose base name
- * is python* or libpython*, mapped at base. memfd: /proc/<pid>/mem. Returns the number of pages
- * reported (0: not a Python runtime, or nothing readable), or -1 when the module's file cannot be
- * read. */
-int snap_python_pages(pid_t pid, int memfd, const char *module, uint64_t base, snap_page_fn page,
+/* elffd: the file of a mapping with file offset 0 whose base name is python* or libpython*,
+ * mapped at base, opened through the process's map_files (rootopen.h: cp_open_mapped; never by
+ * the path its maps show); module: that path, as a name only. memfd: /proc/<pid>/mem. Returns
+ * the number of pages reported (0: not a Python runtime, or nothing readable), or -1 when the
+ * module's file cannot be read. */
+int snap_python_pages(int elffd, int memfd, const char *module, uint64_t base, snap_page_fn page,
                       void *ctx);
 
 /* Whether path's base name looks like a CPython interpreter or libpython. */

@@ -5,8 +5,9 @@
 #  - an exception capture of the caller itself: a live snapshot (core of every thread) with its
 #    exception.json, death kind exception, readable by the caller; a request naming another pid
 #    is refused;
-#  - a reported exit of a process of the caller's uid: a metadata-only bundle, identity
-#    "reported" by that uid; a report about another uid's live process is refused;
+#  - a reported exit of a process of the caller's uid, from a caller registered as its `crashpack
+#    run` (op register): a metadata-only bundle, identity "reported" by that uid; the same report
+#    from an unregistered caller, and a report about another uid's live process, are refused;
 #  - acceptance 4: a real kernel OOM kill in a memory-limited cgroup (v1 memory.limit_in_bytes
 #    here, v2 memory.max where memory is on v2), with no supervisor: a bundle for the killed
 #    process with the kernel's kill lines and the cgroup's limit; the same death reported again
@@ -25,29 +26,34 @@ for _ in $(seq 100); do [ -S "$SOCK" ] && break; sleep 0.1; done
 check "the socket is 0666 (callers are told apart by SO_PEERCRED)" \
     [ "$(stat -c %a "$SOCK")" = 666 ]
 
-# a client, as the job would be: one JSON line out, one back
+# a client, as the job would be: one JSON line out, one back; with a third argument it first
+# registers as a `crashpack run` of that job (op register), as run does before it reports
 cat > "$T/client.py" <<'EOF'
 import json, os, socket, struct, sys
+def ask(req):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(sys.argv[1])
+    pid, uid, gid = struct.unpack("3i", s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+    s.sendall(json.dumps(req).encode() + b"\n")
+    buf = b""
+    while not buf.endswith(b"\n"):
+        b = s.recv(65536)
+        if not b:
+            break
+        buf += b
+    ans = json.loads(buf)
+    ans["peer_pid"] = pid
+    return ans
 req = json.loads(sys.argv[2])
 if req.get("pid") == "self":
     req["pid"] = os.getpid()
-s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-s.connect(sys.argv[1])
-pid, uid, gid = struct.unpack("3i", s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
-s.sendall(json.dumps(req).encode() + b"\n")
-buf = b""
-while not buf.endswith(b"\n"):
-    b = s.recv(65536)
-    if not b:
-        break
-    buf += b
-ans = json.loads(buf)
-ans["peer_pid"] = pid
-print(json.dumps(ans))
+if len(sys.argv) > 3:
+    assert ask({"op": "register", "job": sys.argv[3]})["ok"]
+print(json.dumps(ask(req)))
 EOF
 export -f cp_member
 as_nobody() { setpriv --reuid $NOBODY --regid $NOBODY --clear-groups "$@"; }
-ask() { as_nobody /usr/bin/python3 "$T/client.py" "$SOCK" "$1"; }
+ask() { as_nobody /usr/bin/python3 "$T/client.py" "$SOCK" "$@"; }
 
 a=$(ask '{"op":"ping"}')
 check "ping answers with the agent's pid" [ "$(echo "$a" | json /dev/stdin 'd["pid"] == d["peer_pid"] == '$AGENT)" = True ]
@@ -75,6 +81,9 @@ check "an exception capture of another pid is refused" \
 as_nobody bash -c 'exit 3' & gone=$!
 wait $gone || true
 a=$(ask '{"op":"capture","kind":"exit","pid":'$gone',"status":3,"comm":"train","members":{"output.txt":"last words\n"}}')
+check "a report from a caller that is neither the process nor its registered run is refused" \
+    [ "$(echo "$a" | json /dev/stdin 'd["ok"] is False and "supervises" in d["error"]')" = True ]
+a=$(ask '{"op":"capture","kind":"exit","pid":'$gone',"status":3,"comm":"train","members":{"output.txt":"last words\n"}}' job-$$)
 b=$(echo "$a" | json /dev/stdin 'd.get("bundle","")')
 check "reported exit: ok ($a)" [ -f "$b" ]
 if [ -f "$b" ]; then
@@ -85,7 +94,7 @@ if [ -f "$b" ]; then
     check "reported exit: no core" bash -c "! zstd -dc -q '$b' | tar -tf - | grep -qx core"
     check "reported exit: the output tail handed over" bash -c "cp_member '$b' output.txt | grep -q 'last words'"
 fi
-a=$(ask '{"op":"capture","kind":"exit","pid":1,"status":1}')
+a=$(ask '{"op":"capture","kind":"exit","pid":1,"status":1}' job-$$)
 check "a report about another uid's live process is refused" \
     [ "$(echo "$a" | json /dev/stdin 'd["ok"]')" = False ]
 a=$(ask '{"op":"capture","kind":"oom_kill","pid":1}')
@@ -135,7 +144,7 @@ while True:
             "python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); v=list((d.get(\"cgroup_v2\") or {}).values())+list((d.get(\"cgroup_v1\") or {}).values()); sys.exit(0 if str($LIMIT) in v else 1)' '$T/o3.json'"
         check "OOM kill: the bundle belongs to the killed uid" [ "$(json "$T/m3.json" 'd["uid"]')" = $NOBODY ]
         # the same death reported by a supervisor: one death, one bundle
-        a=$(ask '{"op":"capture","kind":"signal","pid":'$victim',"signal":9}')
+        a=$(ask '{"op":"capture","kind":"signal","pid":'$victim',"signal":9}' job-$$)
         check "the supervisor's report of the same kill is deduplicated ($a)" \
             [ "$(echo "$a" | json /dev/stdin 'd.get("deduplicated")')" = True ]
         check "still one bundle for pid $victim" [ "$(ls "$T"/bundles/crash-*-$victim-*.zst | wc -l)" = 1 ]

@@ -48,11 +48,13 @@ capture/checkpoint.c:verdict_child       forked child that execs the checkpoint 
 capture/smi.c:supervise                  forked supervisor of nvidia-smi
 analyze/native/sandbox.c:child           forked sandbox child running the analysis of untrusted input
 node/snap.c:spawn_capture                forked child that execs crashpack-capture
-node/snap.c:snap_pid                     forked child that stops the process and writes its core
+node/snap.c:run_stopper                  forked child that stops the process and writes its core
 node/capreq.c:capreq_event               forked child that execs crashpack-capture --event
 node/run.c:job_child                     forked child of run that sets up and execs the job (CMD)
 node/run.c:spawn_report                  forked reporter child of run: its exit status is the result
-node/agent.c:smi_now                     forked child of the agent that execs nvidia-smi
+node/agent_kmsg.c:smi_now                forked child of the agent that execs nvidia-smi
+node/agent.c:start_worker                forked worker of the agent: one request's capture or query
+node/agent.c:start_oom_worker            forked worker of the agent: one OOM kill's capture
 """
 
 

@@ -3,7 +3,8 @@
  * processes adding 500 crashes each lose none; re-adding the same crash never doubles it, and the
  * more complete record stays: a cut-short report neither replaces a complete one nor survives
  * one, the same bundle again is stored again, a report without identity is a recorded failure
- * that changes nothing. */
+ * that changes nothing; each crash keeps its process's uid, and a query for one uid sees only
+ * that uid's crashes. */
 #include "kb.h"
 #include "query.h"
 
@@ -133,6 +134,59 @@ static int writer(const char *path, int w, int n)
     }
     kb_close(db);
     return bad != 0;
+}
+
+/* 5. whose crash it is (schema 5): each record keeps the process's uid, and a query for one uid
+ * (the agent's answer to a user) sees that uid's crashes only; a row without a uid is nobody's. */
+static void test_uids(const char *dir)
+{
+    char path[256], err[512] = "";
+    snprintf(path, sizeof(path), "%s/uids.sqlite", dir);
+    struct kb *db = NULL;
+    CHECK(kb_open(path, KB_CREATE, &db, err, sizeof(err)) == 0, "uids: a new knowledge base");
+    if (!db)
+        return;
+    const int uids[] = {1000, 1000, 65534, -1};
+    for (int i = 0; i < 4; i++) {
+        char buf[512];
+        snprintf(
+            buf, sizeof(buf),
+            "{\"process\": {\"pid\": %d, \"crashed_tid\": %d%s%d}, \"host\": {\"hostname\": \"u\","
+            " \"time\": %d}, \"signature\": \"sig-%d\", \"fingerprint\": \"fpu\", \"diagnoses\": "
+            "[]}",
+            700 + i, 700 + i, uids[i] >= 0 ? ", \"uid\": " : ", \"nouid\": ", uids[i],
+            1790000000 + i, uids[i]);
+        cJSON *r = cJSON_Parse(buf);
+        struct kb_source src = {"report-json", "/r.json", "00000000000000ff", 1};
+        struct kb_result res;
+        CHECK(r && kb_add_report(db, r, &src, &res, err, sizeof(err)) == 0 &&
+                  res.outcome == KB_ADDED,
+              "uids: crash %d of uid %d added", i, uids[i]);
+        cJSON_Delete(r);
+    }
+    CHECK(scalar(path, "SELECT COUNT(*) FROM crashes WHERE uid = 1000") == 2 &&
+              scalar(path, "SELECT COUNT(*) FROM crashes WHERE uid IS NULL") == 1,
+          "uids: process.uid stored; none without one");
+    cJSON *l = kb_list_crashes(db, 50, 1000, err, sizeof(err));
+    CHECK(cJSON_GetArraySize(l) == 2, "uids: uid 1000 lists its 2 crashes");
+    cJSON_Delete(l);
+    l = kb_list_crashes(db, 50, KB_ANY_UID, err, sizeof(err));
+    CHECK(cJSON_GetArraySize(l) == 4, "uids: KB_ANY_UID lists all 4");
+    cJSON_Delete(l);
+    struct kb_filter f = {"sig", NULL, NULL, NULL, NULL, NULL, 0, 1e18, 50, 65534};
+    l = kb_search_crashes(db, &f, err, sizeof(err));
+    CHECK(cJSON_GetArraySize(l) == 1, "uids: a search by uid 65534 finds its 1 crash only");
+    cJSON_Delete(l);
+    long long other = scalar(path, "SELECT id FROM crashes WHERE uid = 65534");
+    int found = 1;
+    cJSON *c = kb_show_crash(db, other, 1000, &found, err, sizeof(err));
+    CHECK(!c && !found, "uids: uid 1000 cannot show uid 65534's crash");
+    long long mine = scalar(path, "SELECT id FROM crashes WHERE uid = 1000 ORDER BY id LIMIT 1");
+    c = kb_show_crash(db, mine, 1000, &found, err, sizeof(err));
+    CHECK(c && cJSON_GetNumberValue(cJSON_GetObjectItem(c, "seen")) == 2,
+          "uids: it shows its own, seen counting its own crashes of the fingerprint (2, not 4)");
+    cJSON_Delete(c);
+    kb_close(db);
 }
 
 int main(void)
@@ -385,6 +439,7 @@ int main(void)
         kb_close(h);
     }
 
+    test_uids(dir);
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
     if (system(cmd) != 0)
         fprintf(stderr, "cleanup failed\n");
