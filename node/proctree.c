@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <time.h>
@@ -73,6 +75,8 @@ static void proc_free(struct pt_proc *p)
     p->pidfd = -1;
     cJSON_Delete(p->info);
     p->info = NULL;
+    cJSON_Delete(p->gpu);
+    p->gpu = NULL;
 }
 
 void pt_free(struct ptree *t)
@@ -372,6 +376,61 @@ static int pidfd_status(struct ptree *t, struct pt_proc *p)
     return 1;
 }
 
+#define GPU_LOOK_S 1.0   /* how often a live process's descriptors are looked at */
+#define GPU_LOOK_FDS 4096 /* descriptors looked at per look */
+
+/* What GPUs p had (issue 23): its /dev/nvidia* descriptors, looked at every GPU_LOOK_S while it
+ * lives (a process opens its GPUs when CUDA starts, after its exec), kept as process.json's "gpu"
+ * {devices [{path, kind, major, minor}], looks, last_look}: a bundle written after the process
+ * ended then says whether it had a GPU. */
+static void look_gpu(struct pt_proc *p, double now)
+{
+    if (p->gpu_next > now)
+        return;
+    p->gpu_next = now + GPU_LOOK_S;
+    if (!p->gpu && !(p->gpu = cJSON_CreateObject()))
+        return;
+    cJSON *devs = cJSON_GetObjectItemCaseSensitive(p->gpu, "devices");
+    if (!devs)
+        devs = cJSON_AddArrayToObject(p->gpu, "devices");
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/fd", (int)p->pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return;
+    struct dirent *e;
+    int n = 0;
+    while ((e = readdir(d)) && n++ < GPU_LOOK_FDS) {
+        char fp[96], target[256];
+        snprintf(fp, sizeof(fp), "%s/%s", path, e->d_name);
+        ssize_t l = readlink(fp, target, sizeof(target) - 1);
+        struct stat st;
+        if (l <= 11 || (target[l] = 0, strncmp(target, "/dev/nvidia", 11)) || stat(fp, &st) ||
+            !S_ISCHR(st.st_mode))
+            continue;
+        const cJSON *x;
+        int seen = 0;
+        cJSON_ArrayForEach(x, devs) seen |= !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(x, "path")), target);
+        if (seen || cJSON_GetArraySize(devs) >= 64)
+            continue;
+        unsigned maj = major(st.st_rdev), min = minor(st.st_rdev);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "path", target);
+        cJSON_AddStringToObject(o, "kind", maj != 195 ? "other" : min == 255 ? "nvidiactl" : min == 254 ? "nvidia-modeset" : "gpu");
+        cJSON_AddNumberToObject(o, "major", maj);
+        cJSON_AddNumberToObject(o, "minor", min);
+        cJSON_AddItemToArray(devs, o);
+    }
+    closedir(d);
+    cJSON *lk = cJSON_GetObjectItemCaseSensitive(p->gpu, "looks");
+    if (lk)
+        cJSON_SetNumberValue(lk, lk->valuedouble + 1);
+    else
+        cJSON_AddNumberToObject(p->gpu, "looks", 1);
+    cJSON_DeleteItemFromObjectCaseSensitive(p->gpu, "last_look");
+    cJSON_AddNumberToObject(p->gpu, "last_look", now);
+}
+
 void pt_scan(struct ptree *t)
 {
     scan_children(t, t->self);
@@ -393,6 +452,7 @@ void pt_scan(struct ptree *t)
             continue;
         scan_children(t, p->pid);
         p = &t->p[i]; /* the array may have moved */
+        look_gpu(p, now_wall());
         /* an exec since the last look: a new exe */
         char path[64], exe[512];
         snprintf(path, sizeof(path), "/proc/%d/exe", (int)p->pid);

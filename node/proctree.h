@@ -43,6 +43,8 @@ struct pt_proc {
     char comm[64];
     char exe[512];
     cJSON *info; /* process.json */
+    cJSON *gpu;  /* its /dev/nvidia* descriptors, looked at while it lived (process.json "gpu") */
+    double gpu_next; /* the next look (wall clock) */
 };
 
 struct ptree {

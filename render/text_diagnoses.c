@@ -5,6 +5,27 @@
 #include "jpath.h"
 #include "utf8.h"
 
+/* The rules of the same cause merged into diagnosis d (its "rules" after the first), if any. */
+static void merged_rules(FILE *out, const cJSON *d)
+{
+    const cJSON *rl = cJSON_GetObjectItem(d, "rules"), *x;
+    if (cJSON_GetArraySize(rl) < 2)
+        return;
+    fputs(cJSON_GetArraySize(rl) > 2 ? "     also rules" : "     also rule", out);
+    int k = 0;
+    cJSON_ArrayForEach(x, rl) if (k++ && cJSON_IsString(x))
+    {
+        fputs(k > 2 ? ", " : " ", out);
+        cp_text_put(out, x->valuestring);
+    }
+    fputs(" (the same cause", out);
+    if (cp_jstr(d, "cause")) {
+        fputs(": ", out);
+        cp_text_put(out, cp_jstr(d, "cause"));
+    }
+    fputs(")\n", out);
+}
+
 void render_text_diagnoses(FILE *out, const cJSON *report)
 {
     const cJSON *ds = cJSON_GetObjectItemCaseSensitive(report, "diagnoses"), *d;
@@ -40,6 +61,7 @@ void render_text_diagnoses(FILE *out, const cJSON *report)
             cp_text_put(out, cp_jstr(d, "confidence_note"));
             fputc('\n', out);
         }
+        merged_rules(out, d);
         const char *co = cp_jstr(d, "consequence_of");
         if (co) {
             fputs("     likely a consequence of ", out);

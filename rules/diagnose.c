@@ -234,6 +234,98 @@ static int link_causes(struct matches *m)
     return 0;
 }
 
+/* Appends to the string array `to` each string of `from` it does not hold yet. */
+static void union_strings(cJSON *to, const cJSON *from)
+{
+    const cJSON *e;
+    cJSON_ArrayForEach(e, from) if (cJSON_IsString(e) && !listed(to, e->valuestring))
+        cJSON_AddItemToArray(to, cJSON_CreateString(e->valuestring));
+}
+
+/* Whether match j ranks before match i as the entry of their common cause: higher confidence
+ * (after its cap), then a root cause before a consequence, then rule id. */
+static int better_entry(const struct matches *m, int j, int i)
+{
+    double cj = cp_jnum_or(m->d[j], "confidence", 0), ci = cp_jnum_or(m->d[i], "confidence", 0);
+    if (cj != ci)
+        return cj > ci;
+    int kj = cJSON_IsString(cJSON_GetObjectItem(m->d[j], "consequence_of"));
+    int ki = cJSON_IsString(cJSON_GetObjectItem(m->d[i], "consequence_of"));
+    if (kj != ki)
+        return ki;
+    return strcmp(cp_jstr(m->src[j], "id"), cp_jstr(m->src[i], "id")) < 0;
+}
+
+/* Folds match i into the entry e of its cause: its evidence, actions and references that e does
+ * not have yet, its rule id, and its root-cause standing (e is a consequence only when every
+ * rule of the cause is one). */
+static void fold_into(struct matches *m, int e, int i)
+{
+    cJSON *de = m->d[e], *di = m->d[i];
+    union_strings(cJSON_GetObjectItem(de, "evidence"), cJSON_GetObjectItem(di, "evidence"));
+    union_strings(cJSON_GetObjectItem(de, "actions"), cJSON_GetObjectItem(di, "actions"));
+    union_strings(cJSON_GetObjectItem(de, "references"), cJSON_GetObjectItem(di, "references"));
+    cJSON_AddItemToArray(cJSON_GetObjectItem(de, "rules"),
+                         cJSON_CreateString(cp_jstr(m->src[i], "id")));
+    if (!cJSON_IsString(cJSON_GetObjectItem(di, "consequence_of")))
+        cJSON_ReplaceItemInObject(de, "consequence_of", cJSON_CreateNull());
+}
+
+/* One diagnosis per cause (issue 23): the matched rules that name the same "cause" (python-cuda-oom
+ * and cuda-oom both reach "cuda_oom") become one entry, the best-ranked one's (better_entry), that
+ * keeps every piece of their evidence once, the union of their actions and references, and lists
+ * every rule in "rules". A diagnosis that named a folded rule as its cause names the entry. */
+static void merge_causes(struct matches *m, const cJSON *report)
+{
+    for (int i = 0; i < m->n; i++) {
+        cJSON *rules = cJSON_AddArrayToObject(m->d[i], "rules");
+        cJSON_AddItemToArray(rules, cJSON_CreateString(cp_jstr(m->src[i], "id")));
+        const char *c = cp_jstr(m->src[i], "cause");
+        if (c)
+            cJSON_AddStringToObject(m->d[i], "cause", c);
+    }
+    for (int i = 0; i < m->n; i++) {
+        const char *c = cp_jstr(m->src[i], "cause");
+        if (!c || !m->d[i])
+            continue;
+        int e = i; /* the entry of this cause: the best of its matches */
+        for (int j = 0; j < m->n; j++)
+            if (j != i && m->d[j] && cp_jstr(m->src[j], "cause") &&
+                !strcmp(cp_jstr(m->src[j], "cause"), c) && better_entry(m, j, e))
+                e = j;
+        for (int j = 0; j < m->n; j++) {
+            if (j == e || !m->d[j] || !cp_jstr(m->src[j], "cause") ||
+                strcmp(cp_jstr(m->src[j], "cause"), c))
+                continue;
+            fold_into(m, e, j);
+            const char *gone = cp_jstr(m->src[j], "id");
+            for (int k = 0; k < m->n; k++) { /* "a consequence of" the folded rule: of the entry */
+                const char *co = m->d[k] ? cp_jstr(m->d[k], "consequence_of") : NULL;
+                if (k != j && k != e && co && !strcmp(co, gone))
+                    cJSON_ReplaceItemInObject(m->d[k], "consequence_of",
+                                              cJSON_CreateString(cp_jstr(m->src[e], "id")));
+            }
+            cJSON_Delete(m->d[j]);
+            m->d[j] = NULL;
+        }
+        const char *own = cp_jstr(m->d[e], "consequence_of"); /* never a consequence of itself */
+        if (own && listed(cJSON_GetObjectItem(m->d[e], "rules"), own))
+            cJSON_ReplaceItemInObject(m->d[e], "consequence_of", cJSON_CreateNull());
+        cJSON_DeleteItemFromObjectCaseSensitive(m->d[e], "evidence_fields");
+        cJSON *ef = evidence_fields(report, cJSON_GetObjectItem(m->d[e], "evidence"));
+        if (ef)
+            cJSON_AddItemToObject(m->d[e], "evidence_fields", ef);
+    }
+    int n = 0; /* the folded ones out */
+    for (int i = 0; i < m->n; i++)
+        if (m->d[i]) {
+            m->src[n] = m->src[i];
+            m->capped[n] = m->capped[i];
+            m->d[n++] = m->d[i];
+        }
+    m->n = n;
+}
+
 int rules_diagnose(struct rulebase *rb, cJSON *report, char *err, size_t errlen)
 {
     cJSON_DeleteItemFromObjectCaseSensitive(report, "diagnoses");
@@ -247,6 +339,7 @@ int rules_diagnose(struct rulebase *rb, cJSON *report, char *err, size_t errlen)
         cp_errmsg(err, errlen, "out of memory");
         return -1;
     }
+    merge_causes(&m, report);
     qsort(m.d, (size_t)m.n, sizeof(*m.d), by_rank);
     for (int i = 0; i < m.n; i++)
         cJSON_AddItemToArray(out, m.d[i]);

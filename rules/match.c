@@ -265,11 +265,11 @@ static int leaf_py_exception(struct ctx *c, const cJSON *v, cJSON *ev)
             char *nl = strchr(first, '\n');
             if (nl)
                 *nl = 0;
-            ev_add(ev, "Python exception%s%s%s %s%s%s%s: %s",
-                   rel && strcmp(rel, "raised") ? " (" : "",
+            /* one line per exception, whichever name of its MRO matched: two conditions that
+             * match it (its type, RuntimeError and its message) give the same line, kept once */
+            ev_add(ev, "Python exception%s%s%s %s: %s", rel && strcmp(rel, "raised") ? " (" : "",
                    rel && strcmp(rel, "raised") ? rel : "", rel && strcmp(rel, "raised") ? ")" : "",
-                   nz(type), via && strcmp(via, type) ? " (a " : "",
-                   via && strcmp(via, type) ? via : "", via && strcmp(via, type) ? ")" : "", first);
+                   nz(type), first);
         }
     }
     return hits > 0;
@@ -735,6 +735,98 @@ static int leaf_gpu_history(struct ctx *c, const cJSON *v, cJSON *ev)
     return hits > 0;
 }
 
+/* The name a hang record gives a lock: its symbol (a global mutex, a Python variable), else its
+ * address. */
+static const char *lock_name(const cJSON *o, const char *sym, const char *addr)
+{
+    return cp_jstr_at(o, sym) ? cp_jstr_at(o, sym) : nz(cp_jstr_at(o, addr));
+}
+
+#define DEADLOCK_EVIDENCE 8
+
+/* deadlock: {lock: "pthread_mutex"|"threading.RLock"|"mixed" or a list} over hang.deadlocks[]
+ * (analyze/hang/hang.c): a cycle in the waits-for graph, proved from the locks' owners. The
+ * evidence names each thread, the lock it holds, the lock it waits for and its holder, and where
+ * it waits (frame and source line). */
+static int leaf_deadlock(struct ctx *c, const cJSON *v, cJSON *ev)
+{
+    const cJSON *kinds = cp_jpath(v, "lock");
+    int hits = 0, shown = 0;
+    const cJSON *d, *t;
+    cJSON_ArrayForEach(d, cp_jpath(c->r, "hang.deadlocks"))
+    {
+        const char *kind = cp_jstr_at(d, "lock");
+        if (kinds && !in_list(kinds, kind ? kind : "pthread_mutex"))
+            continue;
+        hits++;
+        cJSON_ArrayForEach(t, cp_jpath(d, "threads"))
+        {
+            if (shown++ >= DEADLOCK_EVIDENCE)
+                break;
+            double tid = 0, owner = 0;
+            cp_jnum_at(t, "tid", &tid);
+            cp_jnum_at(t, "owner_tid", &owner);
+            char holds[200] = "";
+            const cJSON *h;
+            cJSON_ArrayForEach(h, cp_jpath(t, "holds"))
+            {
+                size_t l = strlen(holds);
+                snprintf(holds + l, sizeof(holds) - l, "%s%s", l ? ", " : "",
+                         lock_name(h, "symbol", "mutex"));
+            }
+            const char *lt = cp_jstr_at(t, "lock_type");
+            ev_add(ev, "deadlock: thread %.0f (%s) holds %s, waits for %s%s%s held by thread %.0f, in %s",
+                   tid, nz(cp_jstr_at(t, "name")), holds[0] ? holds : "?",
+                   lt && strcmp(lt, "pthread_mutex") ? lt : "mutex", " ",
+                   lock_name(t, "waits_for_mutex_symbol", "waits_for_mutex"), owner,
+                   nz(cp_jstr_at(t, "blocked_in")));
+        }
+    }
+    return hits > 0;
+}
+
+/* lock_wait: {type: name or list (pthread_mutex, threading.Lock, threading.RLock), owner:
+ * "known"|"unknown"|"any", min_threads: N} over threads[].hang_state: at least N threads wait for
+ * a lock the hang analysis identified (a Python Lock's holder is never recorded: owner unknown).
+ * The evidence names each thread, the lock it waits for and where. */
+static int leaf_lock_wait(struct ctx *c, const cJSON *v, cJSON *ev)
+{
+    const cJSON *types = cp_jpath(v, "type");
+    const char *owner = cp_jstr_at(v, "owner");
+    double minth = 1;
+    cp_jnum_at(v, "min_threads", &minth);
+    int hits = 0;
+    const cJSON *t;
+    cJSON_ArrayForEach(t, cp_jpath(c->r, "threads"))
+    {
+        const cJSON *hs = cp_jpath(t, "hang_state");
+        const char *lt = cp_jstr_at(hs, "lock_type");
+        if (!lt || !cp_jstr_at(hs, "mutex") || (types && !in_list(types, lt)))
+            continue;
+        int known = cJSON_IsNumber(cp_jpath(hs, "mutex_owner"));
+        if (owner && ((!strcmp(owner, "known") && !known) || (!strcmp(owner, "unknown") && known)))
+            continue;
+        if (hits++ >= EVIDENCE_PER_LEAF)
+            continue;
+        double tid = 0;
+        cp_jnum_at(t, "tid", &tid);
+        const char *pn = cp_jstr_at(t, "python.name");
+        const cJSON *pf = cJSON_GetArrayItem(cp_jpath(t, "python_frames"), 0);
+        double line = -1;
+        cp_jnum_at(pf, "line", &line);
+        const char *file = cp_jstr_at(pf, "file"), *base = file ? strrchr(file, '/') : NULL;
+        char where[300] = "";
+        if (pf)
+            snprintf(where, sizeof(where), ", in %s (%s:%.0f)", nz(cp_jstr_at(pf, "function")),
+                     base ? base + 1 : nz(file), line);
+        const char *note = cp_jstr_at(hs, "lock_owner_note");
+        ev_add(ev, "thread %.0f (%s) waits for %s %s (%s)%s%s%s", tid,
+               nz(pn ? pn : cp_jstr_at(t, "name")), lt, lock_name(hs, "mutex_symbol", "mutex"),
+               nz(cp_jstr_at(hs, "mutex")), where, note ? "; " : "", note ? note : "");
+    }
+    return hits >= (minth < 1 ? 1 : minth);
+}
+
 /* ---- the table of leaves ---- */
 
 /* The shapes a leaf's value takes (rule_leaf_check): error messages name the leaf. */
@@ -859,6 +951,8 @@ static const struct leaf leaves[] = {
     {"death", leaf_death, check_death},
     {"oom_kill", leaf_oom_kill, check_object},
     {"gpu_history", leaf_gpu_history, check_object},
+    {"deadlock", leaf_deadlock, check_object},
+    {"lock_wait", leaf_lock_wait, check_object},
 };
 
 static const struct leaf *leaf_of(const char *key)

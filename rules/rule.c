@@ -116,6 +116,15 @@ int rule_validate(const cJSON *rule, char *err, size_t errlen)
         cp_errmsg(err, errlen, "%s: \"explains\" must be an array of rule ids or categories", id);
         return -1;
     }
+    const cJSON *cause = cJSON_GetObjectItemCaseSensitive(rule, "cause");
+    if (cause &&
+        (!cJSON_IsString(cause) || !cause->valuestring[0] || strlen(cause->valuestring) > 64 ||
+         strspn(cause->valuestring, "abcdefghijklmnopqrstuvwxyz0123456789_.-") !=
+             strlen(cause->valuestring))) {
+        cp_errmsg(err, errlen, "%s: \"cause\" must be a name of [a-z0-9_.-], at most 64 characters",
+                  id);
+        return -1;
+    }
     const cJSON *when = cJSON_GetObjectItemCaseSensitive(rule, "when");
     if (!when) {
         cp_errmsg(err, errlen, "%s: missing \"when\" (the condition)", id);

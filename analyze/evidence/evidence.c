@@ -22,6 +22,7 @@
 #define LOG_TAIL_MAX (16u << 20)
 #define OUTPUT_MEMBER "output.txt" /* the output tail a supervisor forwarded (issue 13) */
 #define MAX_OWN_GPUS 64
+#define MAX_OWN_TIDS 256
 #define MAX_LOG_ERRORS 200
 #define MAX_XIDS 1000
 #define BUSLOST_DEDUP_S 60.0 /* an implied Xid 79 this close after an explicit one is the same event */
@@ -36,6 +37,9 @@ struct own {
     int nuuid;
     double pids[16]; /* process.pid and its NSpid values: kernel-log pids are the host's */
     int npids;
+    double tids[MAX_OWN_TIDS]; /* its threads (proc/threads.json: the host's tids) */
+    int ntids;
+    double start; /* the process's start (wall clock), -1: unknown */
 };
 
 static void own_add(struct own *o, const char *pci)
@@ -78,6 +82,15 @@ static int own_pid(const struct own *o, double pid)
         if (o->pids[i] == pid)
             return 1;
     return 0;
+}
+
+/* The pid a kernel line names is this process or one of its threads. */
+static int own_pid_or_tid(const struct own *o, double pid)
+{
+    for (int i = 0; i < o->ntids; i++)
+        if (o->tids[i] == pid)
+            return 1;
+    return own_pid(o, pid);
 }
 
 static cJSON *read_json_member(struct bundle *b, const char *name)
@@ -204,7 +217,37 @@ static int own_cvd_uuids(struct own *own, const cJSON *gpus, const char *cvd)
     return cvd_uuids;
 }
 
-static void own_from_gpu_json(struct bundle *b, struct own *own)
+/* The GPUs a supervisor saw the process use while it lived (crashpack run's process.json "gpu":
+ * its /dev/nvidia* descriptors, looked at while it ran), for a bundle written after it ended:
+ * each GPU device's minor mapped to its PCI address through gpu.json's gpus[]. */
+static void own_recorded_gpus(struct own *own, const cJSON *gpus, const cJSON *rec,
+                              struct gpu_open *c)
+{
+    const cJSON *e, *g;
+    cJSON_ArrayForEach(e, cp_jkey(rec, "devices"))
+    {
+        const char *k = cp_jstr(e, "kind");
+        double minor = -1, gm = -2;
+        c->nv_open++;
+        if (!k || strcmp(k, "gpu") || !cp_jnum(e, "minor", &minor))
+            continue;
+        c->gpu_open++;
+        cJSON_ArrayForEach(g, gpus)
+        {
+            char pci[32];
+            const char *p = cp_jstr(g, "pci");
+            if (cp_jnum(g, "minor", &gm) && gm == minor && p &&
+                kline_pci_normalize(p, pci, sizeof(pci)) == 0) {
+                own_add(own, pci);
+                c->mapped++;
+                if (cp_jstr(g, "uuid"))
+                    own_add_uuid(own, cp_jstr(g, "uuid"));
+            }
+        }
+    }
+}
+
+static void own_from_gpu_json(struct bundle *b, struct own *own, const cJSON *pj)
 {
     cJSON *g = read_json_member(b, "gpu.json");
     if (!g) {
@@ -216,9 +259,21 @@ static void own_from_gpu_json(struct bundle *b, struct own *own)
     }
     const cJSON *gpus = cp_jkey(g, "gpus");
     const cJSON *pdev = cp_jkey(g, "process_devices");
+    /* the supervisor's record when the process is gone: only when it looked at least once */
+    const cJSON *rec = cp_jkey(pj, "gpu");
+    double looks = 0;
+    int recorded = !cJSON_IsArray(pdev) && cJSON_IsArray(cp_jkey(rec, "devices")) &&
+                   cp_jnum(rec, "looks", &looks) && looks >= 1;
     struct gpu_open c = {0, 0, 0};
-    own_open_gpus(own, gpus, pdev, &c);
+    if (recorded) {
+        own_recorded_gpus(own, gpus, rec, &c);
+        pdev = cp_jkey(rec, "devices");
+    } else {
+        own_open_gpus(own, gpus, pdev, &c);
+    }
     const char *cvd = cp_jstr(g, "cuda_visible_devices");
+    if (!cvd && recorded) /* the process's environment as the supervisor recorded it */
+        cvd = cp_jstr(cp_jkey(pj, "environ"), "CUDA_VISIBLE_DEVICES");
     int cvd_uuids = own_cvd_uuids(own, gpus, cvd);
     int driver = cJSON_IsTrue(cp_jkey(cp_jkey(g, "driver"), "present"));
     if (!cJSON_IsArray(pdev)) {
@@ -234,10 +289,11 @@ static void own_from_gpu_json(struct bundle *b, struct own *own)
     } else {
         own->known = 1;
         if (!c.nv_open && !cvd_uuids &&
-            (!driver || cJSON_GetArraySize(gpus) == 0 || cvd_none(cvd))) {
+            (!driver || cJSON_GetArraySize(gpus) == 0 || cvd_none(cvd) || recorded)) {
             own->none = 1;
             snprintf(own->why, sizeof(own->why),
-                     "the process opened no /dev/nvidia* and none is visible to it%s",
+                     "the process opened no /dev/nvidia*%s and none is visible to it%s",
+                     recorded ? " while crashpack run watched it" : "",
                      !driver ? " (no NVIDIA driver on this host)" : "");
         } else if (!c.gpu_open && !cvd_uuids) {
             snprintf(own->why, sizeof(own->why), "the process opened no /dev/nvidia<N>");
@@ -442,7 +498,7 @@ static cJSON *xid_object(const struct kline_xid *ev, double t, int have_t, const
         cJSON_AddStringToObject(o, "mnemonic", cp_jstr(e, "mnemonic"));
     (void)pid;
     (void)have_pid;
-    int opid = ev->has_pid && own_pid(own, (double)ev->pid);
+    int opid = ev->has_pid && own_pid_or_tid(own, (double)ev->pid);
     int ogpu = -1; /* unknown */
     if (ev->pci[0] && (own->known || own->n))
         ogpu = own_has(own, ev->pci);
@@ -710,8 +766,8 @@ static void xids_by_time(cJSON *xids)
     cJSON_ArrayForEach(x, xids) cJSON_DeleteItemFromObjectCaseSensitive(x, "_seq");
 }
 
-static void add_kmsg(cJSON *r, struct bundle *b, const cJSON *cat, double pid, int have_pid,
-                     const struct own *own)
+static void add_kmsg(cJSON *r, struct bundle *b, const cJSON *k, const cJSON *cat, double pid,
+                     int have_pid, const struct own *own)
 {
     cJSON *kl = obj(r, "kernel_log");
     add_node_events(kl, b);
@@ -723,7 +779,6 @@ static void add_kmsg(cJSON *r, struct bundle *b, const cJSON *cat, double pid, i
     cp_json_set(kl, "oom_kills", kills);
     struct oom_state ost;
     memset(&ost, 0, sizeof(ost));
-    cJSON *k = read_json_member(b, "kmsg.json");
     if (!k) {
         cp_json_set(kl, "error", cJSON_CreateString(bundle_find(b, "kmsg.json")
                                                 ? "kmsg.json unreadable"
@@ -762,7 +817,6 @@ static void add_kmsg(cJSON *r, struct bundle *b, const cJSON *cat, double pid, i
             n++;
         }
     }
-    cJSON_Delete(k);
     oom_finish(kills, r, pid, have_pid, own);
     xids_by_time(xids);
     cp_json_set(gpu, "xid", xids);
@@ -1201,6 +1255,84 @@ static void add_env(cJSON *r, struct bundle *b)
     cJSON_Delete(j);
 }
 
+/* The process's threads (proc/threads.json: the host's tids): a kernel line naming one of them
+ * names the process. */
+static void own_tids(struct bundle *b, struct own *own)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    cJSON *j = NULL;
+    if (bundle_find(b, "proc/threads.json") &&
+        bundle_read_all(b, "proc/threads.json", JSON_MEMBER_MAX, &buf, &len) == BUNDLE_OK)
+        j = cJSON_ParseWithLength(buf, len);
+    free(buf);
+    const cJSON *t;
+    cJSON_ArrayForEach(t, j)
+    {
+        double tid;
+        if (own->ntids < MAX_OWN_TIDS && cp_jnum(t, "tid", &tid) && tid > 0)
+            own->tids[own->ntids++] = tid;
+    }
+    cJSON_Delete(j);
+}
+
+/* The process's start: the kernel log's window (the handler read /proc/<pid>/stat), else what
+ * the supervisor recorded (its first sight of the process). */
+static void own_start(const cJSON *km, const cJSON *pj, struct own *own)
+{
+    own->start = -1;
+    if (!cp_jnum(cp_jkey(km, "window"), "process_start", &own->start))
+        cp_jnum(pj, "first_seen", &own->start);
+}
+
+/* A kernel line logged after the process started that names it (its pid, a thread) ties that GPU
+ * to it, whatever /dev/nvidia* shows (issue 23: an Xid 79 with pid=<this process> is its GPU
+ * falling off the bus, not a neighbour's). */
+static void own_from_xid_pids(const cJSON *km, struct own *own)
+{
+    struct kline_xid_ctx ctx;
+    memset(&ctx, 0, sizeof(ctx));
+    const cJSON *l;
+    int n = 0;
+    cJSON_ArrayForEach(l, cp_jkey(km, "lines"))
+    {
+        const char *text = cp_jstr(l, "text");
+        struct kline_xid ev;
+        double t = 0;
+        if (!text || n++ >= MAX_XIDS * 4 || !kline_xid_parse(&ctx, text, &ev) || !ev.has_pid ||
+            !ev.pci[0] || !own_pid_or_tid(own, (double)ev.pid))
+            continue;
+        if (own->start > 0 && cp_jnum(l, "time", &t) && t < own->start - 1)
+            continue; /* before this process existed: another one had the pid */
+        if (own_has(own, ev.pci))
+            continue;
+        if (!own->n) /* the only way its GPU is known */
+            snprintf(own->why, sizeof(own->why),
+                     "the kernel's Xid line names this process (pid %ld) on %s", (long)ev.pid, ev.pci);
+        own_add(own, ev.pci);
+        own->known = 1;
+        own->none = 0;
+    }
+}
+
+/* process.supervisor: what crashpack run recorded of the process while it lived and when it saw it
+ * end (process.json, a bundle of a death without a core), or null. */
+static void add_supervisor(cJSON *r, const cJSON *pj)
+{
+    const cJSON *end = cp_jkey(pj, "end"), *gpu = cp_jkey(pj, "gpu");
+    if (!cJSON_IsObject(end)) {
+        cp_json_set(obj(r, "process"), "supervisor", cJSON_CreateNull());
+        return;
+    }
+    cJSON *o = cJSON_CreateObject();
+    double t;
+    cJSON_AddItemToObject(o, "end_time", cp_jnum(end, "time", &t) ? cJSON_CreateNumber(t) : cJSON_CreateNull());
+    add_s(o, "end_seen_by", cp_jstr(end, "seen_by"));
+    cJSON_AddItemToObject(o, "gpu_looks", cp_jnum(gpu, "looks", &t) ? cJSON_CreateNumber(t) : cJSON_CreateNull());
+    cJSON_AddNumberToObject(o, "gpu_devices", cJSON_GetArraySize(cp_jkey(gpu, "devices")));
+    cp_json_set(obj(r, "process"), "supervisor", o);
+}
+
 int evidence_add(cJSON *r, struct bundle *b, char *err, size_t errlen)
 {
     int rc = 0;
@@ -1221,12 +1353,20 @@ int evidence_add(cJSON *r, struct bundle *b, char *err, size_t errlen)
             own.pids[own.npids++] = nsp->valuedouble;
     }
     cJSON_Delete(man);
-    own_from_gpu_json(b, &own);
+    cJSON *pj = bundle_find(b, "process.json") ? read_json_member(b, "process.json") : NULL;
+    cJSON *km = read_json_member(b, "kmsg.json");
+    own_tids(b, &own);
+    own_start(km, pj, &own);
+    own_from_gpu_json(b, &own, pj);
     add_smi(r, b, pid, have_pid, &own);
+    own_from_xid_pids(km, &own);
+    add_supervisor(r, pj);
+    cJSON_Delete(pj);
 
     char e1[512] = "", e2[512] = "";
     cJSON *cat = xid_catalog_load(e1, sizeof(e1));
-    add_kmsg(r, b, cat, pid, have_pid, &own);
+    add_kmsg(r, b, km, cat, pid, have_pid, &own);
+    cJSON_Delete(km);
     cJSON_Delete(cat);
     xid_windows(r, &own);
 

@@ -410,7 +410,7 @@ static void add_wait_mutex(cJSON *o, const struct wait_in *w, const char *state)
     const cJSON *fx = cJSON_GetObjectItemCaseSensitive(w->st, "futex");
     const char *addr = cp_jstr(fx, "addr");
     if (!(addr && (!strcmp(state, "mutex_wait") || !strcmp(state, "condvar_wait") ||
-                   !strcmp(state, "futex_wait")))) {
+                   !strcmp(state, "futex_wait") || !strcmp(state, "python_lock_wait")))) {
         cJSON_AddNullToObject(o, "mutex");
         cJSON_AddNullToObject(o, "mutex_symbol");
         cJSON_AddNullToObject(o, "mutex_owner");
@@ -432,6 +432,10 @@ static void add_wait_mutex(cJSON *o, const struct wait_in *w, const char *state)
         cJSON_AddNumberToObject(o, "mutex_owner", owner);
     else
         cJSON_AddNullToObject(o, "mutex_owner");
+    if (!strcmp(state, "mutex_wait"))
+        cJSON_AddStringToObject(o, "lock_type", "pthread_mutex");
+    else if (!strcmp(state, "python_lock_wait")) /* the semaphore: python_lock_waits below */
+        cJSON_AddStringToObject(o, "futex", addr);
 }
 
 /* The hang_state of thread t (st: its snap.json record, or NULL), or JSON null when nothing tells
@@ -472,8 +476,98 @@ static cJSON *classify(const cJSON *t, const cJSON *st, const struct cp_jindex *
     return o;
 }
 
+/* ---- Python lock waits (issue 23) ---- */
+
+/* Whether lock l is referenced by the innermost frame of thread tid (python.locks[]). */
+static int lock_seen_by(const cJSON *l, double tid)
+{
+    const cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(l, "referenced_by_tids"))
+    {
+        if (cJSON_IsNumber(e) && e->valuedouble == tid)
+            return 1;
+    }
+    return 0;
+}
+
+/* The lock a thread in a Python lock wait waits for (python.locks[], analyze/native/pylocks.h):
+ * the one whose semaphore is the futex word it sleeps on (3.11, 3.12; a snapshot), else the one
+ * held lock its innermost frame references that it does not own itself. *how says which. */
+static const cJSON *waited_lock(const cJSON *locks, const cJSON *hs, double tid, const char **how)
+{
+    const char *fx = cp_jstr(hs, "futex");
+    const cJSON *l, *cand = NULL;
+    int ncand = 0;
+    cJSON_ArrayForEach(l, locks)
+    {
+        const char *sem = cp_jstr(l, "sem");
+        if (fx && sem && hexval(sem) == hexval(fx)) {
+            *how = "futex";
+            return l;
+        }
+    }
+    cJSON_ArrayForEach(l, locks)
+    {
+        double owner = -1;
+        int held = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(l, "locked"));
+        if (!held || !lock_seen_by(l, tid) || (cp_jnum(l, "owner_tid", &owner) && owner == tid))
+            continue;
+        cand = l;
+        ncand++;
+    }
+    *how = "frame";
+    return ncand == 1 ? cand : NULL;
+}
+
+/* Sets the hang_state of each thread waiting in a Python lock from the lock it waits for: mutex
+ * (the lock object), mutex_symbol (its name), lock_type, mutex_owner (an RLock's owner thread:
+ * the waits-for graph then proves a cycle of RLocks as it does one of mutexes) or, for a Lock,
+ * lock_owner_note: CPython records no owner. */
+static void python_lock_waits(cJSON *threads, const cJSON *locks)
+{
+    cJSON *t;
+    cJSON_ArrayForEach(t, threads)
+    {
+        cJSON *hs = cJSON_GetObjectItemCaseSensitive(t, "hang_state");
+        double tid = 0, owner = 0;
+        const char *st = cp_jstr(hs, "state"), *how = NULL;
+        if (!st || strcmp(st, "python_lock_wait") || !cp_jnum(t, "tid", &tid))
+            continue;
+        const cJSON *l = waited_lock(locks, hs, tid, &how);
+        if (!l)
+            continue;
+        const char *type = cp_jstr(l, "type"), *name = cp_jstr(l, "name");
+        int rlock = type && !strcmp(type, "threading.RLock");
+        int owned = rlock && cp_jnum(l, "owner_tid", &owner) && owner != tid;
+        cp_json_set(hs, "mutex", cJSON_CreateString(cp_jstr(l, "addr") ? cp_jstr(l, "addr") : "?"));
+        cp_json_set(hs, "mutex_symbol", name ? cJSON_CreateString(name) : cJSON_CreateNull());
+        cp_json_set(hs, "mutex_owner", owned ? cJSON_CreateNumber(owner) : cJSON_CreateNull());
+        cp_json_set(hs, "lock_type", cJSON_CreateString(type ? type : "?"));
+        cp_json_set(hs, "lock_found_by", cJSON_CreateString(how));
+        char d[400];
+        if (!rlock)
+            cp_json_set(hs, "lock_owner_note",
+                        cJSON_CreateString("CPython records no owner of a threading.Lock"));
+        const char *shown = name ? name : cp_jstr(l, "addr") ? cp_jstr(l, "addr") : "?";
+        if (owned)
+            snprintf(d, sizeof(d), "Python lock wait: %s %s, held by thread %d", type, shown,
+                     (int)owner);
+        else
+            snprintf(d, sizeof(d), "Python lock wait: %s %s%s", type ? type : "lock", shown,
+                     rlock ? "" : " (its holder is not recorded)");
+        cp_json_set(hs, "detail", cJSON_CreateString(d));
+    }
+}
+
 /* At most this many mutexes are listed as held by one thread of a deadlock. */
 #define HOLDS_MAX 64
+
+/* A thread's name: its Python name (threading.Thread.name) when it has one, else the kernel's. */
+static const char *thread_name(const cJSON *t)
+{
+    const char *pn = cp_jstr(cJSON_GetObjectItemCaseSensitive(t, "python"), "name");
+    return pn && pn[0] ? pn : cp_jstr(t, "name") ? cp_jstr(t, "name") : "";
+}
 
 /* waiters: the threads indexed by hang_state.mutex_owner */
 static cJSON *holder_json(const cJSON *t, const cJSON *hs, const struct cp_jindex *waiters)
@@ -482,7 +576,9 @@ static cJSON *holder_json(const cJSON *t, const cJSON *hs, const struct cp_jinde
     cp_jnum(t, "tid", &tid);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "tid", tid);
-    cJSON_AddStringToObject(o, "name", cp_jstr(t, "name") ? cp_jstr(t, "name") : "");
+    cJSON_AddStringToObject(o, "name", thread_name(t));
+    cJSON_AddStringToObject(o, "lock_type", cp_jstr(hs, "lock_type") ? cp_jstr(hs, "lock_type")
+                                                                     : "pthread_mutex");
     cJSON_AddStringToObject(o, "waits_for_mutex", cp_jstr(hs, "mutex"));
     if (cp_jstr(hs, "mutex_symbol"))
         cJSON_AddStringToObject(o, "waits_for_mutex_symbol", cp_jstr(hs, "mutex_symbol"));
@@ -493,8 +589,16 @@ static cJSON *holder_json(const cJSON *t, const cJSON *hs, const struct cp_jinde
     cJSON_AddNumberToObject(o, "owner_tid", owner);
     const cJSON *frames = cJSON_GetObjectItemCaseSensitive(t, "frames");
     const cJSON *uf = user_frame(frames);
+    const cJSON *pf = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(t, "python_frames"), 0);
     char bi[400];
-    if (uf) {
+    if (pf) { /* a Python thread: where its code waits is its innermost Python line */
+        frame_text(pf, bi, sizeof(bi));
+        cJSON_AddStringToObject(o, "blocked_in", bi);
+        if (uf) {
+            frame_text(uf, bi, sizeof(bi));
+            cJSON_AddStringToObject(o, "blocked_in_native", bi);
+        }
+    } else if (uf) {
         frame_text(uf, bi, sizeof(bi));
         cJSON_AddStringToObject(o, "blocked_in", bi);
     } else {
@@ -531,6 +635,15 @@ static cJSON *holder_json(const cJSON *t, const cJSON *hs, const struct cp_jinde
         char ft[400];
         frame_text(f, ft, sizeof(ft));
         cJSON_AddItemToArray(stack, cJSON_CreateString(ft));
+    }
+    if (pf) {
+        cJSON *ps = cJSON_AddArrayToObject(o, "python_stack");
+        cJSON_ArrayForEach(f, cJSON_GetObjectItemCaseSensitive(t, "python_frames"))
+        {
+            char ft[400];
+            frame_text(f, ft, sizeof(ft));
+            cJSON_AddItemToArray(ps, cJSON_CreateString(ft));
+        }
     }
     return o;
 }
@@ -609,8 +722,7 @@ static cJSON *deadlock_json(const struct waits_graph *g, size_t s0)
         double ow = 0;
         cp_jnum(hs, "mutex_owner", &ow);
         int pn = snprintf(part, sizeof(part), "%s thread %d (%s) waits for %s held by thread %d",
-                          v == s0 ? "" : ";", (int)g->byid.e[v].key,
-                          cp_jstr(ct, "name") ? cp_jstr(ct, "name") : "",
+                          v == s0 ? "" : ";", (int)g->byid.e[v].key, thread_name(ct),
                           cp_jstr(hs, "mutex_symbol") ? cp_jstr(hs, "mutex_symbol")
                                                       : cp_jstr(hs, "mutex"),
                           (int)ow);
@@ -622,6 +734,15 @@ static cJSON *deadlock_json(const struct waits_graph *g, size_t s0)
         v = g->next[v];
     } while (v != s0 && v < g->m);
     cJSON_AddStringToObject(d, "summary", summary);
+    /* the kind of lock of the whole cycle: pthread_mutex, threading.RLock, or mixed */
+    const char *kind = NULL;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, dt)
+    {
+        const char *k = cp_jstr(e, "lock_type");
+        kind = !kind ? k : k && strcmp(kind, k) ? "mixed" : kind;
+    }
+    cJSON_AddStringToObject(d, "lock", kind ? kind : "pthread_mutex");
     cJSON_AddItemToObject(d, "threads", dt);
     return d;
 }
@@ -777,6 +898,7 @@ void hang_analyze_json(cJSON *r, const cJSON *snap, const cJSON *fds_json)
     cp_jindex_build(&ix.fds, fds_json, "fd");
     cp_jindex_build(&ix.byid, threads, "tid");
     classify_threads(threads, snap, &ix, states);
+    python_lock_waits(threads, cp_jpath(r, "python.locks"));
     add_unseen_threads(threads, snap, &ix);
     cp_jindex_free(&ix.snapix);
     cp_jindex_free(&ix.snapns);

@@ -9,6 +9,7 @@
 #include "errmsg.h"
 #include "modules.h"
 #include "pylayout.h"
+#include "pylocks.h"
 #include "python310.h"
 #include "python_internal.h"
 #include "unwind.h"
@@ -845,6 +846,8 @@ int python_walk(python_read_fn read, void *ctx, const char *module, uint64_t py_
     }
     st->supported = 1;
     int rc = walk_runtime(&w, st);
+    if (!rc) /* the threading locks the threads reach (issue 23): kept in a snap's slim core too */
+        rc = pylocks_scan(&w, st);
     code_clear(&w.code);
     return rc;
 }
@@ -951,6 +954,7 @@ void python_free(struct py_state *st)
         free(t->name);
     }
     free(st->threads);
+    free(st->locks);
     memset(st, 0, sizeof(*st));
 }
 
@@ -977,6 +981,50 @@ static const struct py_thread *thread_of(const struct py_state *st, uint64_t tst
         if (st->threads[i].tstate == tstate)
             return &st->threads[i];
     return NULL;
+}
+
+/* python.locks[]: {addr, type, name, owner_thread_id, owner_tid, count, locked, sem, seen_by_tids} */
+static cJSON *locks_json(const struct py_state *st)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; i < st->nlocks; i++) {
+        const struct py_lock *l = &st->locks[i];
+        cJSON *o = cJSON_CreateObject();
+        add_hex(o, "addr", l->addr);
+        cJSON_AddStringToObject(o, "type", l->rlock ? "threading.RLock" : "threading.Lock");
+        add_str(o, "name", l->name);
+        const struct py_thread *ow = NULL;
+        for (size_t k = 0; l->rlock && l->owner && l->count && k < st->nthreads && !ow; k++)
+            if (st->threads[k].thread_id == l->owner)
+                ow = &st->threads[k];
+        if (l->rlock && l->owner && l->count)
+            add_hex(o, "owner_thread_id", l->owner);
+        else
+            cJSON_AddNullToObject(o, "owner_thread_id");
+        if (ow && ow->native_tid)
+            cJSON_AddNumberToObject(o, "owner_tid", (double)ow->native_tid);
+        else
+            cJSON_AddNullToObject(o, "owner_tid");
+        if (l->rlock)
+            cJSON_AddNumberToObject(o, "count", (double)l->count);
+        else
+            cJSON_AddNullToObject(o, "count");
+        if (l->locked >= 0)
+            cJSON_AddBoolToObject(o, "locked", l->rlock ? l->count > 0 : l->locked);
+        else
+            cJSON_AddNullToObject(o, "locked");
+        if (l->sem)
+            add_hex(o, "sem", l->sem);
+        else
+            cJSON_AddNullToObject(o, "sem");
+        cJSON *sb = cJSON_AddArrayToObject(o, "referenced_by_tids");
+        for (unsigned k = 0; k < l->nseen; k++)
+            for (size_t t = 0; t < st->nthreads; t++)
+                if (st->threads[t].thread_id == l->seen_by[k] && st->threads[t].native_tid)
+                    cJSON_AddItemToArray(sb, cJSON_CreateNumber((double)st->threads[t].native_tid));
+        cJSON_AddItemToArray(a, o);
+    }
+    return a;
 }
 
 cJSON *python_state_json(const struct py_state *st)
@@ -1011,6 +1059,7 @@ cJSON *python_state_json(const struct py_state *st)
         add_hex(g, "holder_thread_id", h->thread_id);
     else
         cJSON_AddNullToObject(g, "holder_thread_id");
+    cJSON_AddItemToObject(j, "locks", locks_json(st));
     add_str(j, "error", st->error);
     return j;
 }
@@ -1170,5 +1219,10 @@ void python_thread_json(const struct py_state *st, int64_t tid, cJSON *t,
 }
 
 /* python.c's readers, for python310.c (python_internal.h) */
-const struct py_readers py_readers = {rd, rd_ptr, rd_i64, rd_i32, type_is, rd_str, is_str, rd_ulong,
-                                      add_thread};
+static const struct py_layout *walk_layout(struct walk *w)
+{
+    return w->L;
+}
+
+const struct py_readers py_readers = {rd,       rd_ptr,     rd_i64,      rd_i32,   type_is, rd_str,
+                                      is_str,   rd_ulong,   add_thread,  walk_layout, attr_find};

@@ -64,6 +64,7 @@
 
 struct unwind_session;
 struct unwind_stack;
+struct py_lock;
 
 #define PY_MAX_INTERPRETERS 64u
 #define PY_MAX_THREADS 4096u        /* over all interpreters */
@@ -111,6 +112,8 @@ struct py_state {
     uint64_t gil_holder;  /* the holding PyThreadState when locked */
     struct py_thread *threads;
     size_t nthreads;
+    struct py_lock *locks; /* threading locks the threads reach (pylocks.h) */
+    size_t nlocks;
     char error[256];      /* why nothing (or not everything) could be read; "" when fine */
 };
 

@@ -14,6 +14,7 @@
 
 struct walk;
 struct py_state;
+struct py_layout;
 
 struct py_readers {
     /* len bytes at addr: 0, or -1 (addr 0, wrapping, or not in the process) */
@@ -31,6 +32,10 @@ struct py_readers {
     int (*rd_ulong)(struct walk *w, uint64_t obj, uint64_t *out);
     /* appends a zeroed thread to st->threads (capacity *cap, doubled as needed): 0, or -1 */
     int (*add_thread)(struct py_state *st, size_t *cap);
+    /* the walk's layout (pylayout.h), for readers of other objects (pylocks.c) */
+    const struct py_layout *(*layout)(struct walk *w);
+    /* an instance attribute (its __dict__ or managed values): 0, or -1 when not found */
+    int (*attr_find)(struct walk *w, uint64_t obj, const char *key, uint64_t *value);
 };
 
 extern const struct py_readers py_readers;

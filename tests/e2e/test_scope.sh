@@ -9,7 +9,13 @@
 #      CUDA_VISIBLE_DEVICES=GPU-<uuid> and the stub nvidia-smi's process list; a stand-in
 #      /proc/driver/nvidia lists A and B); the stub hangs for A: the bundle has nvidia-smi for B
 #      with its ECC counts, A is recorded as skipped (lost), and the ECC diagnosis is first;
-#   4. a snapshot has no crashed thread; `report` of a deadlock names both threads and both locks.
+#   4. a snapshot has no crashed thread; `report` of a deadlock names both threads and both locks;
+#      the deadlock is diagnosed as one (hang-deadlock, >= 0.9), not a "possible" one;
+#   5. (issue 23) an Xid 79 whose pid= is the crashed process, which opened no /dev/nvidia*: the
+#      line ties that GPU to the process, and the GPU loss ranks first (not capped at 0.25);
+#   6. (issue 23) a CPU-only job under `crashpack run` (no agent: run captures as root) exits 1
+#      after another process's Xid: run recorded its descriptors (no /dev/nvidia*), so the exit
+#      bundle says it used no GPU and no GPU diagnosis reaches 0.3.
 # Every check reads only this test's pids, PCI ids and markers (other tests inject Xids too).
 source "$(dirname "$0")/../lib.sh"
 cp_setup
@@ -83,6 +89,43 @@ check "snap: report's waits-for cycle: $tab waits for lock_b held by $tba, holds
     grep -Eq "^\| $tab .*\| \`lock_b\`.*\| thread $tba \| \`lock_a\` \|" "$T/snap.md"
 check "snap: report's waits-for cycle: $tba waits for lock_a held by $tab, holds lock_b" \
     grep -Eq "^\| $tba .*\| \`lock_a\`.*\| thread $tab \| \`lock_b\` \|" "$T/snap.md"
+check "snap: diagnosis #1 is the proved deadlock at >= 0.9 (hang-deadlock), no \"possible\" one" \
+    [ "$(json "$T/snap.json" "(d['diagnoses'][0]['rule'], d['diagnoses'][0]['confidence'] >= 0.9, [x['rule'] for x in d['diagnoses'] if x['rule'] == 'hang-lock-wait'])")" = "('hang-deadlock', True, [])" ]
+check "snap: the deadlock's evidence names both threads, both locks, the frame and line" \
+    python3 - "$T/snap.json" "$tab" "$tba" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1])); a, b = sys.argv[2], sys.argv[3]
+ev = "\n".join(d["diagnoses"][0]["evidence"])
+assert f"thread {a} (worker-ab) holds lock_a, waits for mutex lock_b held by thread {b}, in take_second (cp-deadlock.c:" in ev, ev
+assert f"thread {b} (worker-ba) holds lock_b, waits for mutex lock_a held by thread {a}, in take_second (cp-deadlock.c:" in ev, ev
+PY
+check "snap: the Markdown's title names the deadlock" grep -q '^# Crash report: .* — Deadlock: threads wait for each other' "$T/snap.md"
+
+# ---- 5. an Xid 79 that names the crashed process, which opened no /dev/nvidia* ----
+/bin/sh -c 'echo $$ > '"$T"'/xpid; echo "NVRM: Xid (PCI:0000:c5:00): 79, pid=$$, name=cp-abort, GPU has fallen off the bus." > /dev/kmsg; exec '"$CP_BIN"'/cp-abort' > /dev/null 2>&1
+XPID=$(cat "$T/xpid")
+crash_bundle ownxid "$XPID"
+check "ownxid: the Xid is the process's (own_pid, scope own, its GPU)" \
+    [ "$(json "$T/ownxid.json" "[(x['own_pid'], x['scope'], x['own_gpu']) for x in d['gpu']['xid'] if x['pid'] == $XPID]")" = "[(True, 'own', True)]" ]
+check "ownxid: gpu.scope knows the GPU from the kernel line" \
+    [ "$(json "$T/ownxid.json" "(d['gpu']['scope']['process_gpus'], d['gpu']['scope']['pci'], 'names this process' in d['gpu']['scope']['reason'])")" = "('known', ['0000:c5:00.0'], True)" ]
+check "ownxid: the GPU loss ranks first, uncapped" \
+    [ "$(json "$T/ownxid.json" "(d['diagnoses'][0]['rule'], d['diagnoses'][0]['confidence'] >= 0.9, 'confidence_note' in d['diagnoses'][0])")" = "('xid-79-fallen-off-bus', True, False)" ]
+
+# ---- 6. a CPU-only job under crashpack run, another process's Xid on the host ----
+echo "NVRM: Xid (PCI:0000:ca:00): 79, pid=$OPID, name=python3, GPU has fallen off the bus." > /dev/kmsg
+printf 'agent_socket = %s/no-agent.sock\n' "$T" >> "$T/conf"
+"$CP_BIN/crashpack" run -c "$T/conf" --job scope-cpu-$$ -- /usr/bin/python3 -c 'import time; time.sleep(2.5); raise SystemExit(1)' > "$T/run6.out" 2>&1
+RB=$(grep -o "bundle $T/bundles/[^ ]*" "$T/run6.out" | head -1 | cut -d' ' -f2)
+check "run: one exit bundle ($RB)" [ -f "$RB" ]
+if [ -f "$RB" ]; then
+    "$CP_BIN/crashpack" analyze --json "$RB" > "$T/run.json" 2> /dev/null
+    check "run: process.json records run's looks at its descriptors, no /dev/nvidia*" \
+        [ "$(cp_member "$RB" process.json | python3 -c 'import json,sys; g=json.load(sys.stdin)["gpu"]; print(g["looks"] >= 1, g["devices"])')" = "True []" ]
+    check "run: the exit bundle says the process used no GPU" \
+        [ "$(json "$T/run.json" "d['gpu']['scope']['process_gpus']")" = none ]
+    no_gpu_diag run
+fi
 
 # ---- 2. Xid 79 on GPU A, an Xid 48 crash on GPU B ----
 if [ ! -e /proc/driver/nvidia ] && mount -t tmpfs -o size=1m,mode=755 crashpack-scope /proc/driver 2>/dev/null; then
