@@ -775,11 +775,13 @@ static int leaf_deadlock(struct ctx *c, const cJSON *v, cJSON *ev)
                          lock_name(h, "symbol", "mutex"));
             }
             const char *lt = cp_jstr_at(t, "lock_type");
-            ev_add(ev, "deadlock: thread %.0f (%s) holds %s, waits for %s%s%s held by thread %.0f, in %s",
-                   tid, nz(cp_jstr_at(t, "name")), holds[0] ? holds : "?",
-                   lt && strcmp(lt, "pthread_mutex") ? lt : "mutex", " ",
-                   lock_name(t, "waits_for_mutex_symbol", "waits_for_mutex"), owner,
-                   nz(cp_jstr_at(t, "blocked_in")));
+            ev_add(
+                ev,
+                "deadlock: thread %.0f (%s) holds %s, waits for %s%s%s held by thread %.0f, in %s",
+                tid, nz(cp_jstr_at(t, "name")), holds[0] ? holds : "?",
+                lt && strcmp(lt, "pthread_mutex") ? lt : "mutex", " ",
+                lock_name(t, "waits_for_mutex_symbol", "waits_for_mutex"), owner,
+                nz(cp_jstr_at(t, "blocked_in")));
         }
     }
     return hits > 0;

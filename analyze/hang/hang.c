@@ -577,8 +577,8 @@ static cJSON *holder_json(const cJSON *t, const cJSON *hs, const struct cp_jinde
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "tid", tid);
     cJSON_AddStringToObject(o, "name", thread_name(t));
-    cJSON_AddStringToObject(o, "lock_type", cp_jstr(hs, "lock_type") ? cp_jstr(hs, "lock_type")
-                                                                     : "pthread_mutex");
+    cJSON_AddStringToObject(o, "lock_type",
+                            cp_jstr(hs, "lock_type") ? cp_jstr(hs, "lock_type") : "pthread_mutex");
     cJSON_AddStringToObject(o, "waits_for_mutex", cp_jstr(hs, "mutex"));
     if (cp_jstr(hs, "mutex_symbol"))
         cJSON_AddStringToObject(o, "waits_for_mutex_symbol", cp_jstr(hs, "mutex_symbol"));

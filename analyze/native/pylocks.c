@@ -27,7 +27,8 @@ static void lock_layout_of(const struct py_layout *L, struct lock_layout *ll)
     ll->sem_pointer = L->ts_cframe != 0;
 }
 
-/* object offsets: PyObject_HEAD is 16 bytes; lock and RLock (pylocks.h); PyCFunctionObject m_self */
+/* object offsets: PyObject_HEAD is 16 bytes; lock and RLock (pylocks.h); PyCFunctionObject m_self
+ */
 #define OFF_LOCK 16
 #define OFF_LOCK_LOCKED 32
 #define OFF_RLOCK_OWNER 24
@@ -170,7 +171,8 @@ static void scan_dict(struct scan *s, uint64_t dict)
         return;
     int general = kind == L->dk_kind_general;
     size_t esz = general ? L->entry_size : L->uentry_size;
-    size_t ko = general ? L->entry_key : L->uentry_key, vo = general ? L->entry_value : L->uentry_value;
+    size_t ko = general ? L->entry_key : L->uentry_key,
+           vo = general ? L->entry_value : L->uentry_value;
     uint64_t entries = keys + L->dk_indices + ((uint64_t)1 << log2ib);
     for (int64_t i = 0; i < n && i < (int64_t)PYLOCKS_DICT && !s->oom; i++) {
         uint64_t k, v;
@@ -187,7 +189,8 @@ static void scan_dict(struct scan *s, uint64_t dict)
 }
 
 /* The local slots of a frame (arguments, locals, cells, then the value stack; PYLOCKS_SLOTS at
- * most: a slot past the stack's top may hold a stale value, which only names a lock that exists). */
+ * most: a slot past the stack's top may hold a stale value, which only names a lock that exists).
+ */
 static void scan_slots(struct scan *s, uint64_t frame, uint64_t ident)
 {
     for (unsigned i = 0; i < PYLOCKS_SLOTS && !s->oom; i++) {

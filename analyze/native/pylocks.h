@@ -34,12 +34,12 @@ struct py_state;
 
 struct py_lock {
     uint64_t addr;
-    int rlock;          /* 1 threading.RLock (_thread.RLock), 0 threading.Lock (_thread.lock) */
-    char name[96];      /* the global or local name it was found under; "" when none */
-    uint64_t owner;     /* RLock: the owner's thread ident (pthread_t), 0 when free */
-    uint64_t count;     /* RLock: recursion count */
-    int locked;         /* Lock: 1 locked, 0 free, -1 unknown */
-    uint64_t sem;       /* 3.11/3.12: the semaphore (futex word) address; 0 when not known */
+    int rlock;      /* 1 threading.RLock (_thread.RLock), 0 threading.Lock (_thread.lock) */
+    char name[96];  /* the global or local name it was found under; "" when none */
+    uint64_t owner; /* RLock: the owner's thread ident (pthread_t), 0 when free */
+    uint64_t count; /* RLock: recursion count */
+    int locked;     /* Lock: 1 locked, 0 free, -1 unknown */
+    uint64_t sem;   /* 3.11/3.12: the semaphore (futex word) address; 0 when not known */
     uint64_t seen_by[PYLOCKS_SEEN]; /* thread idents whose innermost frame's slots reference it */
     unsigned nseen;
 };

@@ -983,7 +983,8 @@ static const struct py_thread *thread_of(const struct py_state *st, uint64_t tst
     return NULL;
 }
 
-/* python.locks[]: {addr, type, name, owner_thread_id, owner_tid, count, locked, sem, seen_by_tids} */
+/* python.locks[]: {addr, type, name, owner_thread_id, owner_tid, count, locked, sem, seen_by_tids}
+ */
 static cJSON *locks_json(const struct py_state *st)
 {
     cJSON *a = cJSON_CreateArray();
@@ -1224,5 +1225,5 @@ static const struct py_layout *walk_layout(struct walk *w)
     return w->L;
 }
 
-const struct py_readers py_readers = {rd,       rd_ptr,     rd_i64,      rd_i32,   type_is, rd_str,
-                                      is_str,   rd_ulong,   add_thread,  walk_layout, attr_find};
+const struct py_readers py_readers = {rd,     rd_ptr,   rd_i64,     rd_i32,      type_is,  rd_str,
+                                      is_str, rd_ulong, add_thread, walk_layout, attr_find};
