@@ -376,7 +376,7 @@ static int pidfd_status(struct ptree *t, struct pt_proc *p)
     return 1;
 }
 
-#define GPU_LOOK_S 1.0   /* how often a live process's descriptors are looked at */
+#define GPU_LOOK_S 1.0    /* how often a live process's descriptors are looked at */
 #define GPU_LOOK_FDS 4096 /* descriptors looked at per look */
 
 /* What GPUs p had (issue 23): its /dev/nvidia* descriptors, looked at every GPU_LOOK_S while it
@@ -410,13 +410,18 @@ static void look_gpu(struct pt_proc *p, double now)
             continue;
         const cJSON *x;
         int seen = 0;
-        cJSON_ArrayForEach(x, devs) seen |= !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(x, "path")), target);
+        cJSON_ArrayForEach(x, devs) seen |=
+            !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(x, "path")), target);
         if (seen || cJSON_GetArraySize(devs) >= 64)
             continue;
         unsigned maj = major(st.st_rdev), min = minor(st.st_rdev);
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "path", target);
-        cJSON_AddStringToObject(o, "kind", maj != 195 ? "other" : min == 255 ? "nvidiactl" : min == 254 ? "nvidia-modeset" : "gpu");
+        cJSON_AddStringToObject(o, "kind",
+                                maj != 195   ? "other"
+                                : min == 255 ? "nvidiactl"
+                                : min == 254 ? "nvidia-modeset"
+                                             : "gpu");
         cJSON_AddNumberToObject(o, "major", maj);
         cJSON_AddNumberToObject(o, "minor", min);
         cJSON_AddItemToArray(devs, o);

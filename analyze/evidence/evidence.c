@@ -1308,7 +1308,8 @@ static void own_from_xid_pids(const cJSON *km, struct own *own)
             continue;
         if (!own->n) /* the only way its GPU is known */
             snprintf(own->why, sizeof(own->why),
-                     "the kernel's Xid line names this process (pid %ld) on %s", (long)ev.pid, ev.pci);
+                     "the kernel's Xid line names this process (pid %ld) on %s", (long)ev.pid,
+                     ev.pci);
         own_add(own, ev.pci);
         own->known = 1;
         own->none = 0;
@@ -1326,9 +1327,11 @@ static void add_supervisor(cJSON *r, const cJSON *pj)
     }
     cJSON *o = cJSON_CreateObject();
     double t;
-    cJSON_AddItemToObject(o, "end_time", cp_jnum(end, "time", &t) ? cJSON_CreateNumber(t) : cJSON_CreateNull());
+    cJSON_AddItemToObject(o, "end_time",
+                          cp_jnum(end, "time", &t) ? cJSON_CreateNumber(t) : cJSON_CreateNull());
     add_s(o, "end_seen_by", cp_jstr(end, "seen_by"));
-    cJSON_AddItemToObject(o, "gpu_looks", cp_jnum(gpu, "looks", &t) ? cJSON_CreateNumber(t) : cJSON_CreateNull());
+    cJSON_AddItemToObject(o, "gpu_looks",
+                          cp_jnum(gpu, "looks", &t) ? cJSON_CreateNumber(t) : cJSON_CreateNull());
     cJSON_AddNumberToObject(o, "gpu_devices", cJSON_GetArraySize(cp_jkey(gpu, "devices")));
     cp_json_set(obj(r, "process"), "supervisor", o);
 }
