@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "config.h"
 #include "dbagent.h"
+#include "dbjobs.h"
 #include "kbarg.h"
 #include "jpath.h"
 #include "kb.h"
@@ -757,124 +758,7 @@ static int do_groups(void *p)
     return 0;
 }
 
-/* ---- jobs ---- */
-
-struct job_row {
-    long long id;
-    double time;
-    char host[64], title[160], cat[32], rule[64];
-    int rank, victim;
-};
-
-/* Does a crash look like a consequence of another rank's failure? Its top diagnosis says so, or it
- * is in a class that is a victim by nature (a collective timeout or a lost peer), or nothing matched. */
-static int victim(const char *category, const char *consequence_of)
-{
-    if (consequence_of)
-        return 1;
-    if (!category)
-        return 1;
-    return !strcmp(category, "nccl") || !strcmp(category, "advice") || !strcmp(category, "scheduler");
-}
-
-/* One job's rows as an element of crashpack-db-jobs/1's jobs[]. */
-static void job_json(cJSON *jobs, const char *job, const struct job_row *rows, size_t n, size_t first)
-{
-    cJSON *j = cJSON_CreateObject();
-    cJSON_AddStringToObject(j, "job", job);
-    cJSON_AddNumberToObject(j, "count", (double)n);
-    cJSON_AddNumberToObject(j, "first_failure", (double)rows[first].id);
-    cJSON *arr = cJSON_AddArrayToObject(j, "crashes");
-    for (size_t i = 0; i < n; i++) {
-        cJSON *r = cJSON_CreateObject();
-        cJSON_AddNumberToObject(r, "id", (double)rows[i].id);
-        cp_doc_time(r, "time", rows[i].time);
-        cJSON_AddStringToObject(r, "host", rows[i].host);
-        if (rows[i].rank < 0)
-            cJSON_AddNullToObject(r, "rank");
-        else
-            cJSON_AddNumberToObject(r, "rank", rows[i].rank);
-        cJSON_AddStringToObject(r, "role", i == first ? "first" : rows[i].victim ? "consequence" : "other");
-        cp_doc_str(r, "top_diagnosis", rows[i].title[0] ? rows[i].title : NULL);
-        cp_doc_str(r, "category", rows[i].cat[0] ? rows[i].cat : NULL);
-        cp_doc_str(r, "rule", rows[i].rule[0] ? rows[i].rule : NULL);
-        cJSON_AddItemToArray(arr, r);
-    }
-    cJSON_AddItemToArray(jobs, j);
-}
-
-/* Prints one job (or, with `jobs` set, appends it there as JSON). Returns 1 when it has crashes. */
-static int show_job(struct kb *db, const char *job, cJSON *jobs)
-{
-    char err[1024]; /* a failed query lists no crashes */
-    cJSON *crashes = kb_job_crashes(db, job, err, sizeof(err));
-    struct job_row *rows = NULL;
-    size_t n = 0;
-    const cJSON *c;
-    cJSON_ArrayForEach(c, crashes)
-    {
-        struct job_row *nr = realloc(rows, (n + 1) * sizeof(*rows));
-        if (!nr)
-            break;
-        rows = nr;
-        struct job_row *r = &rows[n++];
-        r->id = (long long)cp_jnum_or(c, "id", 0);
-        r->time = cp_jnum_or(c, "time", 0);
-        snprintf(r->host, sizeof(r->host), "%s", cp_jstr_or(c, "host", "?"));
-        r->rank = cJSON_IsNull(cp_jkey(c, "rank")) ? -1 : (int)cp_jnum_or(c, "rank", 0);
-        snprintf(r->title, sizeof(r->title), "%s", cp_jstr_or(c, "top_title", "(no diagnosis)"));
-        snprintf(r->cat, sizeof(r->cat), "%s", cp_jstr_or(c, "top_category", ""));
-        snprintf(r->rule, sizeof(r->rule), "%s", cp_jstr_or(c, "top_rule", ""));
-        r->victim = victim(cp_jstr(c, "top_category"), cp_jstr(c, "top_consequence_of"));
-    }
-    cJSON_Delete(crashes);
-    if (!n) {
-        free(rows);
-        return 0;
-    }
-    /* the first failure: the earliest crash that is not a victim; else the earliest crash */
-    size_t first = 0;
-    for (size_t i = 0; i < n; i++)
-        if (!rows[i].victim) {
-            first = i;
-            break;
-        }
-    if (jobs) {
-        job_json(jobs, job, rows, n, first);
-        free(rows);
-        return 1;
-    }
-    char a[32], b[32];
-    fmt_time(rows[0].time, a, sizeof(a));
-    fmt_time(rows[n - 1].time, b, sizeof(b));
-    fputs("job ", stdout);
-    put(stdout, job, 0);
-    printf(": %zu crash%s, %s .. %s\n", n, n == 1 ? "" : "es", a, b);
-    struct job_row *f = &rows[first];
-    fmt_time(f->time, a, sizeof(a));
-    printf("  first failure: rank %d on ", f->rank);
-    put(stdout, f->host, 0);
-    printf(" at %s (crash %lld): ", a, f->id);
-    put(stdout, f->title[0] ? f->title : "(no diagnosis)", 0);
-    fputc('\n', stdout);
-    size_t cons = 0;
-    for (size_t i = 0; i < n; i++)
-        cons += i != first && rows[i].victim;
-    if (cons)
-        printf("  %zu other failure%s look%s like consequences of it\n", cons, cons == 1 ? "" : "s",
-               cons == 1 ? "s" : "");
-    for (size_t i = 0; i < n; i++) {
-        fmt_time(rows[i].time, a, sizeof(a));
-        printf("  %-5s %-20s rank %-4d crash %-6lld ", i == first ? "FIRST" : rows[i].victim ? "cons." : "",
-               a, rows[i].rank, rows[i].id);
-        put(stdout, rows[i].host, 20);
-        fputs("  ", stdout);
-        put(stdout, rows[i].title[0] ? rows[i].title : "(no diagnosis)", 0);
-        fputc('\n', stdout);
-    }
-    free(rows);
-    return 1;
-}
+/* ---- jobs (db_jobs.c) ---- */
 
 static int do_jobs(void *p)
 {
@@ -887,7 +771,7 @@ static int do_jobs(void *p)
     cJSON *jobs = doc ? cJSON_AddArrayToObject(doc, "jobs") : NULL;
     if (o->nargs) {
         for (int i = 0; i < o->nargs; i++)
-            shown += show_job(db, o->args[i], jobs);
+            shown += db_show_job(db, o->args[i], jobs);
     } else {
         char err[1024];
         cJSON *list = kb_jobs(db, o->limit, err, sizeof(err));
@@ -898,7 +782,7 @@ static int do_jobs(void *p)
             snprintf(job, sizeof(job), "%s", cp_jstr_or(j, "job", ""));
             if (shown && !jobs)
                 fputc('\n', stdout);
-            shown += show_job(db, job, jobs);
+            shown += db_show_job(db, job, jobs);
         }
         cJSON_Delete(list);
     }

@@ -1,6 +1,8 @@
 /* draft.c - `crashpack rules add --from-crash ID`: a rule drafted from a stored crash's facts, for
  * a person to edit. The draft's conditions are the crash kind (or signal), the crashed thread's
- * first frame outside libc, the Xid codes and the log error categories it had; its tests are a
+ * first frame outside libc (a hang, which has no crashed thread: its deadlock and the locks in it,
+ * or the locks its threads wait for, and the frame its waiting threads wait in, in as many
+ * threads), the Xid codes and the log error categories it had; its tests are a
  * positive case made of those facts and a near-miss that changes only the first condition, so a
  * fresh draft already passes `crashpack rules test`. */
 #include "kb_internal.h"
@@ -97,6 +99,91 @@ static void draft_evidence(cJSON *all, cJSON *pos, const cJSON *facts)
     }
 }
 
+/* The positive case's thread i (created up to it). */
+static cJSON *pos_thread(cJSON *pos, int i)
+{
+    cJSON *ths = cJSON_GetObjectItem(pos, "threads");
+    if (!ths)
+        ths = cJSON_AddArrayToObject(pos, "threads");
+    while (cJSON_GetArraySize(ths) <= i) {
+        cJSON *t = cJSON_CreateObject();
+        cJSON_AddNumberToObject(t, "tid", cJSON_GetArraySize(ths) + 1);
+        cJSON_AddItemToArray(ths, t);
+    }
+    return cJSON_GetArrayItem(ths, i);
+}
+
+/* A hang's locks (issue 23): the deadlock's, or those its threads wait for. */
+static void draft_hang_locks(cJSON *all, cJSON *pos, const cJSON *h)
+{
+    const cJSON *dl = cJSON_GetObjectItem(h, "deadlock"), *lw = cJSON_GetObjectItem(h, "lock_wait");
+    const cJSON *locks = cJSON_GetObjectItem(dl ? dl : lw, "locks"), *l;
+    if (dl) {
+        cJSON *c = cJSON_CreateObject(), *d = cJSON_AddObjectToObject(c, "deadlock");
+        if (cJSON_GetArraySize(locks) > 0)
+            cJSON_AddItemToObject(d, "locks", cJSON_Duplicate(locks, 1));
+        cJSON_AddItemToArray(all, c);
+        cJSON *hg = cJSON_AddObjectToObject(pos, "hang"),
+              *ds = cJSON_AddArrayToObject(hg, "deadlocks");
+        cJSON *one = cJSON_CreateObject(), *ts = cJSON_AddArrayToObject(one, "threads");
+        cJSON_AddStringToObject(one, "lock",
+                                cp_jstr_ne(dl, "lock") ? cp_jstr_ne(dl, "lock") : "pthread_mutex");
+        cJSON_ArrayForEach(l, locks)
+        {
+            cJSON *t = cJSON_CreateObject();
+            cJSON_AddNumberToObject(t, "tid", cJSON_GetArraySize(ts) + 1);
+            cJSON_AddStringToObject(t, "waits_for_mutex_symbol", cJSON_GetStringValue(l));
+            cJSON_AddItemToArray(ts, t);
+        }
+        cJSON_AddItemToArray(ds, one);
+    } else if (lw && cp_jstr_ne(lw, "type")) {
+        int n = (int)cp_jnum_or(lw, "threads", 1);
+        cJSON *c = cJSON_CreateObject(), *o = cJSON_AddObjectToObject(c, "lock_wait");
+        cJSON_AddStringToObject(o, "type", cp_jstr_ne(lw, "type"));
+        if (cJSON_GetArraySize(locks) > 0)
+            cJSON_AddItemToObject(o, "lock", cJSON_Duplicate(locks, 1));
+        cJSON_AddNumberToObject(o, "min_threads", n);
+        cJSON_AddItemToArray(all, c);
+        for (int i = 0; i < n; i++) {
+            cJSON *hs = cJSON_AddObjectToObject(pos_thread(pos, i), "hang_state");
+            const char *sym = cJSON_GetStringValue(cJSON_GetArrayItem(
+                locks, i % (cJSON_GetArraySize(locks) ? cJSON_GetArraySize(locks) : 1)));
+            cJSON_AddStringToObject(hs, "lock_type", cp_jstr_ne(lw, "type"));
+            cJSON_AddStringToObject(hs, "mutex", "0x1000");
+            cJSON_AddItemToObject(hs, "mutex_symbol",
+                                  sym ? cJSON_CreateString(sym) : cJSON_CreateNull());
+        }
+    }
+}
+
+/* A hang's waiting frame: the function most of its waiting threads wait in (a Python frame for
+ * Python threads), in at least as many threads as in the crash. */
+static void draft_hang_frame(cJSON *all, cJSON *pos, const cJSON *h)
+{
+    const cJSON *fr = cJSON_GetObjectItem(h, "frame");
+    const char *fn = cp_jstr_ne(fr, "function");
+    if (!fn)
+        return;
+    int py = cJSON_IsTrue(cJSON_GetObjectItem(fr, "python"));
+    int n = (int)cp_jnum_or(fr, "threads", 1);
+    const char *where = cp_jstr_ne(fr, py ? "file" : "module");
+    cJSON *c = cJSON_CreateObject(), *o = cJSON_AddObjectToObject(c, py ? "python_frame" : "frame");
+    cJSON_AddStringToObject(o, "function", fn);
+    if (where)
+        cJSON_AddStringToObject(o, py ? "file" : "module", where);
+    cJSON_AddStringToObject(o, "thread", "any");
+    cJSON_AddNumberToObject(o, "top", py ? 4 : 24);
+    cJSON_AddNumberToObject(o, "min_threads", n < 1 ? 1 : n);
+    cJSON_AddItemToArray(all, c);
+    for (int i = 0; i < (n < 1 ? 1 : n); i++) {
+        cJSON *frs = cJSON_AddArrayToObject(pos_thread(pos, i), py ? "python_frames" : "frames");
+        cJSON *one = cJSON_CreateObject();
+        cJSON_AddStringToObject(one, "function", fn);
+        cJSON_AddStringToObject(one, py ? "file" : "module", where ? where : "");
+        cJSON_AddItemToArray(frs, one);
+    }
+}
+
 /* The near-miss case: the positive case with the first condition's fact changed. */
 static cJSON *draft_near_miss(const cJSON *pos, const cJSON *all)
 {
@@ -171,7 +258,13 @@ cJSON *kb_draft_rule(struct kb *kb, long long id, char *err, size_t errlen)
                           cp_jstr(row, "top_category"));
     cJSON *all = cJSON_CreateArray(), *pos = cJSON_CreateObject();
     draft_kind(all, pos, facts);
-    draft_frame(all, pos, facts);
+    const cJSON *hang = cJSON_GetObjectItem(facts, "hang");
+    if (hang) { /* a hang has no crashed thread: its locks and where its threads wait */
+        draft_hang_locks(all, pos, hang);
+        draft_hang_frame(all, pos, hang);
+    } else {
+        draft_frame(all, pos, facts);
+    }
     draft_evidence(all, pos, facts);
     if (cJSON_GetArraySize(all) == 0) {
         cJSON *c = cJSON_CreateObject();

@@ -28,8 +28,211 @@ static const char *exe_build_id(const cJSON *r)
     return NULL;
 }
 
+#define FACT_PIDS 32
+
+/* Adds pid to the array a unless it is there (at most FACT_PIDS). */
+static void add_pid(cJSON *a, double pid)
+{
+    const cJSON *e;
+    cJSON_ArrayForEach(e, a) if (cJSON_IsNumber(e) && e->valuedouble == pid) return;
+    if (pid > 0 && cJSON_GetArraySize(a) < FACT_PIDS)
+        cJSON_AddItemToArray(a, cJSON_CreateNumber(pid));
+}
+
+/* What orders and links a job's deaths (issue 23, db jobs): the process's pid; when it died, as
+ * precisely as the bundle knows it (the kernel's OOM kill line, sub-second; the supervisor's
+ * observed exit; else the capture's time); and the pids of other processes whose death this
+ * report names as its own cause (the DataLoader workers its error names, the processes the
+ * kernel's OOM killer killed around it). */
+static void facts_death(cJSON *f, const cJSON *r)
+{
+    double pid = -1, t = -1, v;
+    const char *src = NULL, *kind = cp_jstr_ne_at(r, "process.death.kind");
+    if (cp_jnum_at(r, "process.pid", &pid))
+        cJSON_AddNumberToObject(f, "pid", pid);
+    const cJSON *k, *e;
+    cJSON_ArrayForEach(k, cp_jpath(r, "kernel_log.oom_kills"))
+    {
+        if (kind && !strcmp(kind, "oom_kill") && cJSON_IsTrue(cp_jpath(k, "own_pid")) &&
+            cp_jnum_at(k, "time", &v)) {
+            t = v;
+            src = "kernel";
+        }
+    }
+    if (!src && cp_jnum_at(r, "process.supervisor.end_time", &t))
+        src = "supervisor";
+    if (!src && cp_jnum_at(r, "host.time", &t))
+        src = "capture";
+    if (src) {
+        cJSON_AddNumberToObject(f, "death_time", t);
+        cJSON_AddStringToObject(f, "death_time_source", src);
+    }
+    cJSON *np = cJSON_AddArrayToObject(f, "names_pids");
+    cJSON_ArrayForEach(e, cp_jpath(r, "log.errors"))
+    {
+        if (cp_jnum_at(e, "fields.worker_pid", &v))
+            add_pid(np, v);
+        for (const char *q = cp_jstr_ne_at(e, "fields.worker_pids"); q && *q;) {
+            char *end;
+            v = strtod(q, &end);
+            if (end == q)
+                q++;
+            else
+                add_pid(np, v), q = end;
+        }
+    }
+    cJSON_ArrayForEach(e, cp_jpath(r, "exception.chain"))
+    {
+        if (cp_jnum_at(e, "worker.pid", &v))
+            add_pid(np, v);
+    }
+    cJSON_ArrayForEach(k, cp_jpath(r, "kernel_log.oom_kills"))
+    {
+        if (!cJSON_IsTrue(cp_jpath(k, "own_pid")) && !cJSON_IsFalse(cp_jpath(k, "active")) &&
+            cp_jnum_at(k, "pid", &v) && v != pid)
+            add_pid(np, v);
+    }
+}
+
+#define HANG_THREADS 64
+#define HANG_LOCKS 8
+
+/* A hang's threads of interest: those of its first deadlock, else those waiting for an identified
+ * lock, else every thread in a wait (not running, not unknown). Returns how many (tids). */
+static int hang_threads(const cJSON *r, double *tids, cJSON *h)
+{
+    int n = 0;
+    const cJSON *t, *dl = cJSON_GetArrayItem(cp_jpath(r, "hang.deadlocks"), 0);
+    cJSON *locks = cJSON_CreateArray();
+    cJSON_ArrayForEach(t, cp_jpath(dl, "threads"))
+    {
+        const char *sym = cp_jstr_ne_at(t, "waits_for_mutex_symbol");
+        if (n < HANG_THREADS && cp_jnum_at(t, "tid", &tids[n]))
+            n++;
+        if (sym && cJSON_GetArraySize(locks) < HANG_LOCKS)
+            cJSON_AddItemToArray(locks, cJSON_CreateString(sym));
+    }
+    if (n) {
+        cJSON *d = cJSON_AddObjectToObject(h, "deadlock");
+        cJSON_AddStringToObject(
+            d, "lock", cp_jstr_ne_at(dl, "lock") ? cp_jstr_ne_at(dl, "lock") : "pthread_mutex");
+        cJSON_AddItemToObject(d, "locks", locks);
+        return n;
+    }
+    const char *type = NULL;
+    cJSON_ArrayForEach(t, cp_jpath(r, "threads"))
+    {
+        const char *lt = cp_jstr_ne_at(t, "hang_state.lock_type"),
+                   *sym = cp_jstr_ne_at(t, "hang_state.mutex_symbol");
+        if (!lt || (type && strcmp(type, lt)) || n >= HANG_THREADS ||
+            !cp_jnum_at(t, "tid", &tids[n]))
+            continue;
+        type = lt;
+        n++;
+        if (sym && cJSON_GetArraySize(locks) < HANG_LOCKS)
+            cJSON_AddItemToArray(locks, cJSON_CreateString(sym));
+    }
+    if (n) {
+        cJSON *lw = cJSON_AddObjectToObject(h, "lock_wait");
+        cJSON_AddStringToObject(lw, "type", type);
+        cJSON_AddItemToObject(lw, "locks", locks);
+        cJSON_AddNumberToObject(lw, "threads", n);
+        return n;
+    }
+    cJSON_Delete(locks);
+    cJSON_ArrayForEach(t, cp_jpath(r, "threads"))
+    {
+        const char *st = cp_jstr_ne_at(t, "hang_state.state");
+        if (st && strcmp(st, "running") && strcmp(st, "unknown") && n < HANG_THREADS &&
+            cp_jnum_at(t, "tid", &tids[n]))
+            n++;
+    }
+    return n;
+}
+
+/* A Python frame of the standard library (threading.py, queue.py): where every hang waits. */
+static int stdlib_frame(const cJSON *f)
+{
+    const char *file = cp_jstr_ne_at(f, "file");
+    return file && (strstr(file, "/lib/python") || strstr(file, "/lib64/python")) &&
+           !strstr(file, "-packages/");
+}
+
+/* Where a waiting thread's own code waits: its innermost Python frame outside the standard
+ * library (else its innermost), else its first native frame outside the C library and the
+ * threading runtime. */
+static const cJSON *wait_frame(const cJSON *t, int *python)
+{
+    const cJSON *f, *py0 = cJSON_GetArrayItem(cp_jpath(t, "python_frames"), 0);
+    *python = py0 != NULL;
+    cJSON_ArrayForEach(f, cp_jpath(t, "python_frames"))
+    {
+        if (!stdlib_frame(f))
+            return cp_jstr_ne_at(f, "function") ? f : NULL;
+    }
+    if (py0)
+        return cp_jstr_ne_at(py0, "function") ? py0 : NULL;
+    cJSON_ArrayForEach(f, cp_jpath(t, "frames"))
+    {
+        const char *mod = cp_jstr_ne_at(f, "module");
+        if (mod && (!strncmp(mod, "libc.so", 7) || !strncmp(mod, "libpthread", 10) ||
+                    !strncmp(mod, "ld-linux", 8) || !strncmp(mod, "libstdc++", 9)))
+            continue;
+        return cp_jstr_ne_at(f, "function") ? f : NULL;
+    }
+    return NULL;
+}
+
+/* A hang (no crashed thread) for a drafted rule: its deadlock's locks or the locks its threads
+ * wait for, and the frame most of its waiting threads wait in, with how many do. */
+static void facts_hang(cJSON *f, const cJSON *r)
+{
+    const char *kind = cp_jstr_ne_at(r, "crash_kind");
+    if (!kind || strcmp(kind, "hang"))
+        return;
+    cJSON *h = cJSON_AddObjectToObject(f, "hang");
+    double tids[HANG_THREADS];
+    int n = hang_threads(r, tids, h), best = 0;
+    const cJSON *pick = NULL, *t, *u;
+    int pick_py = 0;
+    cJSON_ArrayForEach(t, cp_jpath(r, "threads"))
+    {
+        double tid = -1;
+        int py, in = 0, cnt = 0, py2;
+        cp_jnum_at(t, "tid", &tid);
+        for (int i = 0; i < n; i++)
+            in |= tids[i] == tid;
+        const cJSON *wf = in ? wait_frame(t, &py) : NULL;
+        if (!wf)
+            continue;
+        cJSON_ArrayForEach(u, cp_jpath(r, "threads"))
+        {
+            const cJSON *o = wait_frame(u, &py2);
+            cnt += o && py2 == py &&
+                   !strcmp(cp_jstr_ne_at(o, "function") ? cp_jstr_ne_at(o, "function") : "",
+                           cp_jstr_ne_at(wf, "function") ? cp_jstr_ne_at(wf, "function") : "-");
+        }
+        if (cnt > best) {
+            best = cnt;
+            pick = wf;
+            pick_py = py;
+        }
+    }
+    if (!pick)
+        return;
+    cJSON *fr = cJSON_AddObjectToObject(h, "frame");
+    cJSON_AddStringToObject(fr, "function", cp_jstr_ne_at(pick, "function"));
+    /* its file's or module's name (a glob of a name matches a path's basename) */
+    const char *where = cp_jstr_ne_at(pick, pick_py ? "file" : "module");
+    const char *base = where ? strrchr(where, '/') : NULL;
+    cJSON_AddStringToObject(fr, pick_py ? "file" : "module", base ? base + 1 : where ? where : "");
+    cJSON_AddBoolToObject(fr, "python", pick_py);
+    cJSON_AddNumberToObject(fr, "threads", best);
+}
+
 /* The facts a drafted rule starts from (rules add --from-crash): crash kind, signal, the crashed
- * thread's top frames and Python frames, Xid codes, log error categories and texts. */
+ * thread's top frames and Python frames, Xid codes, log error categories and texts, a hang's
+ * locks and waiting frame (facts_hang); and what orders a job's deaths (facts_death). */
 static char *kb_facts(const cJSON *r)
 {
     cJSON *f = cJSON_CreateObject(), *e;
@@ -96,6 +299,8 @@ static char *kb_facts(const cJSON *r)
     }
     if ((s = cp_jstr_ne_at(r, "cause.abort_message")))
         cJSON_AddStringToObject(f, "abort_message", s);
+    facts_death(f, r);
+    facts_hang(f, r);
     char *out = cJSON_PrintUnformatted(f);
     cJSON_Delete(f);
     return out;

@@ -126,7 +126,7 @@ cJSON *kb_job_crashes(struct kb *kb, const char *job, char *err, size_t errlen)
     const struct sql_arg b[] = {SQL_TEXT_ARG(job)};
     return sql_rows(
         kb->c,
-        "SELECT id, time, host, rank, top_title, top_category, top_consequence_of, top_rule"
+        "SELECT id, time, host, rank, top_title, top_category, top_consequence_of, top_rule, facts"
         " FROM crashes WHERE job = ?1 ORDER BY time, id",
         b, 1, err, errlen);
 }

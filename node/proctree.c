@@ -434,6 +434,8 @@ static void look_gpu(struct pt_proc *p, double now)
         cJSON_AddNumberToObject(p->gpu, "looks", 1);
     cJSON_DeleteItemFromObjectCaseSensitive(p->gpu, "last_look");
     cJSON_AddNumberToObject(p->gpu, "last_look", now);
+    cJSON_DeleteItemFromObjectCaseSensitive(p->info, "gpu"); /* process.json's copy */
+    cJSON_AddItemToObject(p->info, "gpu", cJSON_Duplicate(p->gpu, 1));
 }
 
 void pt_scan(struct ptree *t)
@@ -457,17 +459,19 @@ void pt_scan(struct ptree *t)
             continue;
         scan_children(t, p->pid);
         p = &t->p[i]; /* the array may have moved */
-        look_gpu(p, now_wall());
         /* an exec since the last look: a new exe */
         char path[64], exe[512];
         snprintf(path, sizeof(path), "/proc/%d/exe", (int)p->pid);
         ssize_t el = readlink(path, exe, sizeof(exe) - 1);
         if (el > 0) {
             exe[el] = 0;
-            if (strcmp(exe, p->exe) && !read_stat(p->pid, p->comm, sizeof(p->comm), NULL, NULL,
-                                                  NULL, NULL))
+            if (strcmp(exe, p->exe) &&
+                !read_stat(p->pid, p->comm, sizeof(p->comm), NULL, NULL, NULL, NULL)) {
                 record(t, p);
+                p->gpu_next = 0; /* process.json anew: its GPUs with it */
+            }
         }
+        look_gpu(p, now_wall());
     }
 }
 

@@ -456,8 +456,6 @@ static int report(struct run *r, struct pt_proc *p, const char *kind)
     if (text)
         cp_scrub_text(&r->t.scrub, (uint8_t *)text, tlen);
     cJSON *pj = p->info ? cJSON_Duplicate(p->info, 1) : cJSON_CreateObject();
-    if (p->gpu) /* what GPUs it had (issue 23): the analysis scopes GPU events with it */
-        cJSON_AddItemToObject(pj, "gpu", cJSON_Duplicate(p->gpu, 1));
     cJSON *end = cJSON_AddObjectToObject(pj, "end");
     cJSON_AddStringToObject(end, "kind", kind);
     cJSON_AddNumberToObject(end, "time", p->ended);

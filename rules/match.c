@@ -744,19 +744,44 @@ static const char *lock_name(const cJSON *o, const char *sym, const char *addr)
 
 #define DEADLOCK_EVIDENCE 8
 
-/* deadlock: {lock: "pthread_mutex"|"threading.RLock"|"mixed" or a list} over hang.deadlocks[]
- * (analyze/hang/hang.c): a cycle in the waits-for graph, proved from the locks' owners. The
- * evidence names each thread, the lock it holds, the lock it waits for and its holder, and where
- * it waits (frame and source line). */
+/* Does one of the deadlock's threads wait for the lock named name? */
+static int deadlock_waits_for(const cJSON *d, const char *name)
+{
+    const cJSON *t;
+    cJSON_ArrayForEach(t, cp_jpath(d, "threads"))
+    {
+        const char *sym = cp_jstr_at(t, "waits_for_mutex_symbol");
+        if (name && sym && !strcmp(sym, name))
+            return 1;
+    }
+    return 0;
+}
+
+/* Does the deadlock wait for every lock of want (a name or a list of names)? */
+static int deadlock_locks(const cJSON *d, const cJSON *want)
+{
+    if (cJSON_IsString(want))
+        return deadlock_waits_for(d, want->valuestring);
+    const cJSON *w;
+    cJSON_ArrayForEach(w, want) if (!deadlock_waits_for(d, cJSON_GetStringValue(w))) return 0;
+    return 1;
+}
+
+/* deadlock: {lock: "pthread_mutex"|"threading.RLock"|"mixed" or a list, locks: names} over
+ * hang.deadlocks[] (analyze/hang/hang.c): a cycle in the waits-for graph, proved from the locks'
+ * owners (locks: the cycle waits for each of these, by symbol or Python name). The evidence names
+ * each thread, the lock it holds, the lock it waits for and its holder, and where it waits (frame
+ * and source line). */
 static int leaf_deadlock(struct ctx *c, const cJSON *v, cJSON *ev)
 {
-    const cJSON *kinds = cp_jpath(v, "lock");
+    const cJSON *kinds = cp_jpath(v, "lock"), *names = cp_jpath(v, "locks");
     int hits = 0, shown = 0;
     const cJSON *d, *t;
     cJSON_ArrayForEach(d, cp_jpath(c->r, "hang.deadlocks"))
     {
         const char *kind = cp_jstr_at(d, "lock");
-        if (kinds && !in_list(kinds, kind ? kind : "pthread_mutex"))
+        if ((kinds && !in_list(kinds, kind ? kind : "pthread_mutex")) ||
+            (names && !deadlock_locks(d, names)))
             continue;
         hits++;
         cJSON_ArrayForEach(t, cp_jpath(d, "threads"))
@@ -787,13 +812,14 @@ static int leaf_deadlock(struct ctx *c, const cJSON *v, cJSON *ev)
     return hits > 0;
 }
 
-/* lock_wait: {type: name or list (pthread_mutex, threading.Lock, threading.RLock), owner:
- * "known"|"unknown"|"any", min_threads: N} over threads[].hang_state: at least N threads wait for
- * a lock the hang analysis identified (a Python Lock's holder is never recorded: owner unknown).
- * The evidence names each thread, the lock it waits for and where. */
+/* lock_wait: {type: name or list (pthread_mutex, threading.Lock, threading.RLock), lock: name or
+ * list, owner: "known"|"unknown"|"any", min_threads: N} over threads[].hang_state: at least N
+ * threads wait for a lock the hang analysis identified (by its symbol or Python name: lock; a
+ * Python Lock's holder is never recorded: owner unknown). The evidence names each thread, the
+ * lock it waits for and where. */
 static int leaf_lock_wait(struct ctx *c, const cJSON *v, cJSON *ev)
 {
-    const cJSON *types = cp_jpath(v, "type");
+    const cJSON *types = cp_jpath(v, "type"), *names = cp_jpath(v, "lock");
     const char *owner = cp_jstr_at(v, "owner");
     double minth = 1;
     cp_jnum_at(v, "min_threads", &minth);
@@ -803,7 +829,8 @@ static int leaf_lock_wait(struct ctx *c, const cJSON *v, cJSON *ev)
     {
         const cJSON *hs = cp_jpath(t, "hang_state");
         const char *lt = cp_jstr_at(hs, "lock_type");
-        if (!lt || !cp_jstr_at(hs, "mutex") || (types && !in_list(types, lt)))
+        if (!lt || !cp_jstr_at(hs, "mutex") || (types && !in_list(types, lt)) ||
+            (names && !in_list(names, cp_jstr_at(hs, "mutex_symbol"))))
             continue;
         int known = cJSON_IsNumber(cp_jpath(hs, "mutex_owner"));
         if (owner && ((!strcmp(owner, "known") && !known) || (!strcmp(owner, "unknown") && known)))

@@ -101,6 +101,11 @@ if [ -n "$b" ]; then
         [ "$(json "$T/oom.report.json" '[t["python"]["name"] for t in d["threads"] if "loader" in [f["function"] for f in (t.get("python_frames") or [])]]')" = "['prefetch']" ]
     check "OOM report: the top diagnosis is a GPU out-of-memory" \
         [ "$(json "$T/oom.report.json" 'd["diagnoses"][0]["category"]')" = cuda_oom ]
+    # issue 23: python-cuda-oom and cuda-oom reach one cause: one diagnosis, each line once
+    check "OOM report: one OOM diagnosis (python-cuda-oom and cuda-oom merged)" \
+        [ "$(json "$T/oom.report.json" '[(x["rule"], sorted(x["rules"])) for x in d["diagnoses"] if x["category"] == "cuda_oom"]')" = "[('python-cuda-oom', ['cuda-oom', 'python-cuda-oom'])]" ]
+    check "OOM report: its evidence has no line twice and no action twice" \
+        [ "$(json "$T/oom.report.json" '[len(set(x[k])) == len(x[k]) for x in d["diagnoses"][:1] for k in ("evidence", "actions")]')" = "[True, True]" ]
 fi
 
 # ---- 6a. an exception that ends a non-main thread, the last one ----

@@ -212,19 +212,41 @@ check "OOM: the main's bundle has run's job id" [ "$mjob" = "$(pj "$BM" 'd["job"
 # with the agent (op register) and the worker is a descendant of run
 check "OOM: the worker's oom_kill bundle has the same job id ($mjob)" \
     [ "$(cp_member "$BW" manifest.json | python3 -c 'import json,sys; print(json.load(sys.stdin)["death"]["job"])')" = "$mjob" ]
-# db jobs: the worker's kill is the first failure, with the cgroup limit on top (not CUDA OOM)
-"$CP" db add --db "$T/kb.sqlite" "$BW" "$BM" > /dev/null 2>&1
+# db jobs (issue 23): the worker's kill is the first failure, with the cgroup limit on top (not
+# CUDA OOM), and the main process's DataLoader error is explained by it. The main's bundle is
+# added first, so neither the ids nor the one-second crash times give the order: the kernel's kill
+# time (sub-second, from the OOM line) and run's observed exit time do.
+"$CP" db add --db "$T/kb.sqlite" "$BM" "$BW" > /dev/null 2>&1
 "$CP" db jobs --db "$T/kb.sqlite" --json > "$T/jobs.json" 2>&1
+"$CP" db jobs --db "$T/kb.sqlite" > "$T/jobs.txt" 2>&1
+cat "$T/jobs.txt"
 check "db jobs: one job, its first failure the worker's OOM kill under the memory cgroup limit" bash -c "python3 - '$T/jobs.json' '$wpid' <<'EOF'
 import json, sys
-d = json.load(open(sys.argv[1]))
+d = json.load(open(sys.argv[1])); wpid = int(sys.argv[2])
 jobs = d['jobs']
 assert len(jobs) == 1, jobs
 j = jobs[0]
 first = [c for c in j['crashes'] if c['role'] == 'first']
 assert len(first) == 1 and first[0]['id'] == j['first_failure'], j
+assert first[0]['pid'] == wpid, first[0]
 assert first[0]['category'] != 'cuda_oom', first[0]
 assert 'oom' in (first[0]['category'] or '') and 'cgroup' in (first[0]['rule'] or ''), first[0]
+assert first[0]['death_time_source'] == 'kernel', first[0]
 EOF"
+check "db jobs: the main process's error is explained by the worker's kill" bash -c "python3 - '$T/jobs.json' '$wpid' <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1])); wpid = int(sys.argv[2])
+j = d['jobs'][0]
+w = [c for c in j['crashes'] if c['pid'] == wpid][0]
+m = [c for c in j['crashes'] if c['pid'] != wpid]
+assert len(m) == 1, j
+m = m[0]
+assert m['role'] == 'consequence' and m['explained_by']['id'] == w['id'], m
+assert m['death_time_source'] == 'supervisor' and w['death_time'] <= m['death_time'], (w, m)
+assert [c['id'] for c in j['crashes']] == [w['id'], m['id']], j
+EOF"
+check "db jobs (text): the main's line says which crash explains it" \
+    grep -Eq "^  cons\. .* \(explained by crash [0-9]+: .*\)$" "$T/jobs.txt"
+check "db jobs (text): the worker's kill is FIRST" grep -Eq "^  FIRST .* pid $wpid " "$T/jobs.txt"
 check "OOM: nothing of the job is left in the cgroup" [ -z "$(cat "$CG/cgroup.procs")" ]
 finish
