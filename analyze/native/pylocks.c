@@ -37,7 +37,8 @@ static void lock_layout_of(const struct py_layout *L, struct lock_layout *ll)
 
 enum kind { K_OTHER, K_RLOCK, K_LOCK, K_METHOD, K_CONDITION };
 
-#define TYPE_CACHE 64
+#define TYPE_CACHE 256
+#define TYPE_LOOKUPS 4096 /* type names read at most (a hostile core's slots all of new types) */
 
 struct scan {
     struct walk *w;
@@ -49,7 +50,7 @@ struct scan {
         uint64_t type;
         enum kind kind;
     } types[TYPE_CACHE]; /* the types seen, by address: most slots hold the same few */
-    unsigned ntypes;
+    unsigned ntypes, lookups;
 };
 
 /* What the object at obj is, by its type's name (each type's name read once). */
@@ -62,6 +63,8 @@ static enum kind kind_of(struct scan *s, uint64_t obj)
     for (unsigned i = 0; i < s->ntypes; i++)
         if (s->types[i].type == type)
             return s->types[i].kind;
+    if (s->lookups++ >= TYPE_LOOKUPS)
+        return K_OTHER;
     static const struct {
         const char *name;
         enum kind kind;

@@ -66,6 +66,32 @@ check "NCCL timeout alone: top is an NCCL rule, not a consequence" \
 check "plain segfault: top is the null-pointer rule" [ "$(json "$T/m3.json" 'd[0]["rule"]')" = null-pointer-dereference ]
 check "plain segfault: no GPU/NCCL diagnosis" [ "$(json "$T/m3.json" 'sum(1 for x in d if x["category"] in ("gpu_hardware","nvlink","gpu_driver","cuda_app","cuda_oom","nccl"))')" = 0 ]
 
+# 4b. one cause, one diagnosis (issue 23): the raised torch.OutOfMemoryError and its message in a
+# log are one OOM, with each evidence line once and no action twice
+python3 - "$T/oom2.json" <<'PY'
+import json, sys
+msg = "CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 15.78 GiB total capacity)"
+json.dump({"exception": {"chain": [{"relation": "raised", "type": "torch.OutOfMemoryError",
+                                    "mro": ["torch.OutOfMemoryError", "RuntimeError", "Exception"],
+                                    "message": msg}]},
+           "log": {"errors": [{"text": "torch.OutOfMemoryError: " + msg, "category": "cuda_oom",
+                               "line": 1, "source": "exception", "fields": {}}]}},
+          open(sys.argv[1], "w"))
+PY
+"$CP" rules match --json "$T/oom2.json" > "$T/m4.json"
+check "one cause: python-cuda-oom and cuda-oom are one diagnosis listing both rules" \
+    [ "$(json "$T/m4.json" '[(x["rule"], x["rules"], x["cause"]) for x in d]')" = "[('python-cuda-oom', ['python-cuda-oom', 'cuda-oom'], 'cuda_oom')]" ]
+check "one cause: every evidence line and action once, the log line kept" \
+    [ "$(json "$T/m4.json" '(len(set(d[0]["evidence"])) == len(d[0]["evidence"]) == 2, len(set(d[0]["actions"])) == len(d[0]["actions"]), any(e.startswith("log exception:1:") for e in d[0]["evidence"]))')" = "(True, True, True)" ]
+"$CP" rules match "$T/oom2.json" > "$T/m4.out"
+check "one cause: the text names the merged rule" grep -q 'also rule cuda-oom (the same cause: cuda_oom)' "$T/m4.out"
+python3 - "$T/data/rules/builtin/cuda-oom.json" <<'PY'
+import json, sys
+p = sys.argv[1]; r = json.load(open(p)); r["cause"] = "Not A Name!"; json.dump(r, open(p, "w"))
+PY
+CRASHPACK_DATA_DIR="$T/data" "$CP" rules list > "$T/badcause.out" 2>&1
+check "a cause that is not a name is refused" bash -c "[ $? != 0 ] || grep -q 'cause' '$T/badcause.out'"
+
 # 5. nothing matched: said plainly, with the signature
 python3 -c 'import json; json.dump({"signature": "SIGUSR1 | spin | main", "process": {"signal": {"name": "SIGUSR1"}}, "crash_kind": "signal"}, open("'"$T"'/none.json", "w"))'
 "$CP" rules match "$T/none.json" > "$T/none.out"
