@@ -852,7 +852,10 @@ static int show_job(struct kb *db, const char *job, cJSON *jobs)
     printf(": %zu crash%s, %s .. %s\n", n, n == 1 ? "" : "es", a, b);
     struct job_row *f = &rows[first];
     fmt_time(f->time, a, sizeof(a));
-    printf("  first failure: rank %d on ", f->rank);
+    fputs("  first failure: ", stdout);
+    if (f->rank >= 0) /* no rank known: none printed */
+        printf("rank %d ", f->rank);
+    fputs("on ", stdout);
     put(stdout, f->host, 0);
     printf(" at %s (crash %lld): ", a, f->id);
     put(stdout, f->title[0] ? f->title : "(no diagnosis)", 0);
@@ -865,8 +868,14 @@ static int show_job(struct kb *db, const char *job, cJSON *jobs)
                cons == 1 ? "s" : "");
     for (size_t i = 0; i < n; i++) {
         fmt_time(rows[i].time, a, sizeof(a));
-        printf("  %-5s %-20s rank %-4d crash %-6lld ", i == first ? "FIRST" : rows[i].victim ? "cons." : "",
-               a, rows[i].rank, rows[i].id);
+        char rk[16] = "-"; /* no rank known */
+        if (rows[i].rank >= 0)
+            snprintf(rk, sizeof(rk), "%d", rows[i].rank);
+        printf("  %-5s %-20s rank %-4s crash %-6lld ",
+               i == first       ? "FIRST"
+               : rows[i].victim ? "cons."
+                                : "",
+               a, rk, rows[i].id);
         put(stdout, rows[i].host, 20);
         fputs("  ", stdout);
         put(stdout, rows[i].title[0] ? rows[i].title : "(no diagnosis)", 0);
