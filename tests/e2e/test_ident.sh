@@ -11,7 +11,7 @@
 #     OOM kill (the kernel's, in a memory cgroup, under `crashpack run`) and a snapshot (`crashpack
 #     snap`) bundle: every output - analyze (text, --json), report, db list/show/jobs/groups/search
 #     with and without --json - has no placeholder (`signal 0`, `tid -1`, `rank -1`, `pid 0`,
-#     `(null)`), and the JSON no signal numbered 0, crashed tid -1, rank -1 or pid 0; each report
+#     `line 0`, `(null)`), and the JSON no signal numbered 0, crashed tid -1, rank -1 or pid 0; each report
 #     names its process and has a signature and a fingerprint.
 source "$(dirname "$0")/../lib.sh"
 cp_setup
@@ -191,10 +191,12 @@ else
     echo "SKIP (part): no memory cgroup controller: no OOM kill bundle"
 fi
 # the snapshot: crashpack snap of a live process
-sleep 300 & spid=$!
+sleep 300 9>&- &
+spid=$!
 sleep 0.3
 "$CP" snap -c "$T/conf" "$spid" > /dev/null 2>&1
 kill -9 $spid 2> /dev/null
+wait $spid 2> /dev/null
 b=$(cp_bundle_for $spid 60)
 check "snapshot: a bundle" [ -n "$b" ]
 [ -n "$b" ] && cp "$b" "$T/snap.zst"
@@ -233,7 +235,7 @@ for id in $(json "$T/db-list.json" '" ".join(str(c["id"]) for c in d["crashes"])
 done
 check "db list has every bundle of part 2" [ "$(json "$T/db-list.json" 'd["count"]')" = "$(ls "$T"/{exc,exit,oom,snap}.zst 2> /dev/null | wc -l)" ]
 # (the kernel's own OOM lines say "nodemask=(null)": its text, quoted, is no placeholder of ours)
-bad=$(grep -nE 'signal 0\b|tid -1\b|rank -1\b|pid 0\b|\(null\)' "${outs[@]}" | grep -v 'nodemask=(null),' )
+bad=$(grep -nE 'signal 0\b|tid -1\b|rank -1\b|pid 0\b|line 0\b|\(null\)' "${outs[@]}" | grep -v 'nodemask=(null),')
 check "no placeholder in any output (${#outs[@]} files)${bad:+: $bad}" [ -z "$bad" ]
 check "no placeholder in the JSON (signal number 0, crashed tid -1, rank -1, pid 0)" python3 - "$T"/*.rep.json "$T"/db-*.json <<'EOF'
 import json, sys
