@@ -35,6 +35,7 @@ struct cap {
     char tmpname[128], finalname[160];
     /* facts */
     char comm[64];
+    char reported_comm[64]; /* --event --comm: the name the reporter gave (manifest death.comm) */
     char exe[1024];
     int secure; /* setuid/setgid/capabilities or not dumpable: root-only, no environment */
     char identity_unverified[200]; /* proc.c: why the identity failed closed, or empty */

@@ -128,6 +128,7 @@ static int event_option(struct cap *c, struct ev_ids *ids, const char *a, const 
             c->reported_by = v;
     } else if (!strcmp(a, "--comm")) {
         snprintf(c->comm, sizeof(c->comm), "%s", val);
+        snprintf(c->reported_comm, sizeof(c->reported_comm), "%s", val);
     } else if (!strcmp(a, "--status")) {
         if (num_arg(val, 0, 255, &v))
             return -1;
@@ -237,6 +238,8 @@ cJSON *event_death_json(const struct cap *c)
         cJSON_AddNullToObject(d, "job");
     if (c->start_ticks)
         cJSON_AddNumberToObject(d, "start_time", (double)c->start_ticks);
+    if (c->event && c->reported_comm[0]) /* the process's name as its reporter gave it */
+        cJSON_AddStringToObject(d, "comm", c->reported_comm);
     return d;
 }
 

@@ -23,6 +23,10 @@ void cp_doc_str(cJSON *o, const char *key, const char *s)
 
 void cp_doc_signal(cJSON *o, const char *name)
 {
+    /* what older records stored for "no signal" (a snapshot's "signal 0", "SIGUNKNOWN") */
+    if (name && (!strcmp(name, "SIGUNKNOWN") || !strncmp(name, "signal 0", 8) ||
+                 !strncmp(name, "signal -", 8)))
+        name = NULL;
     if (!name) {
         cJSON_AddNullToObject(o, "signal");
         return;

@@ -11,7 +11,8 @@
 cJSON *cp_doc_new(const char *format);
 
 /* o.signal = {"name": name, "number": N} (number null when the name is not a known signal);
- * null when name is NULL. */
+ * null when name is NULL or a placeholder older records stored for no signal ("signal 0",
+ * "SIGUNKNOWN"). */
 void cp_doc_signal(cJSON *o, const char *name);
 
 /* o.key = t (epoch seconds) and o.key_utc = "YYYY-MM-DDTHH:MM:SSZ"; both null when t <= 0. */

@@ -559,11 +559,13 @@ int kb_add_failure(struct kb *kb, const struct kb_source *src, const char *error
     return kb_commit_or_rollback(kb, record_failure(kb, src, error, res) == 0, err, errlen);
 }
 
-/* The columns a report fills, ?1..?22 of both statements of store_crash (?12 is the time added). */
+/* The columns a report fills, ?1..?23 and ?25..?26 of both statements of store_crash (?12 is the
+ * time added, ?24 the stored record's id). */
 #define CRASH_COLS                                                                                 \
     "crash_key, time, host, exe, signal, signature, fingerprint, top_rule, top_title, diagnoses,"  \
     " bundle_path, added, job, rank, local_rank, crash_kind, top_category, top_consequence_of,"    \
-    " facts, completeness, completeness_detail, bundle_xxh64, uid"
+    " facts, completeness, completeness_detail, bundle_xxh64, uid, exception_type,"                \
+    " exception_message"
 
 /* ---- gpu_faults: what a later crash on the same GPU or host carries as history ---- */
 
@@ -804,7 +806,7 @@ static int decide(struct add *A, struct kb_result *res)
     return 0;
 }
 
-/* Binds the report's columns (CRASH_COLS, ?1..?23) to st. */
+/* Binds the report's columns (CRASH_COLS: ?1..?23, ?25, ?26) to st. */
 static void bind_crash(struct sqlstmt *st, const struct add *A, const char *djson,
                        const char *facts)
 {
@@ -844,6 +846,20 @@ static void bind_crash(struct sqlstmt *st, const struct add *A, const char *djso
         sql_bind_int(st, 23, (long long)uid);
     if (A->id)
         sql_bind_int(st, 24, A->id);
+    /* the Python exception: its type, and its message's first line (at most 1000 bytes) */
+    sql_bind_text(st, 25, cp_jstr_ne_at(r, "exception.type"));
+    const char *msg = cp_jstr_ne_at(r, "exception.message");
+    char first[1001];
+    if (msg) {
+        size_t l = strcspn(msg, "\n");
+        if (l > sizeof(first) - 1)
+            l = sizeof(first) - 1;
+        while (l > 0 && l < strlen(msg) && ((unsigned char)msg[l] & 0xc0) == 0x80)
+            l--; /* never inside a UTF-8 sequence */
+        memcpy(first, msg, l);
+        first[l] = 0;
+    }
+    sql_bind_text(st, 26, msg && first[0] ? first : NULL);
 }
 
 /* Writes the report into the record (a new one, or the stored one it replaces), its GPU faults,
@@ -858,10 +874,11 @@ static int store_crash(struct kb *kb, struct add *A, enum kb_outcome outcome)
             ? "UPDATE crashes SET crash_key=?1, time=?2, host=?3, exe=?4, signal=?5, signature=?6,"
               " fingerprint=?7, top_rule=?8, top_title=?9, diagnoses=?10, bundle_path=?11, job=?13,"
               " rank=?14, local_rank=?15, crash_kind=?16, top_category=?17, top_consequence_of=?18,"
-              " facts=?19, completeness=?20, completeness_detail=?21, bundle_xxh64=?22, uid=?23"
-              " WHERE id=?24 RETURNING id"
+              " facts=?19, completeness=?20, completeness_detail=?21, bundle_xxh64=?22, uid=?23,"
+              " exception_type=?25, exception_message=?26 WHERE id=?24 RETURNING id"
             : "INSERT INTO crashes(" CRASH_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,"
-              " ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23) RETURNING id";
+              " ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?25, ?26)"
+              " RETURNING id";
     struct sqlstmt *st = NULL;
     int rc = sql_prepare(kb->c, sql, &st);
     if (!rc) {

@@ -81,6 +81,13 @@ static const char *const migrations[] = {
      * are not back-filled: NULL, which no user sees (root reads the file itself). */
     "ALTER TABLE crashes ADD COLUMN uid INTEGER;"
     "CREATE INDEX crashes_uid ON crashes(uid, time);",
+    /* 5 -> 6: the Python exception a crash died of (its type, and its message's first line), which
+     * `db search` finds; the placeholder names older records have for "no signal" (a snapshot's
+     * or an exception's "signal 0", a reported death's "SIGUNKNOWN") become NULL. Older records'
+     * exceptions are not back-filled. */
+    "ALTER TABLE crashes ADD COLUMN exception_type TEXT;"
+    "ALTER TABLE crashes ADD COLUMN exception_message TEXT;"
+    "UPDATE crashes SET signal = NULL WHERE signal = 'signal 0' OR signal = 'SIGUNKNOWN';",
 };
 
 static int nmigrations(void)

@@ -20,8 +20,8 @@
 #define KB_ANY_UID (-1LL)
 
 /* What `db search` filters on; NULL strings do not filter. text matches (LIKE %text%) signature,
- * top diagnosis title, diagnoses, exe and fingerprint; rule matches the top rule or any
- * diagnosis' rule. */
+ * top diagnosis title, diagnoses, exe, fingerprint, and the Python exception's type and the
+ * first line of its message; rule matches the top rule or any diagnosis' rule. */
 struct kb_filter {
     const char *text, *host, *rule, *category, *job, *fingerprint;
     double since, until; /* time range, inclusive (a crash without a time counts as 0) */

@@ -252,7 +252,7 @@ static void record(struct ptree *t, struct pt_proc *p)
     cJSON_AddBoolToObject(o, "python", p->python);
 }
 
-void pt_record(struct ptree *t, struct pt_proc *p, char *const *argv)
+void pt_record(struct ptree *t, struct pt_proc *p, char *const *argv, const char *exe)
 {
     char comm[64];
     if (!read_stat(p->pid, comm, sizeof(comm), NULL, NULL, NULL, NULL))
@@ -272,6 +272,12 @@ void pt_record(struct ptree *t, struct pt_proc *p, char *const *argv)
         for (int i = 0; i < ac; i++)
             free(av[i]);
         cJSON_AddStringToObject(p->info, "recorded_from", "the supervisor's command line");
+        if (exe && exe[0]) {
+            snprintf(p->exe, sizeof(p->exe), "%s", exe);
+            cJSON_ReplaceItemInObject(p->info, "exe", cJSON_CreateString(p->exe));
+            p->python = is_python(p->exe, p->comm);
+            cJSON_ReplaceItemInObject(p->info, "python", cJSON_CreateBool(p->python));
+        }
     }
 }
 

@@ -66,8 +66,9 @@ void pt_free(struct ptree *t);
 struct pt_proc *pt_add(struct ptree *t, pid_t pid, int main);
 
 /* Records p's identity again now (after it exec'd); when it has ended already, argv (what it
- * was started as, may be NULL) stands for its command line. */
-void pt_record(struct ptree *t, struct pt_proc *p, char *const *argv);
+ * was started as, may be NULL) stands for its command line, and exe (the program that argv ran,
+ * may be NULL) for its exe. */
+void pt_record(struct ptree *t, struct pt_proc *p, char *const *argv, const char *exe);
 
 /* One scan: new descendants of the supervisor and of every known process; identities of those
  * that exec'd since the last look; ends of GONE processes whose parent has now reaped them. */

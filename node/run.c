@@ -33,6 +33,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -259,9 +260,27 @@ static void job_child(const struct run_opts *o, const char slave[2][128], int pi
     _exit(127);
 }
 
+/* The program execvp() ran for cmd0: through $PATH (the job's and run's), symlinks resolved
+ * (/proc/PID/exe's form). 0, or -1. */
+static int cmd_path(const char *cmd0, char out[PATH_MAX])
+{
+    if (strchr(cmd0, '/'))
+        return realpath(cmd0, out) ? 0 : -1;
+    const char *path = getenv("PATH");
+    char dirs[4096], cand[PATH_MAX + 256];
+    snprintf(dirs, sizeof(dirs), "%s", path && path[0] ? path : "/bin:/usr/bin");
+    for (char *save = NULL, *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+        snprintf(cand, sizeof(cand), "%s/%s", d, cmd0);
+        if (!access(cand, X_OK) && realpath(cand, out))
+            return 0;
+    }
+    return -1;
+}
+
 static int run_start(struct run *r)
 {
     const struct run_opts *o = r->o;
+    char path[PATH_MAX];
     char slave[2][128] = {"", ""};
     int pipes[2][2] = {{-1, -1}, {-1, -1}};
     for (int i = 0; i < 2; i++) {
@@ -327,7 +346,7 @@ static int run_start(struct run *r)
     if (n > 0)
         r->exec_failed = 1;
     else if (p)
-        pt_record(&r->t, p, o->cmd);
+        pt_record(&r->t, p, o->cmd, cmd_path(o->cmd[0], path) ? NULL : path);
     return 0;
 }
 

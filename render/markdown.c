@@ -33,7 +33,10 @@ static void row_signal(FILE *o, const cJSON *r)
         }
     } else {
         fputs(" |\n| Signal | ", o);
-        render_md(o, cp_jstr_ne_at(r, "process.signal.name"));
+        /* an exception, an exit: the process ended without one */
+        render_md(o, cp_jstr_ne_at(r, "process.signal.name")
+                         ? cp_jstr_ne_at(r, "process.signal.name")
+                         : "none");
         if (cp_jstr_ne_at(r, "process.signal.code_name")) {
             fputs(" (", o);
             render_md(o, cp_jstr_ne_at(r, "process.signal.code_name"));
@@ -118,17 +121,27 @@ static void rows_context(FILE *o, const cJSON *r)
 static void section_summary(FILE *o, const cJSON *r)
 {
     const cJSON *top = cJSON_GetArrayItem(cp_jpath(r, "diagnoses"), 0);
-    const char *exe = cp_jstr_ne_at(r, "process.exe");
+    const char *exe = cp_jstr_ne_at(r, "process.exe"), *comm = cp_jstr_ne_at(r, "process.comm");
     const char *base = exe && strrchr(exe, '/') ? strrchr(exe, '/') + 1 : exe;
+    double v;
     fputs("# Crash report: ", o);
-    render_md(o, base ? base : cp_jstr_ne_at(r, "process.comm"));
+    if (base || comm)
+        render_md(o, base ? base : comm);
+    else if (cp_jnum_at(r, "process.pid", &v))
+        fprintf(o, "process %.0f", v);
+    else
+        fputs("unknown process", o);
     fputs(" — ", o);
     render_md(o, top ? cp_jstr_ne_at(top, "title") : "no known failure pattern matched");
     fputs("\n\n", o);
-    double v;
     fputs("| | |\n|---|---|\n", o);
     fputs("| Process | ", o);
-    render_md(o, exe);
+    if (exe || !comm) {
+        render_md(o, exe);
+    } else { /* an OOM kill's, a report's: the name only */
+        render_md(o, comm);
+        fputs(", executable unknown", o);
+    }
     if (cp_jnum_at(r, "process.pid", &v))
         fprintf(o, " (pid %.0f)", v);
     row_signal(o, r);

@@ -29,9 +29,11 @@ static void exc_block(FILE *o, const cJSON *e)
         int have_ln = cp_jnum_at(f, "line", &ln);
         const char *fn = cp_jstr_ne_at(f, "qualname") ? cp_jstr_ne_at(f, "qualname")
                                                       : cp_jstr_ne_at(f, "function");
-        snprintf(line, sizeof(line), "  File \"%.512s\", line %.0f, in %.512s",
-                 cp_jstr_ne_at(f, "file") ? cp_jstr_ne_at(f, "file") : "?", have_ln ? ln : 0,
-                 fn ? fn : "?");
+        char lnbuf[32] = "?"; /* no line: "line ?", never a line 0 */
+        if (have_ln)
+            snprintf(lnbuf, sizeof(lnbuf), "%.0f", ln);
+        snprintf(line, sizeof(line), "  File \"%.512s\", line %s, in %.512s",
+                 cp_jstr_ne_at(f, "file") ? cp_jstr_ne_at(f, "file") : "?", lnbuf, fn ? fn : "?");
         render_block_add(&b, line);
     }
     const char *type = cp_jstr_ne_at(e, "type"), *msg = cp_jstr_ne_at(e, "message");
@@ -66,6 +68,13 @@ static void exc_head(FILE *o, const cJSON *x)
     if (cp_jstr_ne_at(x, "hook")) {
         fputs(", seen by ", o);
         render_md_code(o, cp_jstr_ne_at(x, "hook"));
+    }
+    const char *src = cp_jstr_ne_at(x, "source");
+    if (src && !strcmp(src, "output")) { /* no hook saw it: the traceback the job printed */
+        fputs(", parsed from the traceback in ", o);
+        render_md_code(o, cp_jstr_ne_at(x, "output.member"));
+        if (cp_jnum_at(x, "output.line", &v))
+            fprintf(o, " (line %.0f)", v);
     }
     fputs(".", o);
     if (cJSON_GetArraySize(cp_jpath(x, "mro")) > 1) {

@@ -77,7 +77,12 @@ static void print_process(FILE *out, const cJSON *r)
     if (cp_jnum_at(r, "process.pid", &v))
         fprintf(out, "pid %.0f", v);
     else
-        fputs("pid ?", out);
+        fputs("pid unknown", out);
+    if (!cp_jstr_ne_at(r, "process.exe") && (s = cp_jstr_ne_at(r, "process.comm"))) {
+        fputs(" (", out); /* the name: the executable is unknown (an OOM kill's, a report's) */
+        cp_text_put(out, s);
+        fputc(')', out);
+    }
     if (cp_jnum_at(r, "process.crashed_tid", &v))
         fprintf(out, ", crashed tid %.0f", v);
     if (cp_jnum_at(r, "process.signal.number", &v)) {
@@ -88,7 +93,7 @@ static void print_process(FILE *out, const cJSON *r)
     }
     fputc('\n', out);
     render_text_death(out, r);
-    if ((s = cp_jstr_at(r, "process.exe"))) {
+    if ((s = cp_jstr_ne_at(r, "process.exe"))) {
         render_label(out, "exe");
         cp_text_put(out, s);
         fputc('\n', out);

@@ -123,20 +123,15 @@ static void put_frames(FILE *out, const cJSON *e)
     }
 }
 
-/* "exception Type: message", the raising thread and hook, the classes, a message's lines. */
-static void exc_head(FILE *out, const cJSON *x)
+/* "raised in thread N (name), seen by HOOK" */
+static void exc_thread(FILE *out, const cJSON *x)
 {
     double v;
     const char *s;
-    render_label(out, "exception");
-    put_head(out, x);
-    fputc('\n', out);
-    render_label(out, "");
-    fputs("raised in thread ", out);
     if (cp_jnum_at(x, "thread.native_id", &v))
-        fprintf(out, "%.0f", v);
+        fprintf(out, "raised in thread %.0f", v);
     else
-        fputc('?', out);
+        fputs("raised in a thread the hook did not name", out);
     if ((s = cp_jstr_at(x, "thread.name"))) {
         fputs(" (", out);
         cp_text_put(out, s);
@@ -149,6 +144,27 @@ static void exc_head(FILE *out, const cJSON *x)
     if (cJSON_IsTrue(cp_jkey(x, "abandoned")))
         fputs("; the live snapshot was ABANDONED (past its time limit)", out);
     fputc('\n', out);
+}
+
+/* "exception Type: message", the raising thread and hook, the classes, a message's lines. */
+static void exc_head(FILE *out, const cJSON *x)
+{
+    double v;
+    const char *s;
+    render_label(out, "exception");
+    put_head(out, x);
+    fputc('\n', out);
+    render_label(out, "");
+    if ((s = cp_jstr_at(x, "source")) && !strcmp(s, "output")) {
+        /* no hook saw it: the traceback the process printed, read back */
+        fputs("parsed from the traceback in ", out);
+        cp_text_put(out, cp_jstr_or_at(x, "output.member", "the output"));
+        if (cp_jnum_at(x, "output.line", &v))
+            fprintf(out, ", line %.0f", v);
+        fputc('\n', out);
+    } else {
+        exc_thread(out, x);
+    }
     const cJSON *m = cp_jkey(x, "mro");
     if (cJSON_GetArraySize(m) > 1) {
         render_label(out, "");

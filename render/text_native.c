@@ -325,8 +325,12 @@ void render_text_native(FILE *out, const cJSON *r)
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(r, "process");
     if (cJSON_GetArraySize(threads) > 0) {
         render_label(out, "threads");
-        fprintf(out, "%d, crashed tid %.0f", cJSON_GetArraySize(threads),
-                cp_jnum_or(p, "crashed_tid", -1));
+        double tid;
+        fprintf(out, "%d", cJSON_GetArraySize(threads));
+        if (cp_jnum(p, "crashed_tid", &tid))
+            fprintf(out, ", crashed tid %.0f", tid);
+        else
+            fputs(", no thread crashed", out);
         const char *src = cp_jstr(p, "crashed_tid_source");
         if (src) {
             fputs(" (from ", out);

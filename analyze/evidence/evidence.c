@@ -984,12 +984,13 @@ static int have_log_text(const cJSON *r, struct bundle *b)
 
 /* The text of the report's Python exception (pyexc.h) as a log: each exception of the chain as
  * "Type: message", then each DataLoader / multiprocessing worker's original traceback. NULL when
- * there is none. */
+ * there is none, or when it was parsed from the output (identity.h), scanned as itself. */
 static char *exception_text(const cJSON *r, size_t *len)
 {
     const cJSON *x = cp_jkey(r, "exception"), *e;
-    if (!cJSON_IsObject(x))
-        return NULL;
+    const char *src = cp_jstr(x, "source");
+    if (!cJSON_IsObject(x) || (src && !strcmp(src, "output")))
+        return NULL; /* none, or read from the output, which is scanned already */
     char *buf = NULL;
     size_t n = 0;
     FILE *f = open_memstream(&buf, &n);

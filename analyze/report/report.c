@@ -10,6 +10,7 @@
 #include "errmsg.h"
 #include "evidence.h"
 #include "hang.h"
+#include "identity.h"
 #include "jpath.h"
 #include "logerr.h"
 #include "pyexc.h"
@@ -123,7 +124,7 @@ static cJSON *process_part(const cJSON *man)
     const cJSON *sj = cJSON_GetObjectItemCaseSensitive(man, "signal");
     const cJSON *num = cJSON_IsObject(sj) ? cJSON_GetObjectItemCaseSensitive(sj, "number") : sj;
     cJSON *sig = cJSON_AddObjectToObject(p, "signal");
-    if (cJSON_IsNumber(num) && num->valuedouble >= 0 && num->valuedouble < 1024) {
+    if (cJSON_IsNumber(num) && num->valuedouble >= 1 && num->valuedouble < 1024) {
         int n = (int)num->valuedouble;
         char name[32];
         signal_name(n, name, sizeof(name));
@@ -323,8 +324,13 @@ static cJSON *bundle_part(struct bundle *b, const char *path)
         add_str(bj, "manifest_error", manwhy);
 
     cJSON_AddItemToObject(r, "process", process_part(man));
-    pyexc_add(r, b);          /* exception.json: report `exception` */
-    pyexc_death(r, man, b);   /* process.death; signal and crashed_tid for deaths without a core */
+    pyexc_add(r, b); /* exception.json: report `exception` */
+    cJSON *exc = (cJSON *)cp_jkey(r, "exception");
+    if (cJSON_IsObject(exc))
+        cp_json_set(exc, "source", cJSON_CreateString("exception.json"));
+    pyexc_death(r, man, b); /* process.death; signal and crashed_tid for deaths without a core */
+    report_identity(r, man, b); /* exe, cmdline, comm from what the capture path recorded */
+    report_output(r, b);        /* output{}: its last lines; a traceback in it as `exception` */
     cJSON_AddItemToObject(r, "host", host_part(man));
     cJSON_AddItemToObject(r, "capture", capture_part(b, man, cap, capwhy, salv));
     cJSON_AddItemToObject(r, "members", members_part(b));
@@ -503,6 +509,7 @@ static int analysis_stages(struct bundle *b, cJSON *r, const struct report_opts 
     struct siglists *L = siglists_load(NULL, lerr, sizeof(lerr));
     st->native_failed = native_part(b, r, o->no_stacks, nj);
     pyexc_death_finish(r); /* a live snapshot's core: the raising thread, no signal */
+    report_no_placeholders(r); /* no signal 0, no crashed tid -1 */
     cause_from_logs(b, r); /* what() and abort messages the core lacked, from the log tails */
     if (stage_ok(clk, r, "hang", st))
         hang_analyze(b, r); /* after the frames: threads[].hang_state, hang.deadlocks */

@@ -13,6 +13,7 @@
 #include "jpath.h"
 #include "signature.h"
 #include "datadir.h"
+#include "deathsig.h"
 #include "errmsg.h"
 #include "kvfile.h"
 #include "xxh64.h"
@@ -30,9 +31,8 @@
 #define LIST_LINE_MAX 1024
 #define LIST_RULES_MAX 4096
 #define NAME_MAX_LEN 512
-#define FP_SCHEME "crashpack-fingerprint/1"
 
-enum action { ACT_STOP, ACT_SKIP, ACT_PREFIX, ACT_KEEP };
+enum action { ACT_STOP, ACT_SKIP, ACT_PREFIX, ACT_KEEP, ACT_PYTHON };
 enum rule_kind { RULE_GLOB, RULE_RE, RULE_UNNAMED };
 
 struct rule {
@@ -41,6 +41,7 @@ struct rule {
     char *text; /* the line as written */
     char *pat;  /* glob, or module glob for RULE_UNNAMED */
     regex_t re;
+    int py_drop, py_function; /* python.txt: drop (else skip); matches the function (else file) */
 };
 
 struct list {
@@ -50,15 +51,21 @@ struct list {
     size_t n;
 };
 
+#define NLISTS 4
+#define PYLIST 3 /* l[PYLIST]: python.txt, the Python frames' list */
+
 struct siglists {
     char version[64];
-    struct list l[3]; /* stop, skip, prefix: the order a frame is tested in */
+    struct list l[NLISTS]; /* stop, skip, prefix (the order a native frame is tested in), python */
 };
 
 static const struct {
     const char *file;
     enum action action;
-} list_files[3] = {{"stop.txt", ACT_STOP}, {"skip.txt", ACT_SKIP}, {"prefix.txt", ACT_PREFIX}};
+} list_files[NLISTS] = {{"stop.txt", ACT_STOP},
+                        {"skip.txt", ACT_SKIP},
+                        {"prefix.txt", ACT_PREFIX},
+                        {"python.txt", ACT_PYTHON}};
 
 static const char *action_name(enum action a)
 {
@@ -93,7 +100,7 @@ void siglists_free(struct siglists *l)
 {
     if (!l)
         return;
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < NLISTS; i++)
         list_free(&l->l[i]);
     free(l);
 }
@@ -131,7 +138,24 @@ static int add_rule(struct list *l, const char *path, int line, const char *s, c
     memset(r, 0, sizeof(*r));
     r->line = line;
     const char *pat = s;
-    if (!strncmp(s, "re:", 3)) {
+    if (l->action == ACT_PYTHON) {
+        /* "drop|skip file:GLOB|function:GLOB" */
+        r->py_drop = !strncmp(s, "drop ", 5);
+        if (!r->py_drop && strncmp(s, "skip ", 5)) {
+            cp_errmsg(err, errlen, "%s:%d: not `drop' or `skip': %.64s", path, line, s);
+            return -1;
+        }
+        pat = s + 5;
+        while (*pat == ' ' || *pat == '\t')
+            pat++;
+        r->py_function = !strncmp(pat, "function:", 9);
+        if (!r->py_function && strncmp(pat, "file:", 5)) {
+            cp_errmsg(err, errlen, "%s:%d: not `file:' or `function:': %.64s", path, line, pat);
+            return -1;
+        }
+        pat += r->py_function ? 9 : 5;
+        r->kind = RULE_GLOB;
+    } else if (!strncmp(s, "re:", 3)) {
         r->kind = RULE_RE;
         pat = s + 3;
     } else if (!strncmp(s, "unnamed:", 8)) {
@@ -239,11 +263,11 @@ struct siglists *siglists_load(const char *dir, char *err, size_t errlen)
         cp_errmsg(err, errlen, "out of memory");
         return NULL;
     }
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < NLISTS; i++) {
         L->l[i].file = list_files[i].file;
         L->l[i].action = list_files[i].action;
     }
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < NLISTS; i++) {
         char ver[sizeof(L->version)];
         if (load_list(dir, &L->l[i], ver, sizeof(ver), err, errlen)) {
             siglists_free(L);
@@ -465,6 +489,9 @@ static const char *crash_kind(const cJSON *r, const cJSON *crashed)
                                                  {"exit", "exit"},
                                                  {"terminated", "terminated"},
                                                  {"oom_kill", "oom_kill"}};
+    /* an exit that ended in an uncaught Python exception: its traceback, parsed from the output */
+    if (dk && !strcmp(dk, "exit") && cJSON_IsObject(cp_jpath(r, "exception")))
+        return "python_exception";
     for (size_t i = 0; dk && i < sizeof(death_kinds) / sizeof(death_kinds[0]); i++)
         if (!strcmp(dk, death_kinds[i][0]))
             return death_kinds[i][1];
@@ -646,73 +673,116 @@ static int no_signature(cJSON *report, cJSON *info, const char *why, char *err, 
 
 /* ---- a Python exception's signature (crash kind python_exception) ---- */
 
-/* A frame of a library (the standard library, site-packages) rather than the job's own code. */
-static int py_library_file(const char *file)
+enum py_class { PY_KEEP, PY_SKIP, PY_DROP };
+
+/* Which python.txt rule decides a Python frame: its file, or its function (qualname or name). */
+static enum py_class py_classify(const struct list *l, const cJSON *f, const struct rule **rule)
 {
-    return !file || strstr(file, "/site-packages/") || strstr(file, "/dist-packages/") ||
-           strstr(file, "/lib/python") || file[0] == '<';
+    const char *file = cp_jstr_at(f, "file"), *qn = cp_jstr_at(f, "qualname"),
+               *fn = cp_jstr_at(f, "function");
+    for (size_t j = 0; j < l->n; j++) {
+        const struct rule *r = &l->r[j];
+        int m = r->py_function ? (qn && !fnmatch(r->pat, qn, 0)) || (fn && !fnmatch(r->pat, fn, 0))
+                               : file && !fnmatch(r->pat, file, 0);
+        if (m) {
+            *rule = r;
+            return r->py_drop ? PY_DROP : PY_SKIP;
+        }
+    }
+    *rule = NULL;
+    return PY_KEEP;
+}
+
+/* The walk over a Python exception's frames, innermost first. */
+struct py_walk {
+    const struct list *l;
+    cJSON *ex, *frames, *normalized;
+    char sig[4096];
+    struct xxh64 h;
+    char prev[2 * NAME_MAX_LEN + 2];
+    int own, kept; /* frames of the job's own code; frames used */
+};
+
+/* Frame f (index idx in exception.frames): dropped, skipped, used once (recursion), or used. */
+static void py_frame(struct py_walk *w, const cJSON *f, int idx)
+{
+    const char *file = cp_jstr_at(f, "file"), *fn = cp_jstr_at(f, "qualname");
+    if (!fn || !*fn)
+        fn = cp_jstr_at(f, "function");
+    const char *base = file && strrchr(file, '/') ? strrchr(file, '/') + 1 : file;
+    char full[sizeof(w->prev)], disp[sizeof(w->prev)], rbuf[LIST_LINE_MAX + 64];
+    snprintf(full, sizeof(full), "%.*s!%.*s", NAME_MAX_LEN - 1, base ? base : "?", NAME_MAX_LEN - 1,
+             fn ? fn : "?");
+    if (w->kept == SIGNATURE_FRAMES) {
+        add_explain(w->ex, idx, fn, full, base ? base : "", "unused",
+                    "the signature has its frames");
+        return;
+    }
+    const struct rule *rule;
+    enum py_class c = py_classify(w->l, f, &rule);
+    if (rule)
+        snprintf(rbuf, sizeof(rbuf), "%s:%d %s", w->l->file, rule->line, rule->text);
+    else
+        snprintf(rbuf, sizeof(rbuf), "no rule: the job's own code");
+    if (c == PY_DROP || (c == PY_SKIP && w->own)) {
+        add_explain(w->ex, idx, fn, full, base ? base : "", c == PY_DROP ? "drop" : "skip", rbuf);
+        return;
+    }
+    if (!strcmp(full, w->prev)) { /* recursion: once */
+        add_explain(w->ex, idx, fn, full, base ? base : "", "repeat",
+                    "the same as the frame before it (recursion): used once");
+        return;
+    }
+    add_explain(w->ex, idx, fn, full, base ? base : "", "keep", rbuf);
+    snprintf(w->prev, sizeof(w->prev), "%s", full);
+    snprintf(disp, sizeof(disp), "%.*s:%.*s", NAME_MAX_LEN - 1, base ? base : "?", NAME_MAX_LEN - 1,
+             fn ? fn : "?");
+    size_t cur = strlen(w->sig);
+    if (cur + strlen(disp) + 4 < sizeof(w->sig))
+        snprintf(w->sig + cur, sizeof(w->sig) - cur, " | %s", disp);
+    cJSON_AddItemToArray(w->frames, cJSON_CreateString(disp));
+    cJSON_AddItemToArray(w->normalized, cJSON_CreateString(full));
+    xxh64_update(&w->h, full, strlen(full));
+    xxh64_update(&w->h, "\n", 1);
+    w->kept++;
 }
 
 /* "python exception TYPE | file:qualname | ..." from the raised exception's frames, innermost
- * first: the job's own frames (all frames when it has none there), SIGNATURE_FRAMES of them. The
- * fingerprint hashes the kind, the type and each frame as "file-basename!qualname". */
-static int python_signature(cJSON *report, cJSON *info, cJSON *frames, cJSON *normalized,
-                            char *err, size_t errlen)
+ * first, through python.txt: never crashpack's own frames, the job's own frames only (the library
+ * frames when it has none), SIGNATURE_FRAMES of them. The fingerprint hashes the kind, the type
+ * and each frame as "file-basename!qualname". An exception without frames: its type alone. */
+static int python_signature(cJSON *report, const struct siglists *L, cJSON *info, cJSON *frames,
+                            cJSON *normalized, cJSON *ex)
 {
     const cJSON *x = cp_jpath(report, "exception");
     const char *type = cp_jstr_at(x, "type");
     const cJSON *fr = cp_jpath(x, "frames");
     int n = cJSON_GetArraySize(fr);
-    if (!type || n == 0)
-        return no_signature(report, info,
-                            !type ? "the report has no Python exception (exception.json)"
-                                  : "the Python exception has no frames",
-                            err, errlen);
-    int own = 0;
+    struct py_walk *w = calloc(1, sizeof(*w));
+    if (!w)
+        return -1;
+    *w = (struct py_walk){.l = &L->l[PYLIST], .ex = ex, .frames = frames, .normalized = normalized};
+    const struct rule *rule;
     for (int i = 0; i < n; i++)
-        own += !py_library_file(cp_jstr_at(cJSON_GetArrayItem(fr, i), "file"));
-    char sig[4096];
-    snprintf(sig, sizeof(sig), "python exception %.400s", type);
-    struct xxh64 h;
-    xxh64_init(&h);
-    xxh64_update(&h, FP_SCHEME "\n", strlen(FP_SCHEME) + 1);
-    xxh64_update(&h, "python_exception\n", 17);
-    xxh64_update(&h, type, strlen(type));
-    xxh64_update(&h, "\n", 1);
-    char prev[2 * NAME_MAX_LEN + 2] = "";
-    int kept = 0;
-    for (int i = n - 1; i >= 0 && kept < SIGNATURE_FRAMES; i--) {
-        const cJSON *f = cJSON_GetArrayItem(fr, i);
-        const char *file = cp_jstr_at(f, "file");
-        if (own && py_library_file(file))
-            continue;
-        const char *fn = cp_jstr_at(f, "qualname");
-        if (!fn || !*fn)
-            fn = cp_jstr_at(f, "function");
-        const char *base = file && strrchr(file, '/') ? strrchr(file, '/') + 1 : file;
-        char full[sizeof(prev)], disp[sizeof(prev)];
-        snprintf(full, sizeof(full), "%.*s!%.*s", NAME_MAX_LEN - 1, base ? base : "?",
-                 NAME_MAX_LEN - 1, fn ? fn : "?");
-        if (!strcmp(full, prev)) /* recursion: once */
-            continue;
-        snprintf(prev, sizeof(prev), "%s", full);
-        snprintf(disp, sizeof(disp), "%.*s:%.*s", NAME_MAX_LEN - 1, base ? base : "?",
-                 NAME_MAX_LEN - 1, fn ? fn : "?");
-        size_t cur = strlen(sig);
-        if (cur + strlen(disp) + 4 < sizeof(sig))
-            snprintf(sig + cur, sizeof(sig) - cur, " | %s", disp);
-        cJSON_AddItemToArray(frames, cJSON_CreateString(disp));
-        cJSON_AddItemToArray(normalized, cJSON_CreateString(full));
-        xxh64_update(&h, full, strlen(full));
-        xxh64_update(&h, "\n", 1);
-        kept++;
-    }
+        w->own += py_classify(w->l, cJSON_GetArrayItem(fr, i), &rule) == PY_KEEP;
+    snprintf(w->sig, sizeof(w->sig), "python exception %.400s", type);
+    xxh64_init(&w->h);
+    xxh64_update(&w->h, FP_SCHEME "\n", strlen(FP_SCHEME) + 1);
+    xxh64_update(&w->h, "python_exception\n", 17);
+    xxh64_update(&w->h, type, strlen(type));
+    xxh64_update(&w->h, "\n", 1);
+    for (int i = n - 1; i >= 0; i--)
+        py_frame(w, cJSON_GetArrayItem(fr, i), i);
     char fp[17];
-    snprintf(fp, sizeof(fp), "%016" PRIx64, xxh64_digest(&h));
-    cp_json_set(report, "signature", cJSON_CreateString(sig));
+    snprintf(fp, sizeof(fp), "%016" PRIx64, xxh64_digest(&w->h));
+    cp_json_set(report, "signature", cJSON_CreateString(w->sig));
     cp_json_set(report, "fingerprint", cJSON_CreateString(fp));
-    cJSON_AddStringToObject(info, "source", "exception");
+    free(w);
+    const char *src = cp_jstr_at(x, "source");
+    cJSON_AddStringToObject(info, "source", src && !strcmp(src, "output") ? "output" : "exception");
     cJSON_AddNullToObject(info, "error");
+    if (ex)
+        cJSON_AddItemToObject(info, "explain", ex);
     cp_json_set(report, "signature_info", info);
     return 0;
 }
@@ -866,10 +936,26 @@ int signature_compute(cJSON *report, const struct siglists *L, const char *lists
     cJSON_AddNumberToObject(info, "frame_limit", SIGNATURE_FRAMES);
     cJSON *frames = cJSON_AddArrayToObject(info, "frames");
     cJSON *normalized = cJSON_AddArrayToObject(info, "normalized");
-    cp_json_set(report, "crash_kind", str_or_null(kind));
-    if (kind && !strcmp(kind, "python_exception"))
-        return python_signature(report, info, frames, normalized, err, errlen);
     char whybuf[512];
+    cp_json_set(report, "crash_kind", str_or_null(kind));
+    if (kind && death_signature_kind(report, kind, t)) {
+        if (!L) /* the same lists as every other signature, or none */
+            return no_signature(
+                report, info,
+                signature_missing(L, lists_error, 1, NULL, kind, t, whybuf, sizeof(whybuf)), err,
+                errlen);
+        if (!strcmp(kind, "python_exception") && cp_jstr_at(report, "exception.type")) {
+            cJSON *ex = explain ? cJSON_CreateArray() : NULL;
+            if (!python_signature(report, L, info, frames, normalized, ex))
+                return 0;
+            cJSON_Delete(ex);
+            cJSON_Delete(info);
+            cp_errmsg(err, errlen, "out of memory");
+            return -1;
+        }
+        death_signature(report, kind, info, frames, normalized);
+        return 0;
+    }
     const char *why =
         signature_missing(L, lists_error, have_kinds, kinds_err, kind, t, whybuf, sizeof(whybuf));
     if (why)

@@ -1,11 +1,12 @@
 /* signature.h - the crash kind, signature and fingerprint of a crashpack-report/1 object.
  *
  * signature_apply() reads the report's crashed thread (threads[] with crashed == true), its
- * process.signal and cause{}, and sets:
+ * process.signal and cause{} (the deaths without a core: process.death, exception{}, output{};
+ * deathsig.h), and sets:
  *   crash_kind      "hang" (hang.snap: a live process snapped), "segv_null", "segv", "sigbus",
  *                   "sigfpe", "sigill", "abort", "assertion",
  *                   "heap_corruption", "uncaught_exception", "stack_overflow", "signal" (null when
- *                   the report has no signal)
+ *                   the report has no signal), "python_exception", "exit", "terminated", "oom_kill"
  *   signature       "SIGSEGV (null) | leaf | mid | main": the kind's label and the crashed thread's
  *                   first meaningful physical frames (null when there are no frames or no lists)
  *   fingerprint     16 hex digits: XXH64 of the kind and the same frames as normalized
@@ -54,5 +55,19 @@ int signature_apply(cJSON *report, int explain, char *err, size_t errlen);
  * ("libstdc++.so.6.0.30" -> "libstdc++.so"). Both write a terminated string into out. */
 void signature_norm_function(const char *in, char *out, size_t outlen);
 void signature_norm_module(const char *in, char *out, size_t outlen);
+
+/* A line of a job's output as the signature of an exit keeps it (deathsig.c): terminal escapes
+ * and control characters out, white space collapsed, and what differs between two runs of the
+ * same bug replaced: a UUID by <uuid>, a date-time or clock time by <time>, 0x... and long hex
+ * words by <hex>, a number (with its fraction) by N, digits inside a word by N ("rank3" ->
+ * "rankN"), a path by .../ and its last component. At most SIGNATURE_LINE_MAX bytes. */
+#define SIGNATURE_LINE_MAX 200
+void signature_norm_line(const char *in, char *out, size_t outlen);
+
+/* The program of a report's `process` object as signatures name it: the executable's base name
+ * (else comm, else argv[0]'s), an interpreter's by its family ("python3.11" -> "python") with
+ * its script's base name, module or -c ("python train.py", "python -m torch.distributed.run",
+ * "bash -c"); "unknown program" when nothing names it. */
+void signature_program(const cJSON *process, char *out, size_t outlen);
 
 #endif

@@ -21,6 +21,10 @@
 #               kind snapshot
 #   hostile     exception.json 40 exceptions deep, 300 frames, a 100 KiB message, raw HTML: caps
 #               hold, the Markdown escapes it; and an exception.json that is not JSON: a warning
+#   tb*         (issue 23) exits under `crashpack run` whose output.txt ends in a traceback: with
+#               "[rank0]: " prefixes, another rank's lines between, and a context chain; a
+#               DataLoader worker's re-raise; terminal colors and "\r\n"; and one the job logged
+#               and went on from (no exception: the exit's last lines are its signature)
 # Every report validates against docs/report-schema.json (when python3-jsonschema is installed).
 # No core_pattern, no root.
 source "$(dirname "$0")/../lib.sh"
@@ -124,6 +128,46 @@ B["dlvalue"] = {"manifest.json": manifest(7272, death("exception", trigger="hook
                                               DL_FR + [fr("reraise", "ExceptionWrapper.reraise", "/usr/lib/python3/dist-packages/torch/_utils.py", 733)],
                                               worker={"kind": "DataLoader", "id": 0, "pid": 7281, "original_type": "ValueError",
                                                       "original_traceback": TB}), tid=7272, tname="MainThread")}
+# issue 23: tracebacks in a `crashpack run` job's output, read back into `exception`
+RUN = lambda pid, st=1, **kw: manifest(pid, death("exit", status=st, trigger="run", identity="reported", uid=1000), **kw)
+TB_CTX = ("[rank0]: Traceback (most recent call last):\n"
+          "[rank0]:   File \"/home/u/train.py\", line 5, in load\n"
+          "[rank0]:     return cache[key]\n"
+          "[rank0]:            ~~~~~^^^^^\n"
+          "[rank1]: step 7 ok\n"
+          "[rank0]: KeyError: 'w1'\n"
+          "[rank0]: \n"
+          "[rank0]: During handling of the above exception, another exception occurred:\n"
+          "[rank0]: \n"
+          "[rank0]: Traceback (most recent call last):\n"
+          "[rank0]:   File \"/home/u/train.py\", line 40, in <module>\n"
+          "[rank0]:     main()\n"
+          "[rank0]:   File \"/home/u/train.py\", line 33, in main\n"
+          "[rank0]:     load('w1')\n"
+          "[rank0]:   File \"/home/u/train.py\", line 7, in load\n"
+          "[rank0]:     raise RuntimeError(f\"no weights {key} after 3 tries\")\n"
+          "[rank0]: RuntimeError: no weights w1 after 3 tries\n"
+          "[rank1]: step 8 ok\n")
+B["tbctx"] = {"manifest.json": RUN(4301, cmdline=["/usr/bin/python3", "train.py"]), "output.txt": "epoch 1\n" + TB_CTX}
+# the same bug in another run: other numbers in the message, other output around it
+B["tbctx2"] = {"manifest.json": RUN(4302, cmdline=["/usr/bin/python3", "train.py"]),
+               "output.txt": "epoch 1\nepoch 2\n" + TB_CTX.replace("3 tries", "5 tries").replace("step 7", "step 9")}
+B["tbworker"] = {"manifest.json": RUN(4303, cmdline=["/usr/bin/python3", "train.py"]),
+                 "output.txt": "Traceback (most recent call last):\n"
+                 "  File \"/home/u/train.py\", line 12, in <module>\n"
+                 "  File \"/usr/lib/python3/dist-packages/torch/_utils.py\", line 733, in reraise\n"
+                 "    raise exception\n"
+                 "ValueError: Caught ValueError in DataLoader worker process 2.\n" + "Original " + TB}
+# terminal colors and a pty's line ends (Python 3.13 colors tracebacks on a terminal)
+B["tbcolor"] = {"manifest.json": RUN(4304, cmdline=["python3.13", "-m", "pkg.train"]),
+                "output.txt": "\x1b[35mTraceback (most recent call last):\x1b[0m\r\n"
+                "  File \x1b[35m\"/home/u/pkg/train.py\"\x1b[0m, line \x1b[35m3\x1b[0m, in \x1b[35m<module>\x1b[0m\r\n"
+                "\x1b[1;35mZeroDivisionError\x1b[0m: \x1b[35mdivision by zero\x1b[0m\r\n"}
+# a traceback the job logged and went on from: not its death; the last error lines are
+B["tblogged"] = {"manifest.json": RUN(4305, st=2, cmdline=["/usr/bin/python3", "serve.py"]),
+                 "output.txt": "Traceback (most recent call last):\n  File \"/home/u/serve.py\", line 3, in h\n"
+                 "OSError: port 8080 busy\n" + "".join("request %d done\n" % i for i in range(20)) +
+                 "fatal: giving up after 20 requests\n"}
 B["legacy"] = {"manifest.json": manifest(8181, None, signal=11)}
 B["legacysnap"] = {"manifest.json": manifest(8182, None), "snap.json": {"format": "crashpack-snap/1", "trigger": "snap", "threads": []}}
 evil = "<img src=x onerror=alert(1)> [link](http://evil) | a | # h"
@@ -250,6 +294,36 @@ is dlvalue "(d['exception']['worker']['kind'], d['exception']['worker']['pid'], 
 check "dlvalue: text: the worker line" grep -q '^worker    DataLoader worker 0 (pid 7281): ValueError' "$T/dlvalue.txt"
 check "dlvalue: text: the original traceback" grep -q 'File "/home/u/dataset.py", line 9, in __getitem__' "$T/dlvalue.txt"
 check "dlvalue: Markdown: the worker's traceback" grep -q '^Raised in a DataLoader worker 0 (pid 7281) as `ValueError`. Its original traceback:' "$T/dlvalue.md"
+
+# ---- tracebacks in the output of a run death (issue 23) ----
+is tbctx "(d['crash_kind'], d['exception']['source'], d['exception']['output'])" \
+    "('python_exception', 'output', {'member': 'output.txt', 'line': 11})"
+is tbctx "[(e['relation'], e['type'], e['message']) for e in d['exception']['chain']]" \
+    "[('raised', 'RuntimeError', 'no weights w1 after 3 tries'), ('context', 'KeyError', \"'w1'\")]"
+is tbctx "[(f['file'], f['line'], f['function']) for f in d['exception']['frames']]" \
+    "[('/home/u/train.py', 40, '<module>'), ('/home/u/train.py', 33, 'main'), ('/home/u/train.py', 7, 'load')]"
+is tbctx "d['signature']" "python exception RuntimeError | train.py:load | train.py:main | train.py:<module>"
+is tbctx "(d['process']['exe'], d['process']['cmdline'])" "('/usr/bin/python3', ['/usr/bin/python3', 'train.py'])"
+is tbctx "d['signature_info']['source']" output
+is tbctx "[e['source'] for e in d['log']['errors']].count('exception')" 0
+check "tbctx: the same bug in another run has the same fingerprint" \
+    [ "$(J tbctx "d['fingerprint']")" = "$(J tbctx2 "d['fingerprint']")" ]
+check "tbctx: text: where the exception was read" grep -q '^          parsed from the traceback in output.txt, line 11$' "$T/tbctx.txt"
+check "tbctx: Markdown: the chain in Python's words" grep -q '^During handling of the above exception, another exception occurred:' "$T/tbctx.md"
+is tbworker "(d['exception']['type'], d['exception']['worker']['kind'], d['exception']['worker']['id'], d['exception']['worker']['original_type'])" \
+    "('ValueError', 'DataLoader', 2, 'ValueError')"
+is tbworker "d['signature']" "python exception ValueError | train.py:<module>"
+is tbcolor "(d['exception']['type'], d['exception']['message'], d['exception']['frames'][0]['line'])" \
+    "('ZeroDivisionError', 'division by zero', 3)"
+is tbcolor "d['signature']" "python exception ZeroDivisionError | train.py:<module>"
+is tblogged "(d['crash_kind'], d['exception'])" "('exit', None)"
+is tblogged "d['output']['last_lines']" "['request 19 done', 'fatal: giving up after 20 requests']"
+is tblogged "d['signature']" "exit status 2 | python serve.py | request N done | fatal: giving up after N requests"
+is exit3 "d['signature']" "exit status 3 | bash -c | starting | RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:N, unhandled system error"
+is exit3 "(len(d['fingerprint']), d['signature_info']['source'])" "(16, 'death')"
+is oomcg "d['signature']" "OOM kill | cgroup limit | python train.py"
+is oomhost "d['signature']" "OOM kill | host memory | python train.py"
+is oomnoline "d['signature']" "OOM kill | limit unknown | python train.py"
 
 # ---- older bundles ----
 is legacy "(d['process']['death']['kind'], d['process']['death']['trigger'], d['process']['death']['source'])" "('core', 'kernel', 'derived')"

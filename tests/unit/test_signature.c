@@ -1,9 +1,12 @@
-/* test_signature.c - unit tests of analyze/report/signature.c over hand-made reports, with the shipped
- * lists (rules/signature, found through the data root) and with lists written here.
+/* test_signature.c - unit tests of analyze/report/signature.c over hand-made reports, with the
+ * shipped lists (rules/signature, found through the data root) and with lists written here.
  *
  * Checks: skip and prefix behaviour, stop frames, clone-suffix and module-version normalization,
  * pcs/offsets/inline/tail-call frames not changing the fingerprint, different callers changing it,
- * crash kinds, recursion, explain[], and list errors (missing file, version mismatch, bad regex).
+ * crash kinds, recursion, explain[], and list errors (missing file, version mismatch, bad regex);
+ * the deaths without a core: output lines normalized, programs named, exit/OOM/termination/signal
+ * signatures, Python exceptions through python.txt (crashpack's frames dropped, library frames
+ * skipped).
  */
 #include "signature.h"
 
@@ -344,8 +347,9 @@ static void explain_and_errors(void)
         const char *file, *text;
     } files[] = {{"stop.txt", "version 7\nmain\n"},
                  {"skip.txt", "# c\nversion 7\nre:wrap_[0-9]+\nunnamed:libskip.so*\n"},
+                 {"python.txt", "version 7\nskip file:/lib/*\n"},
                  {"prefix.txt", "version 7\n  pre*  \n"}};
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         snprintf(p, sizeof(p), "%s/%s", dir, files[i].file);
         FILE *f = fopen(p, "w");
         fputs(files[i].text, f);
@@ -378,11 +382,264 @@ static void explain_and_errors(void)
     CHECK(siglists_load(dir, err, sizeof(err)) == NULL && strstr(err, "version") != NULL);
     unlink(p);
     CHECK(siglists_load(dir, err, sizeof(err)) == NULL && strstr(err, "prefix.txt") != NULL);
+    /* python.txt: only drop/skip file:/function: lines, and the same version */
+    f = fopen(p, "w");
+    fputs("version 7\nx\n", f);
+    fclose(f);
+    snprintf(p, sizeof(p), "%s/python.txt", dir);
+    f = fopen(p, "w");
+    fputs("version 7\nkeep file:x\n", f);
+    fclose(f);
+    CHECK(siglists_load(dir, err, sizeof(err)) == NULL && strstr(err, "python.txt:2") != NULL);
+    f = fopen(p, "w");
+    fputs("version 7\nskip path:x\n", f);
+    fclose(f);
+    CHECK(siglists_load(dir, err, sizeof(err)) == NULL && strstr(err, "python.txt:2") != NULL);
+    f = fopen(p, "w");
+    fputs("version 6\nskip file:x\n", f);
+    fclose(f);
+    CHECK(siglists_load(dir, err, sizeof(err)) == NULL && strstr(err, "version 6") != NULL);
+    unlink(p);
+    snprintf(p, sizeof(p), "%s/prefix.txt", dir);
+    unlink(p);
     for (int i = 0; i < 2; i++) {
         snprintf(p, sizeof(p), "%s/%s", dir, files[i].file);
         unlink(p);
     }
     rmdir(dir);
+}
+
+/* ---- deaths without a core (deathsig.c) ---- */
+
+static void norm_line(void)
+{
+    static const char *const c[][2] = {
+        {"error: shard 17 failed at 2026-01-01T10:00:00Z after 3.5s",
+         "error: shard N failed at <time> after Ns"},
+        {"error: shard 4242 failed at 2026-11-30 23:59:59.125+01:00 after 12.25s",
+         "error: shard N failed at <time> after Ns"},
+        {"[13:16:39] rank3: CUDA error at 0x7f3a2b10 (pid 18242)",
+         "[<time>] rankN: CUDA error at <hex> (pid N)"},
+        {"open /tmp/cpt.TL3mqU/model_epoch_12.pt: No such file",
+         "open .../model_epoch_N.pt: No such file"},
+        {"job 2e278d67-c25e-4a33-8a9b-8fd386fa7c5d commit deadbeef1234 done",
+         "job <uuid> commit <hex> done"},
+        {"\x1b[31mFATAL\x1b[0m:   bad   config\t\r", "FATAL: bad config"},
+        {"Tried to allocate 20.00 GiB (GPU 0; 79.15 GiB total)",
+         "Tried to allocate N GiB (GPU N; N GiB total)"},
+        {"no digits here", "no digits here"},
+        {"", ""},
+    };
+    char out[SIGNATURE_LINE_MAX + 1];
+    for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+        signature_norm_line(c[i][0], out, sizeof(out));
+        if (strcmp(out, c[i][1])) {
+            fprintf(stderr, "FAIL norm_line(%s) = '%s', want '%s'\n", c[i][0], out, c[i][1]);
+            fails++;
+        }
+    }
+    char longl[1000];
+    memset(longl, 'a', sizeof(longl) - 1);
+    longl[sizeof(longl) - 1] = 0;
+    signature_norm_line(longl, out, sizeof(out));
+    CHECK(strlen(out) == SIGNATURE_LINE_MAX);
+}
+
+/* A process object: exe (or NULL), comm (or NULL), argv separated by '|' (or NULL). */
+static cJSON *proc(const char *exe, const char *comm, const char *argv)
+{
+    cJSON *p = cJSON_CreateObject();
+    if (exe)
+        cJSON_AddStringToObject(p, "exe", exe);
+    if (comm)
+        cJSON_AddStringToObject(p, "comm", comm);
+    cJSON *a = cJSON_AddArrayToObject(p, "cmdline");
+    char *dup = argv ? strdup(argv) : NULL, *save = NULL;
+    for (char *t = dup ? strtok_r(dup, "|", &save) : NULL; t; t = strtok_r(NULL, "|", &save))
+        cJSON_AddItemToArray(a, cJSON_CreateString(t));
+    free(dup);
+    return p;
+}
+
+static void program(void)
+{
+    static const char *const c[][4] = {
+        {"/usr/bin/python3.11", NULL, "/usr/bin/python3|-u|/tmp/x.ABC/train.py|--lr|3",
+         "python train.py"},
+        {"/usr/bin/python3.11", NULL, "python3|-W|ignore|-m|torch.distributed.run|x.py",
+         "python -m torch.distributed.run"},
+        {"/usr/bin/python3.12", NULL, "python3|-c|raise SystemExit(3)", "python -c"},
+        {"/usr/bin/bash", NULL, "bash|-c|exit 3", "bash -c"},
+        {"/usr/bin/bash", NULL, "bash|/home/u/run.sh", "bash run.sh"},
+        {NULL, "python3", NULL, "python"},
+        {"/opt/app/bin/trainer (deleted)", NULL, "trainer|--x", "trainer"},
+        {NULL, NULL, "/usr/local/bin/tool|a", "tool"},
+        {NULL, NULL, NULL, "unknown program"},
+    };
+    char out[512];
+    for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+        cJSON *p = proc(c[i][0], c[i][1], c[i][2]);
+        signature_program(p, out, sizeof(out));
+        if (strcmp(out, c[i][3])) {
+            fprintf(stderr, "FAIL program(%s) = '%s', want '%s'\n", c[i][2] ? c[i][2] : "-", out,
+                    c[i][3]);
+            fails++;
+        }
+        cJSON_Delete(p);
+    }
+}
+
+/* A death report: kind, exit status (< 0: none), signal name (or NULL), the process, output lines
+ * separated by '|' (or NULL), an OOM kill's scope (or NULL). */
+static cJSON *death(const char *kind, int status, const char *sig, cJSON *p, const char *lines,
+                    const char *scope)
+{
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddItemToObject(r, "process", p);
+    cJSON *d = cJSON_AddObjectToObject(p, "death");
+    cJSON_AddStringToObject(d, "kind", kind);
+    if (status >= 0)
+        cJSON_AddNumberToObject(d, "status", status);
+    else
+        cJSON_AddNullToObject(d, "status");
+    if (sig) {
+        cJSON *s = cJSON_AddObjectToObject(d, "signal");
+        cJSON_AddStringToObject(s, "name", sig);
+    }
+    cJSON *ps = cJSON_AddObjectToObject(p, "signal"); /* the killing signal, as pyexc.c sets it */
+    int num = !sig ? 0 : !strcmp(sig, "SIGKILL") ? 9 : !strcmp(sig, "SIGTERM") ? 15 : 10;
+    if (num)
+        cJSON_AddNumberToObject(ps, "number", num);
+    else
+        cJSON_AddNullToObject(ps, "number");
+    if (sig)
+        cJSON_AddStringToObject(ps, "name", sig);
+    else
+        cJSON_AddNullToObject(ps, "name");
+    cJSON_AddItemToObject(r, "threads", cJSON_CreateArray());
+    if (lines) {
+        cJSON *a = cJSON_AddArrayToObject(cJSON_AddObjectToObject(r, "output"), "last_lines");
+        char *dup = strdup(lines), *save = NULL;
+        for (char *t = strtok_r(dup, "|", &save); t; t = strtok_r(NULL, "|", &save))
+            cJSON_AddItemToArray(a, cJSON_CreateString(t));
+        free(dup);
+    }
+    if (scope) {
+        cJSON *k = cJSON_CreateObject();
+        cJSON_AddStringToObject(k, "scope", scope);
+        cJSON_AddBoolToObject(k, "own_pid", 1);
+        cJSON *ks = cJSON_AddArrayToObject(cJSON_AddObjectToObject(r, "kernel_log"), "oom_kills");
+        cJSON_AddItemToArray(ks, k);
+    }
+    return r;
+}
+
+static void deaths(void)
+{
+    char fp1[64], fp2[64];
+    const char *bash = "bash|-c|x";
+    cJSON_Delete(run(death("exit", 3, NULL, proc("/usr/bin/bash", NULL, bash),
+                           "error: shard 17 failed at 2026-01-01T10:00:00Z after 3.5s", NULL),
+                     0));
+    CHECK(!strcmp(kindbuf, "exit"));
+    CHECK(!strcmp(sigbuf, "exit status 3 | bash -c | error: shard N failed at <time> after Ns"));
+    strcpy(fp1, fpbuf);
+    cJSON_Delete(run(death("exit", 3, NULL, proc("/bin/bash", NULL, bash),
+                           "error: shard 4242 failed at 2026-11-30T23:59:59Z after 12.25s", NULL),
+                     0));
+    CHECK(!strcmp(fp1, fpbuf)); /* numbers and times: the same bug */
+    cJSON_Delete(run(
+        death("exit", 3, NULL, proc("/usr/bin/bash", NULL, bash), "error: manifest missing", NULL),
+        0));
+    CHECK(strcmp(fp1, fpbuf)); /* another error line: another bug */
+    cJSON_Delete(run(death("exit", 4, NULL, proc("/usr/bin/bash", NULL, bash),
+                           "error: shard 17 failed at 2026-01-01T10:00:00Z after 3.5s", NULL),
+                     0));
+    CHECK(strcmp(fp1, fpbuf)); /* another status */
+    CHECK(strlen(fpbuf) == 16);
+    cJSON_Delete(
+        run(death("exit", 1, NULL, proc("/usr/bin/python3", NULL, "python3|a.py"), NULL, NULL), 0));
+    CHECK(!strcmp(sigbuf, "exit status 1 | python a.py"));
+    strcpy(fp2, fpbuf);
+    cJSON_Delete(
+        run(death("exit", 1, NULL, proc("/usr/bin/python3", NULL, "python3|b.py"), NULL, NULL), 0));
+    CHECK(strcmp(fp2, fpbuf)); /* another program */
+    cJSON_Delete(
+        run(death("oom_kill", -1, "SIGKILL", proc(NULL, "python3", NULL), NULL, "cgroup"), 0));
+    CHECK(!strcmp(kindbuf, "oom_kill"));
+    CHECK(!strcmp(sigbuf, "OOM kill | cgroup limit | python"));
+    strcpy(fp2, fpbuf);
+    cJSON_Delete(
+        run(death("oom_kill", -1, "SIGKILL", proc(NULL, "python3", NULL), NULL, "global"), 0));
+    CHECK(!strcmp(sigbuf, "OOM kill | host memory | python") && strcmp(fp2, fpbuf));
+    cJSON_Delete(run(death("terminated", -1, "SIGTERM",
+                           proc("/usr/bin/python3", NULL, "python3|t.py"), "step 5", NULL),
+                     0));
+    CHECK(!strcmp(sigbuf, "terminated | python t.py")); /* its last words are no identity */
+    cJSON_Delete(run(
+        death("signal", -1, "SIGUSR1", proc("/usr/bin/sleep", NULL, "sleep|30"), NULL, NULL), 0));
+    CHECK(!strcmp(kindbuf, "signal") && !strcmp(sigbuf, "SIGUSR1 | sleep"));
+}
+
+/* A Python exception report: type, frames "file@function" separated by ';', from the output or
+ * not. */
+static cJSON *pyexc(const char *type, const char *frames, int from_output)
+{
+    cJSON *r = death(from_output ? "exit" : "exception", from_output ? 1 : -1, NULL,
+                     proc("/usr/bin/python3", NULL, "python3|t.py"), NULL, NULL);
+    cJSON *x = cJSON_AddObjectToObject(r, "exception");
+    cJSON_AddStringToObject(x, "type", type);
+    if (from_output)
+        cJSON_AddStringToObject(x, "source", "output");
+    cJSON *fr = cJSON_AddArrayToObject(x, "frames");
+    char *dup = strdup(frames), *save = NULL;
+    for (char *t = strtok_r(dup, ";", &save); t; t = strtok_r(NULL, ";", &save)) {
+        char *fn = strchr(t, '@');
+        *fn++ = 0;
+        cJSON *f = cJSON_CreateObject();
+        cJSON_AddStringToObject(f, "file", t);
+        cJSON_AddStringToObject(f, "function", fn);
+        cJSON_AddNumberToObject(f, "line", 1);
+        cJSON_AddItemToArray(fr, f);
+    }
+    free(dup);
+    return r;
+}
+
+static void python(void)
+{
+    cJSON *r = run(
+        pyexc("KeyError",
+              "/home/u/t.py@<module>;/home/u/t.py@main;/usr/lib/python3.11/json/__init__.py@loads;"
+              "/src/python/crashpack/_report.py@wrap;/home/u/lib.py@leaf",
+              0),
+        1);
+    CHECK(!strcmp(kindbuf, "python_exception"));
+    CHECK(!strcmp(sigbuf, "python exception KeyError | lib.py:leaf | t.py:main | t.py:<module>"));
+    const cJSON *ex = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "signature_info"), "explain");
+    CHECK(cJSON_GetArraySize(ex) == 5);
+    CHECK(!strcmp(cJSON_GetObjectItem(cJSON_GetArrayItem(ex, 1), "action")->valuestring, "drop"));
+    CHECK(!strcmp(cJSON_GetObjectItem(cJSON_GetArrayItem(ex, 2), "action")->valuestring, "skip"));
+    cJSON_Delete(r);
+    /* only library frames: they are used; crashpack's own never */
+    cJSON_Delete(
+        run(pyexc("ValueError",
+                  "<frozen runpy>@_run_module_as_main;/usr/lib/python3/dist-packages/torch/x.py@f;"
+                  "/usr/lib/python3/dist-packages/_crashpack_hook.py@_crashpack_hook_main",
+                  0),
+            0));
+    CHECK(!strcmp(sigbuf,
+                  "python exception ValueError | x.py:f | <frozen runpy>:_run_module_as_main"));
+    /* from the output: the same kind, source output; no frames: the type alone */
+    r = run(pyexc("RuntimeError", "<string>@<module>", 1), 0);
+    CHECK(!strcmp(kindbuf, "python_exception"));
+    CHECK(!strcmp(sigbuf, "python exception RuntimeError | <string>:<module>"));
+    CHECK(!strcmp(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(r, "signature_info"), "source")->valuestring,
+        "output"));
+    cJSON_Delete(r);
+    cJSON_Delete(run(pyexc("RuntimeError", "", 0), 0));
+    CHECK(!strcmp(sigbuf, "python exception RuntimeError") && strlen(fpbuf) == 16);
 }
 
 int main(void)
@@ -398,6 +655,10 @@ int main(void)
     stability();
     kinds();
     explain_and_errors();
+    norm_line();
+    program();
+    deaths();
+    python();
     siglists_free(L);
     if (fails) {
         fprintf(stderr, "%d check(s) failed\n", fails);
