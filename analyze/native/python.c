@@ -9,6 +9,7 @@
 #include "errmsg.h"
 #include "modules.h"
 #include "pylayout.h"
+#include "pylocals.h"
 #include "python310.h"
 #include "python_internal.h"
 #include "unwind.h"
@@ -29,6 +30,7 @@ struct code_info {
     size_t table_len;
     int firstlineno;
     int64_t ncodeunits;
+    struct py_code_locals loc; /* its locals' names and kinds (want_locals) */
 };
 
 struct walk {
@@ -39,6 +41,8 @@ struct walk {
     struct code_info code; /* the last code object read */
     uint64_t str_type;     /* the str type's address, once one object has been seen to be a str */
     size_t frames_left;    /* over all threads: PY_MAX_TOTAL_FRAMES */
+    int want_locals;       /* py_state.want_locals */
+    struct py_locals_budget lb;
 };
 
 /* ---- memory ---- */
@@ -117,9 +121,26 @@ static void put_utf8(char *out, size_t *n, uint32_t c)
     }
 }
 
+/* The type name (tp_name) of the object at obj in buf, printable ASCII ('?' for other bytes). */
+static int type_name(struct walk *w, uint64_t obj, char *buf, size_t len)
+{
+    uint64_t type, name;
+    if (!len || rd_ptr(w, obj + w->L->ob_type, &type) || rd_ptr(w, type + w->L->tp_name, &name))
+        return -1;
+    char *n = rd_cstr(w, name, 64);
+    if (!n)
+        return -1;
+    size_t i = 0;
+    for (; n[i] && i + 1 < len; i++)
+        buf[i] = n[i] > ' ' && n[i] < 0x7f ? n[i] : '?';
+    buf[i] = 0;
+    free(n);
+    return 0;
+}
+
 /* A str object (compact: every str a code object holds), as malloc()ed UTF-8; NULL when it is not
- * a readable compact str. Longer strings are cut at PY_MAX_STRING characters. */
-static char *rd_str(struct walk *w, uint64_t obj)
+ * a readable compact str. Longer strings are cut at maxchars characters. */
+static char *rd_str_max(struct walk *w, uint64_t obj, size_t maxchars)
 {
     const struct py_layout *L = w->L;
     uint32_t state;
@@ -131,7 +152,9 @@ static char *rd_str(struct walk *w, uint64_t obj)
     unsigned ascii = (state >> L->str_ascii_shift) & 1;
     if (!compact || (kind != 1 && kind != 2 && kind != 4))
         return NULL;
-    size_t n = len > (int64_t)PY_MAX_STRING ? PY_MAX_STRING : (size_t)len;
+    if (maxchars > PY_MAX_STRING)
+        maxchars = PY_MAX_STRING;
+    size_t n = len > (int64_t)maxchars ? maxchars : (size_t)len;
     uint64_t data = obj + (ascii ? L->str_ascii_data : L->str_compact_data);
     unsigned char *raw = malloc(n * kind + 1);
     char *out = malloc(n * 4 + 1);
@@ -153,6 +176,11 @@ static char *rd_str(struct walk *w, uint64_t obj)
     out[o] = 0;
     free(raw);
     return out;
+}
+
+static char *rd_str(struct walk *w, uint64_t obj)
+{
+    return rd_str_max(w, obj, PY_MAX_STRING);
 }
 
 /* ---- the line table (CPython 3.11 Objects/locations.md, Objects/codeobject.c) ---- */
@@ -222,6 +250,7 @@ static void code_clear(struct code_info *c)
     free(c->qualname);
     free(c->file);
     free(c->table);
+    pylocals_code_free(&c->loc);
     memset(c, 0, sizeof(*c));
 }
 
@@ -257,6 +286,8 @@ static int read_code(struct walk *w, uint64_t addr, char *err, size_t errlen)
         if (c->table && !rd(w, table + L->bytes_sval, c->table, (size_t)table_len))
             c->table_len = (size_t)table_len;
     }
+    if (w->want_locals)
+        pylocals_code(w, L, addr, &c->loc);
     return 0;
 }
 
@@ -346,6 +377,8 @@ static int walk_frames(struct walk *w, uint64_t tstate, struct py_thread *t)
                   : c->table ? python_addr2line(c->table, c->table_len, c->firstlineno,
                                                 (long)lasti * (long)L->code_unit)
                              : -1;
+        if (w->want_locals && pylocals_read(w, L, frame, &c->loc, &w->lb, f))
+            return -1;
         if (prev == frame) {
             cp_errmsg(t->error, sizeof(t->error), "frame 0x%" PRIx64 " links to itself", frame);
             break;
@@ -675,17 +708,42 @@ struct dbg_field {
 #define DF0(f) {#f, offsetof(struct py_layout, f), offsetof(struct py_layout, dbg_##f), 0}
 static const struct dbg_field dbg_fields[] = {
     DF(rt_interpreters_head, dbg_sz_runtime),
-    DF(interp_id, dbg_sz_interp), DF(interp_next, dbg_sz_interp),
-    DF(interp_threads_head, dbg_sz_interp), DF(interp_modules, dbg_sz_interp),
+    DF(interp_id, dbg_sz_interp),
+    DF(interp_next, dbg_sz_interp),
+    DF(interp_threads_head, dbg_sz_interp),
+    DF(interp_modules, dbg_sz_interp),
     DF(interp_gil, dbg_sz_interp),
-    DF(ts_next, dbg_sz_tstate), DF(ts_interp, dbg_sz_tstate), DF(ts_current_frame, dbg_sz_tstate),
-    DF(ts_thread_id, dbg_sz_tstate), DF(ts_native_thread_id, dbg_sz_tstate),
-    DF(if_previous, dbg_sz_frame), DF(if_code, dbg_sz_frame), DF(if_instr, dbg_sz_frame),
+    DF(ts_next, dbg_sz_tstate),
+    DF(ts_interp, dbg_sz_tstate),
+    DF(ts_current_frame, dbg_sz_tstate),
+    DF(ts_thread_id, dbg_sz_tstate),
+    DF(ts_native_thread_id, dbg_sz_tstate),
+    DF(if_previous, dbg_sz_frame),
+    DF(if_code, dbg_sz_frame),
+    DF(if_instr, dbg_sz_frame),
     DF(if_owner, dbg_sz_frame),
-    DF(co_filename, dbg_sz_code), DF(co_name, dbg_sz_code), DF(co_qualname, dbg_sz_code),
-    DF(co_linetable, dbg_sz_code), DF(co_firstlineno, dbg_sz_code), DF(co_code, dbg_sz_code),
-    DF0(ob_type), DF0(tp_name), DF0(tp_flags), DF0(dict_keys), DF0(dict_values), DF0(long_digit),
-    DF0(ob_size), DF0(bytes_sval), DF0(str_state), DF0(str_length), DF0(str_ascii_data),
+    DF(if_localsplus, dbg_sz_frame),
+    DF(co_filename, dbg_sz_code),
+    DF(co_name, dbg_sz_code),
+    DF(co_qualname, dbg_sz_code),
+    DF(co_linetable, dbg_sz_code),
+    DF(co_firstlineno, dbg_sz_code),
+    DF(co_code, dbg_sz_code),
+    DF(co_localsplusnames, dbg_sz_code),
+    DF(co_localspluskinds, dbg_sz_code),
+    DF0(ob_type),
+    DF0(tp_name),
+    DF0(tp_flags),
+    DF0(dict_keys),
+    DF0(dict_values),
+    DF0(long_digit),
+    DF0(ob_size),
+    DF0(bytes_sval),
+    DF0(str_state),
+    DF0(str_length),
+    DF0(str_ascii_data),
+    DF0(tuple_item),
+    DF0(float_value),
 };
 
 static size_t *lay_at(struct py_layout *L, size_t off)
@@ -778,7 +836,11 @@ static int apply_debug_offsets(struct walk *w, struct py_state *st)
 int python_walk(python_read_fn read, void *ctx, const char *module, uint64_t py_version,
                 struct py_state *st)
 {
-    struct walk w = {.read = read, .ctx = ctx, .frames_left = PY_MAX_TOTAL_FRAMES};
+    struct walk w = {.read = read,
+                     .ctx = ctx,
+                     .frames_left = PY_MAX_TOTAL_FRAMES,
+                     .want_locals = st->want_locals,
+                     .lb = {PY_MAX_TOTAL_LOCALS, PY_MAX_TOTAL_SLOTS}};
     int major = 0, minor = 0, nmajor = 0, nminor = 0;
     char abi = 0;
     uint64_t hex = 0, dver = 0, freet = 0;
@@ -818,7 +880,8 @@ int python_walk(python_read_fn read, void *ctx, const char *module, uint64_t py_
                   v, (int)(dver >> 24), (int)(dver >> 16 & 0xff));
         return 0;
     }
-    if (major == 3 && minor == 10) { /* PyFrameObject frames: python310.c */
+    if (major == 3 && minor == 10) { /* PyFrameObject frames: python310.c (no locals) */
+        st->want_locals = 0;
         w.L = py310_layout();
         return py310_walk(&w, st);
     }
@@ -864,10 +927,11 @@ static int walk_score(const struct py_state *c)
 /* Every module named python* / libpython* with a runtime is walked (a process can map two: a
  * python3 executable with its own _PyRuntime and a libpython3.x.so that ctypes loaded); the one
  * whose interpreter runs threads is reported, and two live ones are said so in the error. */
-int python_scan(struct unwind_session *s, struct py_state *st)
+int python_scan(struct unwind_session *s, struct py_state *st, int want_locals)
 {
     memset(st, 0, sizeof(*st));
     st->gil_locked = -1;
+    st->want_locals = want_locals;
     const struct modules *mods = unwind_modules(s);
     Dwfl *dwfl = unwind_dwfl(s);
     char first[256] = "", live[2][256] = {"", ""};
@@ -885,6 +949,7 @@ int python_scan(struct unwind_session *s, struct py_state *st)
         memset(&c, 0, sizeof(c));
         c.gil_locked = -1;
         c.present = 1;
+        c.want_locals = want_locals;
         if (!d)
             continue;
         if (!find_symbol(d, "_PyRuntime", &c.runtime))
@@ -946,6 +1011,7 @@ void python_free(struct py_state *st)
             free(t->frames[k].function);
             free(t->frames[k].qualname);
             free(t->frames[k].file);
+            pylocals_free(&t->frames[k]);
         }
         free(t->frames);
         free(t->name);
@@ -1089,6 +1155,32 @@ static int frames_by_stack(const struct py_thread *pt, const struct unwind_stack
     return ok;
 }
 
+/* One python_frames[] entry; native (the eval frame's position in frames[]) < 0: unmerged. */
+static cJSON *frame_json(const struct py_frame *pf, int native, int locals)
+{
+    cJSON *o = cJSON_CreateObject();
+    add_str(o, "function", pf->function);
+    add_str(o, "qualname", pf->qualname);
+    add_str(o, "file", pf->file);
+    if (pf->line >= 0)
+        cJSON_AddNumberToObject(o, "line", pf->line);
+    else
+        cJSON_AddNullToObject(o, "line");
+    cJSON_AddBoolToObject(o, "entry", pf->is_entry);
+    if (native >= 0)
+        cJSON_AddNumberToObject(o, "native_frame_index", native);
+    else
+        cJSON_AddNullToObject(o, "native_frame_index");
+    if (locals) {
+        cJSON *loc = cJSON_AddObjectToObject(o, "locals");
+        for (unsigned i = 0; i < pf->nlocals; i++)
+            cJSON_AddStringToObject(loc, pf->locals[i].name, pf->locals[i].value);
+        if (pf->locals_truncated)
+            cJSON_AddTrueToObject(o, "locals_truncated");
+    }
+    return o;
+}
+
 void python_thread_json(const struct py_state *st, int64_t tid, cJSON *t,
                         const struct unwind_stack *us)
 {
@@ -1133,21 +1225,8 @@ void python_thread_json(const struct py_state *st, int64_t tid, cJSON *t,
     size_t g = 0;
     for (size_t k = 0; k < pt->nframes; k++) {
         const struct py_frame *pf = &pt->frames[k];
-        cJSON *o = cJSON_CreateObject();
-        add_str(o, "function", pf->function);
-        add_str(o, "qualname", pf->qualname);
-        add_str(o, "file", pf->file);
-        if (pf->line >= 0)
-            cJSON_AddNumberToObject(o, "line", pf->line);
-        else
-            cJSON_AddNullToObject(o, "line");
-        cJSON_AddBoolToObject(o, "entry", pf->is_entry);
-        if (merged)
-            cJSON_AddNumberToObject(o, "native_frame_index", eval[g]);
-        else
-            cJSON_AddNullToObject(o, "native_frame_index");
+        cJSON_AddItemToArray(arr, frame_json(pf, merged ? eval[g] : -1, st->want_locals));
         g += pf->is_entry;
-        cJSON_AddItemToArray(arr, o);
     }
     cJSON_AddItemToObject(t, "python_frames", arr);
     char why[256];
@@ -1170,5 +1249,5 @@ void python_thread_json(const struct py_state *st, int64_t tid, cJSON *t,
 }
 
 /* python.c's readers, for python310.c (python_internal.h) */
-const struct py_readers py_readers = {rd, rd_ptr, rd_i64, rd_i32, type_is, rd_str, is_str, rd_ulong,
-                                      add_thread};
+const struct py_readers py_readers = {rd,         rd_ptr,    rd_i64, rd_i32,   type_is,   rd_str,
+                                      rd_str_max, type_name, is_str, rd_ulong, add_thread};
