@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Python frames' local variables, opt-in (issue 23; docs/python.md "Local variables"):
-#  1. `crashpack snap --locals` of a live CPython (Debian's 3.11 and each pyenv 3.12/3.13 here):
+#  1. `crashpack snap --locals` of a live CPython (Debian's 3.11, pyenv's 3.12 and 3.13, and Debian
+#     sid's 3.14 in its root when test_python_frames has built it):
 #     the frame's locals with their reprs (int, negative int, float, str with escapes, bytes, bool,
 #     None, a cell variable, an object by type and address), a secret masked by its name and a
 #     token by its form, a huge str capped at 120 bytes; none without --locals; the configuration's
@@ -68,14 +69,26 @@ check_work_locals() {
 }
 
 # ---- 1. crashpack snap --locals ----
-pythons="3.11:$PY"
+# VERSION:PYTHON:SCRIPT:SYSROOT; 3.14 is Debian sid's, chrooted into the root scripts/mkroot.sh
+# built for test_python_frames (not built here: skipped without it)
+pythons="3.11:$PY:$T/locals.py:"
 for v in 3.12 3.13; do
     p=$(ls -d /root/.pyenv/versions/$v.*/bin/python$v 2> /dev/null | sort -V | tail -1)
-    if [ -n "$p" ]; then pythons="$pythons $v:$p"; else echo "note: no pyenv CPython $v: its case is skipped"; fi
+    if [ -n "$p" ]; then pythons="$pythons $v:$p:$T/locals.py:"; else echo "note: no pyenv CPython $v: its case is skipped"; fi
 done
+SID=${CP_ROOTS_DIR:-/var/cache/crashpack/roots}/sid
+W=/tmp/cp-locals.$$
+if [ -x "$SID/usr/bin/python3.14" ] && command -v chroot > /dev/null; then
+    mkdir -p "$SID$W" && cp "$T/locals.py" "$SID$W/"
+    printf '#!/bin/sh\nexec chroot %s /usr/bin/python3.14 "$@"\n' "$SID" > "$T/py314"
+    chmod +x "$T/py314"
+    pythons="$pythons 3.14:$T/py314:$W/locals.py:$SID"
+else
+    echo "note: no Debian sid root with python3.14 at $SID: the 3.14 case is skipped"
+fi
 for vp in $pythons; do
-    v=${vp%%:*} p=${vp#*:}
-    "$p" "$T/locals.py" > "$T/prog-$v.out" 2>&1 &
+    IFS=: read -r v p script sysroot <<< "$vp"
+    "$p" "$script" > "$T/prog-$v.out" 2>&1 &
     pid=$!
     wait_ready "$T/prog-$v.out" || die "$v: the program did not get ready"
     "$CP_BIN/crashpack" snap -c "$T/conf" --json "$pid" > "$T/off-$v.snap" 2> "$T/off-$v.err"
@@ -83,15 +96,17 @@ for vp in $pythons; do
     kill "$pid"
     wait "$pid" 2> /dev/null
     off=$(json "$T/off-$v.snap" 'd["bundle"]["path"]') on=$(json "$T/on-$v.snap" 'd["bundle"]["path"]')
-    "$CP_BIN/crashpack" analyze --json "$off" > "$T/off-$v.json" 2> /dev/null || true
-    "$CP_BIN/crashpack" analyze --json "$on" > "$T/on-$v.json" 2> /dev/null || true
+    "$CP_BIN/crashpack" analyze --json ${sysroot:+--sysroot "$sysroot"} "$off" > "$T/off-$v.json" 2> /dev/null || true
+    "$CP_BIN/crashpack" analyze --json ${sysroot:+--sysroot "$sysroot"} "$on" > "$T/on-$v.json" 2> /dev/null || true
     check "$v snap: without --locals no frame has locals" \
         [ "$(json "$T/off-$v.json" '[f["function"] for t in d["threads"] for f in t["python_frames"] if "locals" in f] == [] and "work" in str(d["threads"])')" = True ]
     check "$v snap --locals: snap.json says python_locals" \
         [ "$(cp_member "$on" snap.json | python3 -c 'import json,sys; print(json.load(sys.stdin).get("python_locals"))')" = True ]
     check_work_locals "$T/on-$v.json" "$v snap --locals"
+    [ "$v" = 3.11 ] && on311=$on
 done
-"$CP_BIN/crashpack" analyze "$on" > "$T/on.txt" 2>&1 || true
+rm -rf "${SID:?}$W"
+"$CP_BIN/crashpack" analyze "$on311" > "$T/on.txt" 2>&1 || true
 check "text: the locals under the frame" \
     bash -c "grep -A3 -F 'in work' '$T/on.txt' | grep -q '^      locals:' && grep -q '^        count = 42\$' '$T/on.txt'"
 # the configuration's python_locals = on, without --locals
