@@ -255,6 +255,7 @@ static const struct key keys[] = {
     {"knowledge_base", KEY_ABS, FIELD(knowledge_base)},
     {"agent_rate", KEY_UINT, FIELD(agent_rate)},
     {"agent_oom", KEY_BOOL, FIELD(agent_oom)},
+    {"python_locals", KEY_BOOL, FIELD(python_locals)},
     {"run_exits", KEY_FN, .fn = set_run_exits},
     {"run_output_tail", KEY_SIZE, FIELD(run_output_tail), 1024, 64ULL << 20},
     {"post_command", KEY_ABS_OFF, FIELD(post_command)},

@@ -75,6 +75,9 @@ struct cp_config {
                                 /* whose non-zero exit is a crash: the main process only, also
                                  * every Python process (default), or every process */
     uint64_t run_output_tail;   /* bytes of the job's output kept for output.txt */
+    /* Python frames' local variables (issue 23, docs/python.md): the analysis reads them from
+     * the core (manifest capture.python_locals), snap keeps their pages, the hook takes them */
+    int python_locals;
 };
 
 void cp_config_defaults(struct cp_config *c);

@@ -641,6 +641,8 @@ static void manifest_capture(cJSON *m, const struct cap *c)
     cJSON_AddStringToObject(cap, "config", c->config_path ? c->config_path : "");
     /* kernel: a core dump through core_pattern; snap/watch: a live process, see snap.json */
     cJSON_AddStringToObject(cap, "trigger", c->snap || c->event ? c->snap_trigger : "kernel");
+    if (c->cfg.python_locals) /* the analysis reads Python frames' locals (docs/python.md) */
+        cJSON_AddTrueToObject(cap, "python_locals");
     cJSON_AddItemToObject(m, "death", event_death_json(c));
     if (c->snap || c->event)
         cJSON_AddStringToObject(cap, "reason", c->snap_reason);

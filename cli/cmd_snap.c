@@ -56,43 +56,55 @@ static void snap_print_report(FILE *out, const cJSON *info)
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: crashpack snap [options] PID\n"
-            "\n"
-            "Captures a live process into a bundle, the same bundle the crash handler writes: every\n"
-            "thread is stopped briefly (ptrace), its registers and stack are written into an ELF\n"
-            "core gdb opens, and the process runs on. A thread that cannot stop (uninterruptible\n"
-            "sleep: a driver call, FUSE, vfork) is recorded from the kernel's side instead. The\n"
-            "stop can make some blocking calls in the process return EINTR.\n"
-            "\n"
-            "  --full          the whole readable memory in the core (default: slim: stacks, the\n"
-            "                  first page of each mapped file, small and written data mappings)\n"
-            "  --kill          end the process (SIGKILL) once it has been captured\n"
-            "  -o, --output DIR write the bundle to DIR (root-owned, not writable by others)\n"
-            "  -c, --config F  configuration file (default " "/etc/crashpack/crashpack.conf)\n"
-            "  --timeout MS    how long each thread may take to stop (default 500)\n"
-            "  --reason TEXT   why, recorded in the manifest\n"
-            "  --kind exception  the process reported an uncaught exception (manifest death)\n"
-            "  --member NAME=FD  a member read from descriptor FD: exception.json, output.txt,\n"
-            "                  process.json or events.json (repeatable, at most 4)\n"
-            "  --json          print the bundle and the stop report as JSON (crashpack-snap-result/1:\n"
-            "                  bundle.path, snap: crashpack-snap/1)\n"
-            "  -h, --help      this help\n"
-            "\n"
-            "Exit status: 0 captured, 1 capture failed, 2 usage error, 3 no such process.\n");
+    fprintf(
+        out,
+        "usage: crashpack snap [options] PID\n"
+        "\n"
+        "Captures a live process into a bundle, the same bundle the crash handler writes: every\n"
+        "thread is stopped briefly (ptrace), its registers and stack are written into an ELF\n"
+        "core gdb opens, and the process runs on. A thread that cannot stop (uninterruptible\n"
+        "sleep: a driver call, FUSE, vfork) is recorded from the kernel's side instead. The\n"
+        "stop can make some blocking calls in the process return EINTR.\n"
+        "\n"
+        "  --full          the whole readable memory in the core (default: slim: stacks, the\n"
+        "                  first page of each mapped file, small and written data mappings)\n"
+        "  --locals        Python frames' local variables (short reprs, secrets masked) in\n"
+        "                  the report, as `python_locals = on` in the configuration does\n"
+        "  --kill          end the process (SIGKILL) once it has been captured\n"
+        "  -o, --output DIR write the bundle to DIR (root-owned, not writable by others)\n"
+        "  -c, --config F  configuration file (default "
+        "/etc/crashpack/crashpack.conf)\n"
+        "  --timeout MS    how long each thread may take to stop (default 500)\n"
+        "  --reason TEXT   why, recorded in the manifest\n"
+        "  --kind exception  the process reported an uncaught exception (manifest death)\n"
+        "  --member NAME=FD  a member read from descriptor FD: exception.json, output.txt,\n"
+        "                  process.json or events.json (repeatable, at most 4)\n"
+        "  --json          print the bundle and the stop report as JSON (crashpack-snap-result/1:\n"
+        "                  bundle.path, snap: crashpack-snap/1)\n"
+        "  -h, --help      this help\n"
+        "\n"
+        "Exit status: 0 captured, 1 capture failed, 2 usage error, 3 no such process.\n");
 }
+
+enum { O_FULL = 256, O_KILL, O_JSON, O_TIMEOUT, O_REASON, O_TRIGGER, O_KIND, O_MEMBER, O_LOCALS };
+static const struct option longs[] = {{"full", no_argument, 0, O_FULL},
+                                      {"kill", no_argument, 0, O_KILL},
+                                      {"json", no_argument, 0, O_JSON},
+                                      {"output", required_argument, 0, 'o'},
+                                      {"config", required_argument, 0, 'c'},
+                                      {"timeout", required_argument, 0, O_TIMEOUT},
+                                      {"reason", required_argument, 0, O_REASON},
+                                      {"trigger", required_argument, 0, O_TRIGGER},
+                                      {"kind", required_argument, 0, O_KIND},
+                                      {"member", required_argument, 0, O_MEMBER},
+                                      {"locals", no_argument, 0, O_LOCALS},
+                                      CP_OPT_HELP,
+                                      CP_OPT_END};
 
 int cmd_snap(int argc, char **argv)
 {
     struct snap_request rq = {.trigger = "snap", .reason = "requested"};
     int kill_after = 0, json = 0;
-    enum { O_FULL = 256, O_KILL, O_JSON, O_TIMEOUT, O_REASON, O_TRIGGER, O_KIND, O_MEMBER };
-    static const struct option longs[] = {
-        {"full", no_argument, 0, O_FULL}, {"kill", no_argument, 0, O_KILL}, {"json", no_argument, 0, O_JSON},
-        {"output", required_argument, 0, 'o'}, {"config", required_argument, 0, 'c'},
-        {"timeout", required_argument, 0, O_TIMEOUT}, {"reason", required_argument, 0, O_REASON},
-        {"trigger", required_argument, 0, O_TRIGGER}, {"kind", required_argument, 0, O_KIND},
-        {"member", required_argument, 0, O_MEMBER}, CP_OPT_HELP, CP_OPT_END};
     struct cp_opts p = {.verb = "crashpack snap", .shorts = "o:c:", .longs = longs, .argc = argc, .argv = argv};
     long long n;
     int c;
@@ -102,6 +114,9 @@ int cmd_snap(int argc, char **argv)
             usage(stdout);
             return CP_EXIT_OK;
         case O_FULL: rq.full = 1; break;
+        case O_LOCALS:
+            rq.python_locals = 1;
+            break;
         case O_KILL: kill_after = 1; break;
         case O_JSON: json = 1; break;
         case 'o': rq.bundle_dir = optarg; break;

@@ -352,6 +352,17 @@ static int hold_process(const struct snap_request *rq, int *pidfd, int *own, int
     return 0;
 }
 
+/* snap.json's parts the stopper does not know: the futexes' symbols, the trigger and reason, and
+ * whether the analysis reads Python frames' locals (docs/python.md) */
+static void info_finish(cJSON *info, int procfd, const struct snap_request *rq, int python_locals)
+{
+    name_futexes(procfd, info);
+    cJSON_AddStringToObject(info, "trigger", rq->trigger ? rq->trigger : "snap");
+    cJSON_AddStringToObject(info, "reason", rq->reason ? rq->reason : "requested");
+    if (python_locals)
+        cJSON_AddTrueToObject(info, "python_locals");
+}
+
 int snap_pid(const struct snap_request *rq, char *bundle, size_t blen, cJSON **info, char *err,
              size_t errlen)
 {
@@ -378,6 +389,7 @@ int snap_pid(const struct snap_request *rq, char *bundle, size_t blen, cJSON **i
     }
     struct snap_opts o = {.full = rq->full,
                           .stack_max = cfg.slim_stack_max,
+                          .python_locals = rq->python_locals || cfg.python_locals,
                           .timeout_ms = rq->timeout_ms ? rq->timeout_ms : SNAP_TIMEOUT_MS,
                           .pidfd = pidfd};
     info_mem = memfd_create("crashpack-snap-info", MFD_CLOEXEC);
@@ -409,11 +421,8 @@ int snap_pid(const struct snap_request *rq, char *bundle, size_t blen, cJSON **i
         *info = cJSON_ParseWithLength(ib, il);
         free(ib);
     }
-    if (*info) {
-        name_futexes(procfd, *info);
-        cJSON_AddStringToObject(*info, "trigger", rq->trigger ? rq->trigger : "snap");
-        cJSON_AddStringToObject(*info, "reason", rq->reason ? rq->reason : "requested");
-    }
+    if (*info)
+        info_finish(*info, procfd, rq, o.python_locals);
     if (!rq->full) {
         if (!cp_pidfd_holds(pidfd, rq->pid)) {
             cp_errmsg(err, errlen, "pid %d exited during the snapshot", (int)rq->pid);

@@ -18,6 +18,9 @@ struct snap_request {
     int pidfd;              /* > 0: the process's pidfd (the agent's peer); else one is opened
                              * here. Every step checks the pid is still that process's */
     const char *room;       /* "own": a user's request (crashpack-capture --room own); NULL */
+    int python_locals;      /* Python frames' locals in the report (snap --locals; also when
+                             * the configuration says python_locals = on): snap.json says so,
+                             * and a slim core keeps their pages */
     /* members handed to the capture (crashpack-capture --member NAME=FD): exception.json, ... */
     struct snap_member {
         const char *name;

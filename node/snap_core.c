@@ -384,7 +384,8 @@ static void py_page(void *ctx, uint64_t page)
 
 /* The pages the Python walker reads, for each mapped interpreter or libpython: its ELF file
  * opened through map_files (procfd: /proc/<pid>, as the process's owner), not by its path. */
-static void python_pages(int procfd, int memfd, const struct map *m, size_t nm, struct plan *P)
+static void python_pages(int procfd, int memfd, const struct map *m, size_t nm, struct plan *P,
+                         int locals)
 {
     struct cp_as as;
     if (procfd < 0 || memfd < 0 || cp_proc_owner(procfd, &as))
@@ -395,7 +396,7 @@ static void python_pages(int procfd, int memfd, const struct map *m, size_t nm, 
             (i == 0 || strcmp(m[i - 1].path, m[i].path))) {
             int fd = cp_open_mapped(procfd, m[i].lo, m[i].hi, m[i].path, m[i].inode, &as, NULL);
             if (fd >= 0) {
-                snap_python_pages(fd, memfd, m[i].path, m[i].lo, py_page, &pp);
+                snap_python_pages(fd, memfd, m[i].path, m[i].lo, py_page, &pp, locals);
                 close(fd);
             }
         }
@@ -1012,7 +1013,7 @@ int snap_stop_and_write(pid_t pid, const struct snap_opts *o, int core_fd, int i
     struct plan P = {0};
     make_plan(m, nm, th, nt, o, &P);
     if (!o->full && !gone) /* the Python walker's pages (snap_python.h) */
-        python_pages(procfd, memfd, m, nm, &P);
+        python_pages(procfd, memfd, m, nm, &P, o->python_locals);
     if (procfd >= 0)
         close(procfd);
     struct buf notes = {0};

@@ -29,6 +29,7 @@ struct snap_opts {
     unsigned timeout_ms;  /* how long each thread may take to stop */
     int pidfd;            /* > 0: the process's pidfd; the snapshot fails unless it still holds
                            * the pid once every thread is stopped (pidfd.h) */
+    int python_locals;    /* slim: keep the pages of Python frames' locals too (pylocals.h) */
 };
 
 /* Stops pid, writes the core to core_fd (sequentially: a pipe is fine) and the stop report

@@ -100,7 +100,7 @@ uint64_t snap_load_bias(Elf *e, uint64_t base)
 }
 
 int snap_python_pages(int elffd, int memfd, const char *module, uint64_t base, snap_page_fn page,
-                      void *ctx)
+                      void *ctx, int locals)
 {
     if (elffd < 0)
         return -1;
@@ -124,6 +124,7 @@ int snap_python_pages(int elffd, int memfd, const char *module, uint64_t base, s
     memset(&st, 0, sizeof(st));
     st.gil_locked = -1;
     st.present = 1;
+    st.want_locals = locals;
     st.runtime = runtime + bias;
     st.runtime_source = "symbol";
     snprintf(st.module, sizeof(st.module), "%s", module);

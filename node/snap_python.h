@@ -18,9 +18,10 @@ typedef void (*snap_page_fn)(void *ctx, uint64_t page); /* a page-aligned addres
  * mapped at base, opened through the process's map_files (rootopen.h: cp_open_mapped; never by
  * the path its maps show); module: that path, as a name only. memfd: /proc/<pid>/mem. Returns
  * the number of pages reported (0: not a Python runtime, or nothing readable), or -1 when the
- * module's file cannot be read. */
+ * module's file cannot be read. With locals (python_locals), the walk reads each frame's locals
+ * too (pylocals.h), so the pages of their objects are kept as well. */
 int snap_python_pages(int elffd, int memfd, const char *module, uint64_t base, snap_page_fn page,
-                      void *ctx);
+                      void *ctx, int locals);
 
 /* Whether path's base name looks like a CPython interpreter or libpython. */
 int snap_python_module(const char *path);

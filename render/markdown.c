@@ -13,12 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A live snapshot (crashpack snap / watch): nothing crashed, no signal */
+/* A live snapshot (crashpack snap / watch, or the exception hook's): nothing crashed, no signal */
 int render_is_snapshot(const cJSON *r)
 {
     const char *k = cp_jstr_ne_at(r, "process.death.kind"),
                *t = cp_jstr_ne_at(r, "process.death.trigger");
-    return (k && !strcmp(k, "snapshot")) || (t && (!strcmp(t, "snap") || !strcmp(t, "watch"))) ||
+    return (k && !strcmp(k, "snapshot")) ||
+           (t && (!strcmp(t, "snap") || !strcmp(t, "watch") || !strcmp(t, "hook"))) ||
            cJSON_IsTrue(cp_jpath(r, "hang.snap"));
 }
 

@@ -2,7 +2,9 @@
  * thread's wait state) and the crashed (or raising) thread's native and Python frames. */
 #include "render_internal.h"
 #include "jpath.h"
+#include "mdesc.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static const cJSON *crashed_thread(const cJSON *r)
@@ -59,30 +61,83 @@ static void native_block(FILE *o, const cJSON *t)
     render_block_write(o, &b);
 }
 
-/* The thread's Python frames (innermost first, at most 24) in a code block. */
+/* Lines of a code block longer than struct render_block takes (a frame's source and locals). */
+#define MD_PY_LINES 400
+struct md_lines {
+    char *v[MD_PY_LINES];
+    int n;
+};
+
+static void md_line(struct md_lines *b, const char *s)
+{
+    if (b->n < MD_PY_LINES && (b->v[b->n] = strdup(s ? s : "")))
+        b->n++;
+}
+
+static void md_lines_write(FILE *o, struct md_lines *b)
+{
+    int fence = cp_md_fence_len((const char *const *)b->v, b->n);
+    for (int i = 0; i < fence; i++)
+        fputc('`', o);
+    fputc('\n', o);
+    for (int i = 0; i < b->n; i++) {
+        cp_md_block_line(o, b->v[i]);
+        fputc('\n', o);
+        free(b->v[i]);
+    }
+    b->n = 0;
+    for (int i = 0; i < fence; i++)
+        fputc('`', o);
+    fputc('\n', o);
+}
+
+/* A Python frame's source line and locals (docs/python.md), under its File line. */
+static void python_detail(struct md_lines *b, const cJSON *f)
+{
+    char line[1024];
+    const cJSON *loc = cp_jpath(f, "locals"), *v;
+    if (cp_jstr_ne_at(f, "source")) {
+        snprintf(line, sizeof(line), "    %s", cp_jstr_ne_at(f, "source"));
+        md_line(b, line);
+    }
+    cJSON_ArrayForEach(v, loc) if (v->string && cJSON_IsString(v))
+    {
+        snprintf(line, sizeof(line), "      %s = %s", v->string, v->valuestring);
+        md_line(b, line);
+    }
+    if (cJSON_IsTrue(cp_jpath(f, "locals_truncated")))
+        md_line(b, "      ... (more locals left out)");
+}
+
+/* The thread's Python frames (innermost first, at most 24; crashpack's own frames, `tool`, not
+ * shown) in a code block, each with its source line and locals when the report has them. */
 static void python_block(FILE *o, const cJSON *t)
 {
     const cJSON *f;
-    struct render_block b = {.n = 0};
-    int i;
-    const cJSON *py = cp_jpath(t, "python_frames");
-    if (cJSON_GetArraySize(py) > 0) {
-        fputs("\nPython frames (innermost first):\n\n", o);
-        i = 0;
-        cJSON_ArrayForEach(f, py)
-        {
-            if (i++ >= 24)
-                break;
-            char line[1024];
-            double ln = 0;
-            cp_jnum_at(f, "line", &ln);
-            snprintf(line, sizeof(line), "  File \"%s\", line %.0f, in %s",
-                     cp_jstr_ne_at(f, "file") ? cp_jstr_ne_at(f, "file") : "?", ln,
-                     cp_jstr_ne_at(f, "function") ? cp_jstr_ne_at(f, "function") : "?");
-            render_block_add(&b, line);
-        }
-        render_block_write(o, &b);
+    struct md_lines *b = calloc(1, sizeof(*b));
+    int i = 0;
+    if (!b)
+        return;
+    cJSON_ArrayForEach(f, cp_jpath(t, "python_frames"))
+    {
+        if (cJSON_IsTrue(cp_jpath(f, "tool")))
+            continue;
+        if (i++ >= 24)
+            break;
+        char line[1024];
+        double ln = 0;
+        cp_jnum_at(f, "line", &ln);
+        snprintf(line, sizeof(line), "  File \"%s\", line %.0f, in %s",
+                 cp_jstr_ne_at(f, "file") ? cp_jstr_ne_at(f, "file") : "?", ln,
+                 cp_jstr_ne_at(f, "function") ? cp_jstr_ne_at(f, "function") : "?");
+        md_line(b, line);
+        python_detail(b, f);
     }
+    if (b->n > 0) {
+        fputs("\nPython frames (innermost first):\n\n", o);
+        md_lines_write(o, b);
+    }
+    free(b);
 }
 
 void render_md_thread(FILE *o, const cJSON *r)

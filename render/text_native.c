@@ -61,13 +61,51 @@ static void print_frame(FILE *out, int n, const cJSON *f)
     fputc('\n', out);
 }
 
+/* A Python frame's source line and locals, under its File line (docs/python.md). */
+static void print_python_detail(FILE *out, const cJSON *f)
+{
+    const char *src = cp_jstr(f, "source");
+    if (src && *src) {
+        fputs("      ", out);
+        cp_text_put(out, src);
+        fputc('\n', out);
+    }
+    const cJSON *loc = cJSON_GetObjectItemCaseSensitive(f, "locals"), *v;
+    if (!cJSON_IsObject(loc) || !loc->child)
+        return;
+    fputs("      locals:\n", out);
+    cJSON_ArrayForEach(v, loc)
+    {
+        if (!v->string || !cJSON_IsString(v))
+            continue;
+        fputs("        ", out);
+        cp_text_put(out, v->string);
+        fputs(" = ", out);
+        cp_text_put(out, v->valuestring);
+        fputc('\n', out);
+    }
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(f, "locals_truncated")))
+        fputs("        ... (more locals left out)\n", out);
+}
+
 /* The thread's Python frames as a Python traceback (most recent call last), each with the native
- * frame (#N) of the _PyEval_EvalFrameDefault that runs it. */
+ * frame (#N) of the _PyEval_EvalFrameDefault that runs it, its source line and locals when the
+ * report has them; crashpack's own frames (tool) are not shown. */
 static void print_python(FILE *out, const cJSON *t)
 {
     const cJSON *pf = cJSON_GetObjectItemCaseSensitive(t, "python_frames");
     const cJSON *py = cJSON_GetObjectItemCaseSensitive(t, "python");
-    int n = cJSON_GetArraySize(pf);
+    /* the innermost TEXT_PYTHON_FRAMES that are not the tool's, outermost first */
+    const cJSON *shown[TEXT_PYTHON_FRAMES], *it;
+    int k = 0, n = 0;
+    cJSON_ArrayForEach(it, pf)
+    {
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(it, "tool")))
+            continue;
+        if (k < TEXT_PYTHON_FRAMES)
+            shown[k++] = it;
+        n++;
+    }
     if (!n && !cp_jstr(py, "error"))
         return;
     fputs("  Python", out);
@@ -83,15 +121,6 @@ static void print_python(FILE *out, const cJSON *t)
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(py, "holds_gil")))
         fputs(", holds the GIL", out);
     fputs(" (most recent call last):\n", out);
-    /* the innermost TEXT_PYTHON_FRAMES, outermost first */
-    const cJSON *shown[TEXT_PYTHON_FRAMES], *it;
-    int k = 0;
-    cJSON_ArrayForEach(it, pf)
-    {
-        if (k == TEXT_PYTHON_FRAMES)
-            break;
-        shown[k++] = it;
-    }
     if (n > k)
         fprintf(out, "    ... %d outer frames shown by --json\n", n - k);
     for (int i = k - 1; i >= 0; i--) {
@@ -109,6 +138,7 @@ static void print_python(FILE *out, const cJSON *t)
         if (nf >= 0)
             fprintf(out, "  [native #%.0f]", nf);
         fputc('\n', out);
+        print_python_detail(out, f);
     }
     const char *merge = cp_jstr(t, "python_merge");
     if (merge && strcmp(merge, "ok")) {

@@ -196,6 +196,29 @@ int main(void)
 #else
     F("dictvalues_valid", 0);
 #endif
+    /* local variables (python_locals = on): a frame's localsplus slots (3.14 _PyStackRefs, tagged
+     * as f_executable), named by the code object's co_localsplusnames (a tuple), each slot's
+     * kind in co_localspluskinds (bytes: a cell or free variable's slot holds a cell, whose
+     * ob_ref is the value; 3.13+ hidden slots are an inlined comprehension's); the values read:
+     * floats, and the tagged ints of 3.14's stack references */
+    F("if_localsplus", offsetof(_PyInterpreterFrame, localsplus));
+    F("co_localsplusnames", offsetof(PyCodeObject, co_localsplusnames));
+    F("co_localspluskinds", offsetof(PyCodeObject, co_localspluskinds));
+    F("tuple_item", offsetof(PyTupleObject, ob_item));
+    F("float_value", offsetof(PyFloatObject, ob_fval));
+    F("cell_ref", offsetof(PyCellObject, ob_ref));
+    F("fast_cell", CO_FAST_CELL);
+    F("fast_free", CO_FAST_FREE);
+#ifdef CO_FAST_HIDDEN
+    F("fast_hidden", CO_FAST_HIDDEN);
+#else
+    F("fast_hidden", 0);
+#endif
+#if PY_MINOR_VERSION >= 14
+    F("stackref_int_tag", Py_INT_TAG);
+#else
+    F("stackref_int_tag", 0);
+#endif
     /* (no structure sizes: they change between micro versions, 3.13.0 to 3.13.5, where every offset
      * read here stays put) */
     /* 3.13+: where _Py_DebugOffsets keeps each value (0: no such table) */
@@ -246,5 +269,10 @@ int main(void)
     D("str_state", unicode_object.state);
     D("str_length", unicode_object.length);
     D("str_ascii_data", unicode_object.asciiobject_size);
+    D("if_localsplus", interpreter_frame.localsplus);
+    D("co_localsplusnames", code_object.localsplusnames);
+    D("co_localspluskinds", code_object.localspluskinds);
+    D("tuple_item", tuple_object.ob_item);
+    D("float_value", float_object.ob_fval);
     return 0;
 }

@@ -937,7 +937,10 @@ static cJSON *member_json(struct bundle *b, const char *name, size_t max)
 void hang_analyze(struct bundle *b, cJSON *r)
 {
     cJSON *snap = member_json(b, "snap.json", SNAP_JSON_MAX);
-    if (snap && !cJSON_IsObject(snap)) {
+    /* an exception's snapshot (the hook asked the agent for it) is no hang: its threads wait for
+     * the capture itself (the raising one in poll, for the agent's answer). No hang section. */
+    const char *death = cp_jstr_at(r, "process.death.kind");
+    if (snap && (!cJSON_IsObject(snap) || (death && !strcmp(death, "exception")))) {
         cJSON_Delete(snap);
         snap = NULL;
     }

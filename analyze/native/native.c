@@ -40,6 +40,7 @@
 #define DEFAULT_WALL_S NATIVE_DEFAULT_WALL_S
 #define DEFAULT_AS (32ull << 30) /* libdw maps whole files: a CUDA process maps several GiB */
 #define MANIFEST_MAX (16u << 20)
+#define SNAP_INFO_MAX (16u << 20) /* snap.json */
 #define MAX_OUTPUT (512u << 20)
 
 struct job {
@@ -573,7 +574,7 @@ static int analyze(struct job *j, int fd, struct core *c)
     struct py_state py;
     memset(&py, 0, sizeof(py));
     int rc = emit(fd, "modules", modules_line(s)) ? 3 : 0;
-    if (!rc && python_scan(s, &py))
+    if (!rc && python_scan(s, &py, j->o.python_locals))
         rc = emit_error(fd, "out of memory while reading the Python threads");
     cJSON *pyj = rc ? NULL : python_state_json(&py);
     if (pyj) {
@@ -625,7 +626,18 @@ static void manifest_hints(struct job *j)
         snprintf(j->comm, sizeof(j->comm), "%s", comm->valuestring);
         j->o.comm = j->comm;
     }
+    /* python_locals: asked for at capture time (the configuration, snap --locals) */
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(m, "capture"), "python_locals")))
+        j->o.python_locals = 1;
     cJSON_Delete(m);
+    if (!j->o.python_locals && bundle_find(j->b, "snap.json")) {
+        rc = bundle_read_all(j->b, "snap.json", SNAP_INFO_MAX, &buf, &len);
+        cJSON *sj = rc == BUNDLE_OK ? cJSON_ParseWithLength(buf, len) : NULL;
+        free(buf);
+        j->o.python_locals = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(sj, "python_locals"));
+        cJSON_Delete(sj);
+    }
 }
 
 static int child_main(void *arg, int fd)

@@ -58,6 +58,9 @@ struct native_opts {
     unsigned wall_s;           /* child's wall-clock limit (0: NATIVE_DEFAULT_WALL_S) */
     uint64_t as_bytes;         /* child's address-space limit (0: default 32 GiB) */
     int in_process;            /* 1: no child (debugging); a crash then takes the caller down */
+    int python_locals;         /* 1: Python frames' locals (python.h want_locals); a job that
+                                  reads the bundle itself takes it from the manifest's
+                                  capture.python_locals or snap.json's python_locals */
     int sealed;                /* 1: the child seals itself before it parses (sandbox_seal: no
                                   open by path; `crashpack enrich --root-fd`): what it needs by
                                   path (libstdc++, data files) is loaded first, and the second

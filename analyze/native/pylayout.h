@@ -65,6 +65,12 @@ struct py_layout {
         ht_cached_keys, flag_managed_dict;
     size_t managed_dict_before, managed_values_before, flag_inline_values, inline_values,
         dictvalues_valid;
+    /* local variables (python_locals): _PyInterpreterFrame.localsplus, PyCodeObject's
+     * co_localsplusnames (a tuple) and co_localspluskinds (bytes), PyTupleObject.ob_item,
+     * PyFloatObject.ob_fval, PyCellObject.ob_ref; the slot kinds CO_FAST_CELL, CO_FAST_FREE and
+     * (3.13+, else 0) CO_FAST_HIDDEN; 3.14 a stack reference's tagged-int tag (else 0) */
+    size_t if_localsplus, co_localsplusnames, co_localspluskinds, tuple_item, float_value, cell_ref;
+    size_t fast_cell, fast_free, fast_hidden, stackref_int_tag;
     /* _Py_DebugOffsets (3.13+): its size, and where each value sits in it; 0 when absent */
     size_t dbg_size, dbg_version, dbg_free_threaded;
     size_t dbg_sz_runtime, dbg_rt_interpreters_head;
@@ -78,6 +84,8 @@ struct py_layout {
         dbg_co_firstlineno, dbg_co_code;
     size_t dbg_ob_type, dbg_tp_name, dbg_tp_flags, dbg_dict_keys, dbg_dict_values, dbg_long_digit,
         dbg_ob_size, dbg_bytes_sval, dbg_str_state, dbg_str_length, dbg_str_ascii_data;
+    size_t dbg_if_localsplus, dbg_co_localsplusnames, dbg_co_localspluskinds, dbg_tuple_item,
+        dbg_float_value;
 };
 
 /* The layout of CPython major.minor, or NULL when there is no row for it. */

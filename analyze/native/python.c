@@ -9,6 +9,7 @@
 #include "errmsg.h"
 #include "modules.h"
 #include "pylayout.h"
+#include "pylocals.h"
 #include "pylocks.h"
 #include "python310.h"
 #include "python_internal.h"
@@ -30,6 +31,7 @@ struct code_info {
     size_t table_len;
     int firstlineno;
     int64_t ncodeunits;
+    struct py_code_locals loc; /* its locals' names and kinds (want_locals) */
 };
 
 struct walk {
@@ -37,9 +39,11 @@ struct walk {
     void *ctx;
     const struct py_layout *L; /* &lay */
     struct py_layout lay;      /* the version's row, with the core's debug offsets over it */
-    struct code_info code; /* the last code object read */
-    uint64_t str_type;     /* the str type's address, once one object has been seen to be a str */
-    size_t frames_left;    /* over all threads: PY_MAX_TOTAL_FRAMES */
+    struct code_info code;     /* the last code object read */
+    uint64_t str_type;  /* the str type's address, once one object has been seen to be a str */
+    size_t frames_left; /* over all threads: PY_MAX_TOTAL_FRAMES */
+    int want_locals;    /* py_state.want_locals */
+    struct py_locals_budget lb;
 };
 
 /* ---- memory ---- */
@@ -118,9 +122,26 @@ static void put_utf8(char *out, size_t *n, uint32_t c)
     }
 }
 
+/* The type name (tp_name) of the object at obj in buf, printable ASCII ('?' for other bytes). */
+static int type_name(struct walk *w, uint64_t obj, char *buf, size_t len)
+{
+    uint64_t type, name;
+    if (!len || rd_ptr(w, obj + w->L->ob_type, &type) || rd_ptr(w, type + w->L->tp_name, &name))
+        return -1;
+    char *n = rd_cstr(w, name, 64);
+    if (!n)
+        return -1;
+    size_t i = 0;
+    for (; n[i] && i + 1 < len; i++)
+        buf[i] = n[i] > ' ' && n[i] < 0x7f ? n[i] : '?';
+    buf[i] = 0;
+    free(n);
+    return 0;
+}
+
 /* A str object (compact: every str a code object holds), as malloc()ed UTF-8; NULL when it is not
- * a readable compact str. Longer strings are cut at PY_MAX_STRING characters. */
-static char *rd_str(struct walk *w, uint64_t obj)
+ * a readable compact str. Longer strings are cut at maxchars characters. */
+static char *rd_str_max(struct walk *w, uint64_t obj, size_t maxchars)
 {
     const struct py_layout *L = w->L;
     uint32_t state;
@@ -132,7 +153,9 @@ static char *rd_str(struct walk *w, uint64_t obj)
     unsigned ascii = (state >> L->str_ascii_shift) & 1;
     if (!compact || (kind != 1 && kind != 2 && kind != 4))
         return NULL;
-    size_t n = len > (int64_t)PY_MAX_STRING ? PY_MAX_STRING : (size_t)len;
+    if (maxchars > PY_MAX_STRING)
+        maxchars = PY_MAX_STRING;
+    size_t n = len > (int64_t)maxchars ? maxchars : (size_t)len;
     uint64_t data = obj + (ascii ? L->str_ascii_data : L->str_compact_data);
     unsigned char *raw = malloc(n * kind + 1);
     char *out = malloc(n * 4 + 1);
@@ -144,9 +167,10 @@ static char *rd_str(struct walk *w, uint64_t obj)
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
         uint32_t c = kind == 1 ? raw[i]
-                     : kind == 2 ? (uint32_t)(raw[2 * i] | raw[2 * i + 1] << 8)
-                                 : (uint32_t)(raw[4 * i] | raw[4 * i + 1] << 8 |
-                                              raw[4 * i + 2] << 16 | (uint32_t)raw[4 * i + 3] << 24);
+                     : kind == 2
+                         ? (uint32_t)(raw[2 * i] | raw[2 * i + 1] << 8)
+                         : (uint32_t)(raw[4 * i] | raw[4 * i + 1] << 8 | raw[4 * i + 2] << 16 |
+                                      (uint32_t)raw[4 * i + 3] << 24);
         if (c == 0 || c > 0x10ffff || (c >= 0xd800 && c < 0xe000))
             c = 0xfffd;
         put_utf8(out, &o, c);
@@ -154,6 +178,11 @@ static char *rd_str(struct walk *w, uint64_t obj)
     out[o] = 0;
     free(raw);
     return out;
+}
+
+static char *rd_str(struct walk *w, uint64_t obj)
+{
+    return rd_str_max(w, obj, PY_MAX_STRING);
 }
 
 /* ---- the line table (CPython 3.11 Objects/locations.md, Objects/codeobject.c) ---- */
@@ -223,6 +252,7 @@ static void code_clear(struct code_info *c)
     free(c->qualname);
     free(c->file);
     free(c->table);
+    pylocals_code_free(&c->loc);
     memset(c, 0, sizeof(*c));
 }
 
@@ -243,7 +273,8 @@ static int read_code(struct walk *w, uint64_t addr, char *err, size_t errlen)
     int64_t table_len;
     if (rd_ptr(w, addr + L->co_name, &name) || rd_ptr(w, addr + L->co_qualname, &qual) ||
         rd_ptr(w, addr + L->co_filename, &file) || rd_ptr(w, addr + L->co_linetable, &table) ||
-        rd_i32(w, addr + L->co_firstlineno, &first) || rd_i64(w, addr + L->ob_size, &c->ncodeunits)) {
+        rd_i32(w, addr + L->co_firstlineno, &first) ||
+        rd_i64(w, addr + L->ob_size, &c->ncodeunits)) {
         cp_errmsg(err, errlen, "code object 0x%" PRIx64 " is not in the core", addr);
         return -1;
     }
@@ -258,6 +289,8 @@ static int read_code(struct walk *w, uint64_t addr, char *err, size_t errlen)
         if (c->table && !rd(w, table + L->bytes_sval, c->table, (size_t)table_len))
             c->table_len = (size_t)table_len;
     }
+    if (w->want_locals)
+        pylocals_code(w, L, addr, &c->loc);
     return 0;
 }
 
@@ -270,11 +303,26 @@ static char *dup_or_null(const char *s)
 
 /* The frame's owner is a shim: the C stack's entry frame (3.12/3.13 FRAME_OWNED_BY_CSTACK, 3.14
  * FRAME_OWNED_BY_INTERPRETER) that _PyEval_EvalFrameDefault pushes before the first Python frame
- * it runs. It is not a Python frame; the frame whose `previous` it is starts a C-level eval call. */
+ * it runs. It is not a Python frame; the frame whose `previous` it is starts a C-level eval call.
+ */
 static int is_shim(const struct py_layout *L, unsigned char owner)
 {
     return (L->owner_shim != PYLAYOUT_NO_OWNER && owner == L->owner_shim) ||
            (L->owner_shim2 != PYLAYOUT_NO_OWNER && owner == L->owner_shim2);
+}
+
+/* a new last frame of t (its array of capacity *cap grown as needed), or NULL */
+static struct py_frame *push_frame(struct py_thread *t, size_t *cap)
+{
+    if (t->nframes == *cap) {
+        size_t ncap = *cap ? 2 * *cap : 16;
+        struct py_frame *v = realloc(t->frames, ncap * sizeof(*v));
+        if (!v)
+            return NULL;
+        t->frames = v;
+        *cap = ncap;
+    }
+    return &t->frames[t->nframes++];
 }
 
 static int walk_frames(struct walk *w, uint64_t tstate, struct py_thread *t)
@@ -288,7 +336,8 @@ static int walk_frames(struct walk *w, uint64_t tstate, struct py_thread *t)
     else /* 3.13+ */
         bad = rd_ptr(w, tstate + L->ts_current_frame, &frame);
     if (bad) {
-        cp_errmsg(t->error, sizeof(t->error), "the thread state's frame pointer is not in the core");
+        cp_errmsg(t->error, sizeof(t->error),
+                  "the thread state's frame pointer is not in the core");
         return 0;
     }
     size_t cap = 0, shims = 0;
@@ -304,7 +353,8 @@ static int walk_frames(struct walk *w, uint64_t tstate, struct py_thread *t)
             rd_ptr(w, frame + L->if_instr, &instr) || rd(w, frame + L->if_owner, &owner, 1) ||
             (L->if_is_entry && rd(w, frame + L->if_is_entry, &entry, 1))) {
             cp_errmsg(t->error, sizeof(t->error),
-                      "frame 0x%" PRIx64 " is not in the core (a slim core keeps only the stacks)", frame);
+                      "frame 0x%" PRIx64 " is not in the core (a slim core keeps only the stacks)",
+                      frame);
             break;
         }
         if (prev == frame && is_shim(L, owner)) {
@@ -324,16 +374,10 @@ static int walk_frames(struct walk *w, uint64_t tstate, struct py_thread *t)
         code &= ~(uint64_t)L->if_code_tag_mask; /* 3.14: a _PyStackRef */
         if (read_code(w, code, t->error, sizeof(t->error)))
             break;
-        if (t->nframes == cap) {
-            size_t ncap = cap ? 2 * cap : 16;
-            struct py_frame *v = realloc(t->frames, ncap * sizeof(*v));
-            if (!v)
-                return -1;
-            t->frames = v;
-            cap = ncap;
-        }
+        struct py_frame *f = push_frame(t, &cap);
+        if (!f)
+            return -1;
         struct code_info *c = &w->code;
-        struct py_frame *f = &t->frames[t->nframes++];
         memset(f, 0, sizeof(*f));
         f->addr = frame;
         f->is_entry = entry != 0;
@@ -341,12 +385,15 @@ static int walk_frames(struct walk *w, uint64_t tstate, struct py_thread *t)
         f->qualname = dup_or_null(c->qualname);
         f->file = dup_or_null(c->file);
         /* _PyInterpreterFrame_LASTI: code units from the first instruction to prev_instr (3.11,
-         * 3.12) or instr_ptr (3.13+); the same formula for both (PyUnstable_InterpreterFrame_GetLine) */
+         * 3.12) or instr_ptr (3.13+); the same formula for both
+         * (PyUnstable_InterpreterFrame_GetLine) */
         int64_t lasti = ((int64_t)instr - (int64_t)(code + L->co_code)) / (int64_t)L->code_unit;
         f->line = lasti > c->ncodeunits ? -1
-                  : c->table ? python_addr2line(c->table, c->table_len, c->firstlineno,
-                                                (long)lasti * (long)L->code_unit)
-                             : -1;
+                  : c->table            ? python_addr2line(c->table, c->table_len, c->firstlineno,
+                                                           (long)lasti * (long)L->code_unit)
+                                        : -1;
+        if (w->want_locals && pylocals_read(w, L, frame, &c->loc, &w->lb, f))
+            return -1;
         if (prev == frame) {
             cp_errmsg(t->error, sizeof(t->error), "frame 0x%" PRIx64 " links to itself", frame);
             break;
@@ -372,6 +419,25 @@ static int add_thread(struct py_state *st, size_t *cap)
 
 static void thread_names(struct walk *w, uint64_t interp, struct py_state *st, size_t first);
 
+/* 3.12+: an interpreter's GIL (its own, or the main interpreter's it shares) in *ilocked and
+ * *iholder; the main interpreter's is the report's */
+static void interp_gil(struct walk *w, struct py_state *st, uint64_t interp, int64_t id,
+                       int *ilocked, uint64_t *iholder)
+{
+    const struct py_layout *L = w->L;
+    uint64_t gil, holder;
+    int32_t locked;
+    if (!L->interp_gil || rd_ptr(w, interp + L->interp_gil, &gil) || !gil ||
+        rd_i32(w, gil + L->gil_locked, &locked) || rd_ptr(w, gil + L->gil_last_holder, &holder))
+        return;
+    *ilocked = locked == 1;
+    *iholder = locked == 1 ? holder : 0;
+    if (id == 0 || st->gil_locked < 0) {
+        st->gil_locked = *ilocked;
+        st->gil_holder = *iholder;
+    }
+}
+
 static int walk_runtime(struct walk *w, struct py_state *st)
 {
     const struct py_layout *L = w->L;
@@ -392,23 +458,16 @@ static int walk_runtime(struct walk *w, struct py_state *st)
     size_t cap = 0;
     for (unsigned ni = 0; interp && ni < PY_MAX_INTERPRETERS; ni++) {
         size_t first = st->nthreads;
-        uint64_t ts, next, gil;
+        uint64_t ts, next;
         int64_t id = -1;
         int ilocked = st->gil_locked;
         uint64_t iholder = st->gil_holder;
         rd_i64(w, interp + L->interp_id, &id);
-        /* 3.12+: this interpreter's GIL (its own, or the main interpreter's it shares) */
-        if (L->interp_gil && !rd_ptr(w, interp + L->interp_gil, &gil) && gil &&
-            !rd_i32(w, gil + L->gil_locked, &locked) && !rd_ptr(w, gil + L->gil_last_holder, &holder)) {
-            ilocked = locked == 1;
-            iholder = locked == 1 ? holder : 0;
-            if (id == 0 || st->gil_locked < 0) { /* the report's GIL: the main interpreter's */
-                st->gil_locked = ilocked;
-                st->gil_holder = iholder;
-            }
-        }
-        if (rd_ptr(w, interp + L->interp_threads_head, &ts) || rd_ptr(w, interp + L->interp_next, &next)) {
-            cp_errmsg(st->error, sizeof(st->error), "interpreter 0x%" PRIx64 " is not in the core", interp);
+        interp_gil(w, st, interp, id, &ilocked, &iholder);
+        if (rd_ptr(w, interp + L->interp_threads_head, &ts) ||
+            rd_ptr(w, interp + L->interp_next, &next)) {
+            cp_errmsg(st->error, sizeof(st->error), "interpreter 0x%" PRIx64 " is not in the core",
+                      interp);
             return 0;
         }
         for (unsigned nt = 0; ts && nt < PY_MAX_THREADS; nt++) {
@@ -424,7 +483,8 @@ static int walk_runtime(struct walk *w, struct py_state *st)
             if (rd_ptr(w, ts + L->ts_interp, &back) || back != interp ||
                 rd_ptr(w, ts + L->ts_next, &tnext)) {
                 cp_errmsg(st->error, sizeof(st->error),
-                          "thread state 0x%" PRIx64 " is not readable or not this interpreter's", ts);
+                          "thread state 0x%" PRIx64 " is not readable or not this interpreter's",
+                          ts);
                 break;
             }
             if (add_thread(st, &cap))
@@ -471,17 +531,20 @@ static int is_str(struct walk *w, uint64_t obj)
 
 /* Entry `key` (a str) of a dict's keys object; its value from the entry, or from `values` (a split
  * dict's or an instance's value array) when that is not 0. */
-static int keys_find(struct walk *w, uint64_t keys, uint64_t values, const char *key, uint64_t *value)
+static int keys_find(struct walk *w, uint64_t keys, uint64_t values, const char *key,
+                     uint64_t *value)
 {
     const struct py_layout *L = w->L;
     unsigned char log2ib, kind;
     int64_t n;
-    if (!keys || rd(w, keys + L->dk_log2_index_bytes, &log2ib, 1) || rd(w, keys + L->dk_kind, &kind, 1) ||
-        rd_i64(w, keys + L->dk_nentries, &n) || log2ib > 32 || n < 0)
+    if (!keys || rd(w, keys + L->dk_log2_index_bytes, &log2ib, 1) ||
+        rd(w, keys + L->dk_kind, &kind, 1) || rd_i64(w, keys + L->dk_nentries, &n) || log2ib > 32 ||
+        n < 0)
         return -1;
     int general = kind == L->dk_kind_general;
     size_t esz = general ? L->entry_size : L->uentry_size;
-    size_t ko = general ? L->entry_key : L->uentry_key, vo = general ? L->entry_value : L->uentry_value;
+    size_t ko = general ? L->entry_key : L->uentry_key,
+           vo = general ? L->entry_value : L->uentry_value;
     uint64_t entries = keys + L->dk_indices + ((uint64_t)1 << log2ib);
     for (int64_t i = 0; i < n && i < (int64_t)PY_MAX_DICT; i++) {
         uint64_t k;
@@ -579,12 +642,13 @@ static void thread_names(struct walk *w, uint64_t interp, struct py_state *st, s
     uint64_t modules, mod, mdict, active, keys, values;
     unsigned char log2ib, kind;
     int64_t n;
-    if (rd_ptr(w, interp + L->interp_modules, &modules) || dict_find(w, modules, "threading", &mod) ||
-        rd_ptr(w, mod + L->module_dict, &mdict) || dict_find(w, mdict, "_active", &active) ||
-        !type_is(w, active, "dict") || rd_ptr(w, active + L->dict_keys, &keys) ||
-        rd_ptr(w, active + L->dict_values, &values) || values ||
-        rd(w, keys + L->dk_log2_index_bytes, &log2ib, 1) || rd(w, keys + L->dk_kind, &kind, 1) ||
-        rd_i64(w, keys + L->dk_nentries, &n) || kind != L->dk_kind_general || log2ib > 32)
+    if (rd_ptr(w, interp + L->interp_modules, &modules) ||
+        dict_find(w, modules, "threading", &mod) || rd_ptr(w, mod + L->module_dict, &mdict) ||
+        dict_find(w, mdict, "_active", &active) || !type_is(w, active, "dict") ||
+        rd_ptr(w, active + L->dict_keys, &keys) || rd_ptr(w, active + L->dict_values, &values) ||
+        values || rd(w, keys + L->dk_log2_index_bytes, &log2ib, 1) ||
+        rd(w, keys + L->dk_kind, &kind, 1) || rd_i64(w, keys + L->dk_nentries, &n) ||
+        kind != L->dk_kind_general || log2ib > 32)
         return;
     uint64_t entries = keys + L->dk_indices + ((uint64_t)1 << log2ib);
     for (int64_t i = 0; i < n && i < (int64_t)PY_MAX_DICT; i++) {
@@ -663,7 +727,7 @@ static int version_from_name(const char *path, int *major, int *minor, char *abi
 
 /* ---- _Py_DebugOffsets (3.13+) ---- */
 
-#define DBG_MAX 8192u          /* the table is 584 bytes in 3.13 */
+#define DBG_MAX 8192u /* the table is 584 bytes in 3.13 */
 #define DBG_MAX_STRUCT (1u << 24)
 
 /* A layout field taken from the core's debug offsets: where it is in struct py_layout, where the
@@ -672,21 +736,53 @@ struct dbg_field {
     const char *name;
     size_t field, pos, size_pos;
 };
-#define DF(f, sz) {#f, offsetof(struct py_layout, f), offsetof(struct py_layout, dbg_##f), offsetof(struct py_layout, sz)}
-#define DF0(f) {#f, offsetof(struct py_layout, f), offsetof(struct py_layout, dbg_##f), 0}
+#define DF(f, sz)                                                                                  \
+    {                                                                                              \
+#f, offsetof(struct py_layout, f), offsetof(struct py_layout, dbg_##f),                    \
+            offsetof(struct py_layout, sz)                                                         \
+    }
+#define DF0(f)                                                                                     \
+    {                                                                                              \
+#f, offsetof(struct py_layout, f), offsetof(struct py_layout, dbg_##f), 0                  \
+    }
 static const struct dbg_field dbg_fields[] = {
     DF(rt_interpreters_head, dbg_sz_runtime),
-    DF(interp_id, dbg_sz_interp), DF(interp_next, dbg_sz_interp),
-    DF(interp_threads_head, dbg_sz_interp), DF(interp_modules, dbg_sz_interp),
+    DF(interp_id, dbg_sz_interp),
+    DF(interp_next, dbg_sz_interp),
+    DF(interp_threads_head, dbg_sz_interp),
+    DF(interp_modules, dbg_sz_interp),
     DF(interp_gil, dbg_sz_interp),
-    DF(ts_next, dbg_sz_tstate), DF(ts_interp, dbg_sz_tstate), DF(ts_current_frame, dbg_sz_tstate),
-    DF(ts_thread_id, dbg_sz_tstate), DF(ts_native_thread_id, dbg_sz_tstate),
-    DF(if_previous, dbg_sz_frame), DF(if_code, dbg_sz_frame), DF(if_instr, dbg_sz_frame),
+    DF(ts_next, dbg_sz_tstate),
+    DF(ts_interp, dbg_sz_tstate),
+    DF(ts_current_frame, dbg_sz_tstate),
+    DF(ts_thread_id, dbg_sz_tstate),
+    DF(ts_native_thread_id, dbg_sz_tstate),
+    DF(if_previous, dbg_sz_frame),
+    DF(if_code, dbg_sz_frame),
+    DF(if_instr, dbg_sz_frame),
     DF(if_owner, dbg_sz_frame),
-    DF(co_filename, dbg_sz_code), DF(co_name, dbg_sz_code), DF(co_qualname, dbg_sz_code),
-    DF(co_linetable, dbg_sz_code), DF(co_firstlineno, dbg_sz_code), DF(co_code, dbg_sz_code),
-    DF0(ob_type), DF0(tp_name), DF0(tp_flags), DF0(dict_keys), DF0(dict_values), DF0(long_digit),
-    DF0(ob_size), DF0(bytes_sval), DF0(str_state), DF0(str_length), DF0(str_ascii_data),
+    DF(if_localsplus, dbg_sz_frame),
+    DF(co_filename, dbg_sz_code),
+    DF(co_name, dbg_sz_code),
+    DF(co_qualname, dbg_sz_code),
+    DF(co_linetable, dbg_sz_code),
+    DF(co_firstlineno, dbg_sz_code),
+    DF(co_code, dbg_sz_code),
+    DF(co_localsplusnames, dbg_sz_code),
+    DF(co_localspluskinds, dbg_sz_code),
+    DF0(ob_type),
+    DF0(tp_name),
+    DF0(tp_flags),
+    DF0(dict_keys),
+    DF0(dict_values),
+    DF0(long_digit),
+    DF0(ob_size),
+    DF0(bytes_sval),
+    DF0(str_state),
+    DF0(str_length),
+    DF0(str_ascii_data),
+    DF0(tuple_item),
+    DF0(float_value),
 };
 
 static size_t *lay_at(struct py_layout *L, size_t off)
@@ -708,13 +804,14 @@ static void check_note(struct py_state *st, const char *name, uint64_t table, ui
         n = (size_t)snprintf(st->layout_check, sizeof(st->layout_check),
                              "the core's _Py_DebugOffsets differ from the generated table:");
     if (n < sizeof(st->layout_check))
-        snprintf(st->layout_check + n, sizeof(st->layout_check) - n, " %s (table %" PRIu64 ", core %" PRIu64 ")",
-                 name, table, core);
+        snprintf(st->layout_check + n, sizeof(st->layout_check) - n,
+                 " %s (table %" PRIu64 ", core %" PRIu64 ")", name, table, core);
 }
 
 /* Puts the core's debug offsets over w->lay (the row), each checked: inside its structure's size
- * as the table states it (at most 16 MiB), or under 4096 for the object fields. Differences from the row are noted in
- * st->layout_check. Returns 0, or -1 with st->error set when the table cannot be used. */
+ * as the table states it (at most 16 MiB), or under 4096 for the object fields. Differences from
+ * the row are noted in st->layout_check. Returns 0, or -1 with st->error set when the table cannot
+ * be used. */
 static int apply_debug_offsets(struct walk *w, struct py_state *st)
 {
     struct py_layout *L = &w->lay;
@@ -723,7 +820,9 @@ static int apply_debug_offsets(struct walk *w, struct py_state *st)
     if (!t || rd(w, st->runtime, t, n)) {
         free(t);
         snprintf(st->layout_check, sizeof(st->layout_check),
-                 "the core's _Py_DebugOffsets (%zu bytes at _PyRuntime) are not readable: the generated table is used", n);
+                 "the core's _Py_DebugOffsets (%zu bytes at _PyRuntime) are not readable: the "
+                 "generated table is used",
+                 n);
         return 0;
     }
     struct py_layout d = *L;
@@ -757,16 +856,19 @@ static int apply_debug_offsets(struct walk *w, struct py_state *st)
     }
     free(t);
     if (bad) {
-        cp_errmsg(st->error, sizeof(st->error),
-                  "unsupported CPython %s: the core's _Py_DebugOffsets are inconsistent (%s = %" PRIu64
-                  " is outside its structure)", st->version, bad, badv);
+        cp_errmsg(
+            st->error, sizeof(st->error),
+            "unsupported CPython %s: the core's _Py_DebugOffsets are inconsistent (%s = %" PRIu64
+            " is outside its structure)",
+            st->version, bad, badv);
         return -1;
     }
     d.gil_locked = (size_t)(gl - gs);
     d.gil_last_holder = (size_t)(gh - gs);
     for (size_t i = 0; i < sizeof(dbg_fields) / sizeof(dbg_fields[0]); i++)
         if (*lay_at(&d, dbg_fields[i].field) != *lay_at(L, dbg_fields[i].field))
-            check_note(st, dbg_fields[i].name, *lay_at(L, dbg_fields[i].field), *lay_at(&d, dbg_fields[i].field));
+            check_note(st, dbg_fields[i].name, *lay_at(L, dbg_fields[i].field),
+                       *lay_at(&d, dbg_fields[i].field));
     if (d.gil_locked != L->gil_locked)
         check_note(st, "gil_locked", L->gil_locked, d.gil_locked);
     if (d.gil_last_holder != L->gil_last_holder)
@@ -776,13 +878,50 @@ static int apply_debug_offsets(struct walk *w, struct py_state *st)
     return 0;
 }
 
+/* A build whose layouts are not read (free-threaded, debug, or debug offsets of another version):
+ * 1 with st->error said, else 0 */
+static int unsupported_build(struct walk *w, struct py_state *st, char abi, int have_dbg,
+                             uint64_t dver, int major, int minor)
+{
+    uint64_t freet = 0;
+    const char *v = st->version[0] ? st->version : "(unknown version)";
+    if (abi == 't' || (have_dbg && !rd_ptr(w, st->runtime + 16, &freet) && freet)) {
+        cp_errmsg(st->error, sizeof(st->error),
+                  "unsupported CPython %s: a free-threaded (Py_GIL_DISABLED, \"%st\") build; its "
+                  "object and "
+                  "frame layouts differ and only the default GIL build is read",
+                  v, v);
+        return 1;
+    }
+    if (abi == 'd') {
+        cp_errmsg(
+            st->error, sizeof(st->error),
+            "unsupported CPython %s: a debug (Py_DEBUG, \"%sd\") build; only the default release "
+            "build's layouts are read",
+            v, v);
+        return 1;
+    }
+    if (have_dbg && ((int)(dver >> 16 & 0xff) != minor || major != 3)) {
+        cp_errmsg(
+            st->error, sizeof(st->error),
+            "unsupported CPython %s: its _Py_DebugOffsets say %d.%d, not the module's version", v,
+            (int)(dver >> 24), (int)(dver >> 16 & 0xff));
+        return 1;
+    }
+    return 0;
+}
+
 int python_walk(python_read_fn read, void *ctx, const char *module, uint64_t py_version,
                 struct py_state *st)
 {
-    struct walk w = {.read = read, .ctx = ctx, .frames_left = PY_MAX_TOTAL_FRAMES};
+    struct walk w = {.read = read,
+                     .ctx = ctx,
+                     .frames_left = PY_MAX_TOTAL_FRAMES,
+                     .want_locals = st->want_locals,
+                     .lb = {PY_MAX_TOTAL_LOCALS, PY_MAX_TOTAL_SLOTS}};
     int major = 0, minor = 0, nmajor = 0, nminor = 0;
     char abi = 0;
-    uint64_t hex = 0, dver = 0, freet = 0;
+    uint64_t hex = 0, dver = 0;
     char cookie[8];
     int named = !version_from_name(module, &nmajor, &nminor, &abi);
     /* 3.13+: _PyRuntime starts with _Py_DebugOffsets: "xdebugpy", PY_VERSION_HEX, free_threaded */
@@ -794,44 +933,30 @@ int python_walk(python_read_fn read, void *ctx, const char *module, uint64_t py_
     if (hex) {
         major = 3;
         minor = (int)(hex >> 16 & 0xff);
-        snprintf(st->version, sizeof(st->version), "%d.%d.%d", major, minor, (int)(hex >> 8 & 0xff));
+        snprintf(st->version, sizeof(st->version), "%d.%d.%d", major, minor,
+                 (int)(hex >> 8 & 0xff));
     } else if (named) {
         major = nmajor;
         minor = nminor;
         snprintf(st->version, sizeof(st->version), "%d.%d", major, minor);
     }
-    const char *v = st->version[0] ? st->version : "(unknown version)";
-    if (abi == 't' || (have_dbg && !rd_ptr(&w, st->runtime + 16, &freet) && freet)) {
-        cp_errmsg(st->error, sizeof(st->error),
-                  "unsupported CPython %s: a free-threaded (Py_GIL_DISABLED, \"%st\") build; its object and "
-                  "frame layouts differ and only the default GIL build is read", v, v);
+    if (unsupported_build(&w, st, abi, have_dbg, dver, major, minor))
         return 0;
-    }
-    if (abi == 'd') {
-        cp_errmsg(st->error, sizeof(st->error),
-                  "unsupported CPython %s: a debug (Py_DEBUG, \"%sd\") build; only the default release "
-                  "build's layouts are read", v, v);
-        return 0;
-    }
-    if (have_dbg && ((int)(dver >> 16 & 0xff) != minor || major != 3)) {
-        cp_errmsg(st->error, sizeof(st->error),
-                  "unsupported CPython %s: its _Py_DebugOffsets say %d.%d, not the module's version",
-                  v, (int)(dver >> 24), (int)(dver >> 16 & 0xff));
-        return 0;
-    }
-    if (major == 3 && minor == 10) { /* PyFrameObject frames: python310.c */
+    if (major == 3 && minor == 10) { /* PyFrameObject frames: python310.c (no locals) */
+        st->want_locals = 0;
         w.L = py310_layout();
         return py310_walk(&w, st);
     }
     const struct py_layout *row = major ? pylayout_find(major, minor) : NULL;
     if (!row) {
-        const char *why = major == 3 && minor < 10 && minor >= 0
-                              ? "before 3.10 frames and line tables are another layout, not read"
-                          : major == 3 && minor > 11 && have_dbg
-                              ? "a newer _PyInterpreterFrame and _Py_DebugOffsets table than any generated row"
-                              : "no structure layout for this version";
-        cp_errmsg(st->error, sizeof(st->error), "unsupported CPython %s: %s (supported: 3.10, %s)", v,
-                  why, pylayout_versions());
+        const char *why =
+            major == 3 && minor < 10 && minor >= 0
+                ? "before 3.10 frames and line tables are another layout, not read"
+            : major == 3 && minor > 11 && have_dbg
+                ? "a newer _PyInterpreterFrame and _Py_DebugOffsets table than any generated row"
+                : "no structure layout for this version";
+        cp_errmsg(st->error, sizeof(st->error), "unsupported CPython %s: %s (supported: 3.10, %s)",
+                  st->version[0] ? st->version : "(unknown version)", why, pylayout_versions());
         return 0;
     }
     w.lay = *row;
@@ -839,8 +964,9 @@ int python_walk(python_read_fn read, void *ctx, const char *module, uint64_t py_
     st->layout_source = "table";
     if (row->dbg_size) {
         if (!have_dbg)
-            snprintf(st->layout_check, sizeof(st->layout_check),
-                     "no _Py_DebugOffsets (\"xdebugpy\") at _PyRuntime: the generated table is used");
+            snprintf(
+                st->layout_check, sizeof(st->layout_check),
+                "no _Py_DebugOffsets (\"xdebugpy\") at _PyRuntime: the generated table is used");
         else if (apply_debug_offsets(&w, st))
             return 0;
     }
@@ -867,10 +993,11 @@ static int walk_score(const struct py_state *c)
 /* Every module named python* / libpython* with a runtime is walked (a process can map two: a
  * python3 executable with its own _PyRuntime and a libpython3.x.so that ctypes loaded); the one
  * whose interpreter runs threads is reported, and two live ones are said so in the error. */
-int python_scan(struct unwind_session *s, struct py_state *st)
+int python_scan(struct unwind_session *s, struct py_state *st, int want_locals)
 {
     memset(st, 0, sizeof(*st));
     st->gil_locked = -1;
+    st->want_locals = want_locals;
     const struct modules *mods = unwind_modules(s);
     Dwfl *dwfl = unwind_dwfl(s);
     char first[256] = "", live[2][256] = {"", ""};
@@ -888,6 +1015,7 @@ int python_scan(struct unwind_session *s, struct py_state *st)
         memset(&c, 0, sizeof(c));
         c.gil_locked = -1;
         c.present = 1;
+        c.want_locals = want_locals;
         if (!d)
             continue;
         if (!find_symbol(d, "_PyRuntime", &c.runtime))
@@ -928,9 +1056,10 @@ int python_scan(struct unwind_session *s, struct py_state *st)
     st->present = 1;
     if (best < 0) {
         snprintf(st->module, sizeof(st->module), "%s", first);
-        cp_errmsg(st->error, sizeof(st->error),
-                  "no _PyRuntime symbol or .PyRuntime section in %s (its file is needed: see modules[])",
-                  st->module);
+        cp_errmsg(
+            st->error, sizeof(st->error),
+            "no _PyRuntime symbol or .PyRuntime section in %s (its file is needed: see modules[])",
+            st->module);
         return 0;
     }
     st->runtimes = seen;
@@ -949,6 +1078,7 @@ void python_free(struct py_state *st)
             free(t->frames[k].function);
             free(t->frames[k].qualname);
             free(t->frames[k].file);
+            pylocals_free(&t->frames[k]);
         }
         free(t->frames);
         free(t->name);
@@ -1139,6 +1269,32 @@ static int frames_by_stack(const struct py_thread *pt, const struct unwind_stack
     return ok;
 }
 
+/* One python_frames[] entry; native (the eval frame's position in frames[]) < 0: unmerged. */
+static cJSON *frame_json(const struct py_frame *pf, int native, int locals)
+{
+    cJSON *o = cJSON_CreateObject();
+    add_str(o, "function", pf->function);
+    add_str(o, "qualname", pf->qualname);
+    add_str(o, "file", pf->file);
+    if (pf->line >= 0)
+        cJSON_AddNumberToObject(o, "line", pf->line);
+    else
+        cJSON_AddNullToObject(o, "line");
+    cJSON_AddBoolToObject(o, "entry", pf->is_entry);
+    if (native >= 0)
+        cJSON_AddNumberToObject(o, "native_frame_index", native);
+    else
+        cJSON_AddNullToObject(o, "native_frame_index");
+    if (locals) {
+        cJSON *loc = cJSON_AddObjectToObject(o, "locals");
+        for (unsigned i = 0; i < pf->nlocals; i++)
+            cJSON_AddStringToObject(loc, pf->locals[i].name, pf->locals[i].value);
+        if (pf->locals_truncated)
+            cJSON_AddTrueToObject(o, "locals_truncated");
+    }
+    return o;
+}
+
 void python_thread_json(const struct py_state *st, int64_t tid, cJSON *t,
                         const struct unwind_stack *us)
 {
@@ -1183,21 +1339,8 @@ void python_thread_json(const struct py_state *st, int64_t tid, cJSON *t,
     size_t g = 0;
     for (size_t k = 0; k < pt->nframes; k++) {
         const struct py_frame *pf = &pt->frames[k];
-        cJSON *o = cJSON_CreateObject();
-        add_str(o, "function", pf->function);
-        add_str(o, "qualname", pf->qualname);
-        add_str(o, "file", pf->file);
-        if (pf->line >= 0)
-            cJSON_AddNumberToObject(o, "line", pf->line);
-        else
-            cJSON_AddNullToObject(o, "line");
-        cJSON_AddBoolToObject(o, "entry", pf->is_entry);
-        if (merged)
-            cJSON_AddNumberToObject(o, "native_frame_index", eval[g]);
-        else
-            cJSON_AddNullToObject(o, "native_frame_index");
+        cJSON_AddItemToArray(arr, frame_json(pf, merged ? eval[g] : -1, st->want_locals));
         g += pf->is_entry;
-        cJSON_AddItemToArray(arr, o);
     }
     cJSON_AddItemToObject(t, "python_frames", arr);
     char why[256];
@@ -1225,5 +1368,6 @@ static const struct py_layout *walk_layout(struct walk *w)
     return w->L;
 }
 
-const struct py_readers py_readers = {rd,     rd_ptr,   rd_i64,     rd_i32,      type_is,  rd_str,
-                                      is_str, rd_ulong, add_thread, walk_layout, attr_find};
+const struct py_readers py_readers = {rd,         rd_ptr,      rd_i64,    rd_i32, type_is,
+                                      rd_str,     rd_str_max,  type_name, is_str, rd_ulong,
+                                      add_thread, walk_layout, attr_find};

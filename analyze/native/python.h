@@ -33,7 +33,8 @@
  *   python          {thread_id (hex pthread_t), name, interpreter, holds_gil, frames_truncated,
  *                    error}
  *                   or null (no Python thread state for this tid)
- *   python_frames[] {function (co_name), qualname, file, line, entry, native_frame_index}
+ *   python_frames[] {function (co_name), qualname, file, line, entry, native_frame_index,
+ *                   and with want_locals: locals {name: repr}, locals_truncated when cut}
  *                   innermost first; [] for a thread that runs no Python
  *   python_merge    "ok" | "unmerged: WHY" | null (no Python frames)
  * The merge: from 3.11 one _PyEval_EvalFrameDefault call runs a chain of Python frames (calls
@@ -73,6 +74,10 @@ struct py_lock;
 #define PY_MAX_STRING 4096u
 #define PY_MAX_LINETABLE (1u << 20)
 
+struct py_local {
+    char *name, *value; /* the name, and its short, masked repr (pylocals.h) */
+};
+
 struct py_frame {
     uint64_t addr;      /* the _PyInterpreterFrame */
     char *function;     /* co_name (what tracebacks print); NULL when unreadable */
@@ -81,6 +86,9 @@ struct py_frame {
     int line;           /* -1 when unknown */
     int is_entry;
     uint64_t shim;      /* 3.12+: the shim frame after an entry frame (on its eval call's C stack) */
+    struct py_local *locals; /* with py_state.want_locals: the frame's bound locals (pylocals.h) */
+    unsigned nlocals;
+    int locals_truncated; /* some were left out (a cap) */
 };
 
 struct py_thread {
@@ -115,6 +123,8 @@ struct py_state {
     struct py_lock *locks; /* threading locks the threads reach (pylocks.h) */
     size_t nlocks;
     char error[256];      /* why nothing (or not everything) could be read; "" when fine */
+    int want_locals;      /* set by the caller: read each frame's locals (python_locals = on;
+                           * 3.11-3.14, not 3.10) and put them in python_frames[].locals */
 };
 
 /* Reads len bytes of the process's memory at addr; 0, or -1 when not there. */
@@ -122,7 +132,7 @@ typedef int (*python_read_fn)(void *ctx, uint64_t addr, void *buf, size_t len);
 
 /* Fills st (always initialised; st->present says whether there was a Python at all). Returns 0, or
  * -1 when out of memory. */
-int python_scan(struct unwind_session *s, struct py_state *st);
+int python_scan(struct unwind_session *s, struct py_state *st, int want_locals);
 /* The walk itself, over any memory (python_scan's second half; `crashpack snap` runs it on the live
  * process to find the pages a slim core must keep for it): st->present, module, runtime and
  * runtime_source are set by the caller (st initialised as python_scan does: zeroed, gil_locked

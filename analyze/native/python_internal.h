@@ -26,6 +26,10 @@ struct py_readers {
     int (*type_is)(struct walk *w, uint64_t obj, const char *want);
     /* a compact str as malloc()ed UTF-8 (at most PY_MAX_STRING characters); NULL when not one */
     char *(*rd_str)(struct walk *w, uint64_t obj);
+    /* rd_str of at most maxchars characters */
+    char *(*rd_str_max)(struct walk *w, uint64_t obj, size_t maxchars);
+    /* the object's type name (tp_name, printable ASCII, '?' for any other byte) in buf: 0, or -1 */
+    int (*type_name)(struct walk *w, uint64_t obj, char *buf, size_t len);
     /* 1 when the object is a str (the type remembered after the first) */
     int (*is_str)(struct walk *w, uint64_t obj);
     /* a non-negative int object below 2**64 */

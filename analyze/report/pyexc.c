@@ -1,6 +1,7 @@
 /* pyexc.c - process.death and the report's `exception` (see pyexc.h). */
 #include "pyexc.h"
 #include "jpath.h"
+#include "pyframes.h"
 #include "utf8.h"
 
 #include <math.h>
@@ -97,6 +98,7 @@ static cJSON *frames_obj(const cJSON *e, int *truncated)
         put_str(o, "qualname", f, "qualname", FUNC_MAX_BYTES);
         put_str(o, "file", f, "file", PATH_MAX_BYTES);
         put_int(o, "line", f, "line");
+        pyframes_exc_extras(o, f); /* source line, locals */
         cJSON_AddItemToArray(a, o);
         n++;
     }

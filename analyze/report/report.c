@@ -14,6 +14,7 @@
 #include "jpath.h"
 #include "logerr.h"
 #include "pyexc.h"
+#include "pyframes.h"
 #include "report_native.h"
 #include "rule.h"
 #include "scrub.h"
@@ -509,6 +510,7 @@ static int analysis_stages(struct bundle *b, cJSON *r, const struct report_opts 
     struct siglists *L = siglists_load(NULL, lerr, sizeof(lerr));
     st->native_failed = native_part(b, r, o->no_stacks, nj);
     pyexc_death_finish(r); /* a live snapshot's core: the raising thread, no signal */
+    pyframes_finish(r);    /* the hook's frames marked; the frames at the raise */
     report_no_placeholders(r); /* no signal 0, no crashed tid -1 */
     cause_from_logs(b, r); /* what() and abort messages the core lacked, from the log tails */
     if (stage_ok(clk, r, "hang", st))

@@ -8,8 +8,9 @@ CRASHPACK_HOOK=1 in the job's environment (docs/python.md).
 
 On an uncaught exception (before the traceback is printed and before the interpreter tears
 down) the hook writes the exception as a crashpack-exception/1 document: type and MRO, message,
-the __cause__/__context__ chain, each frame's function, qualname, file and line, never a local
-value, known secret values masked. It keeps that document in the state directory
+the __cause__/__context__ chain, each frame's function, qualname, file, line and source line, known
+secret values masked; local variables' values (short, capped reprs) only with `python_locals = on`
+in the configuration. It keeps that document in the state directory
 (exception-<pid>.json, next to crashpack.checkpoint's files) and asks the node service
 (`crashpack agent`) for a live snapshot of this process with the document as its
 exception.json member, allowing the agent to ptrace it (PR_SET_PTRACER) for the time of the
@@ -171,7 +172,8 @@ def _event(hook, value, tb, thread, scrub):
     import time
     return {"hook": hook, "time": time.time(), "thread": _report.thread_object(thread, scrub),
             "fatal": False,
-            "exception": _report.exc_object(value, scrub, tb) if value is not None else None}
+            "exception": _report.exc_object(value, scrub, tb, source=False)
+            if value is not None else None}
 
 
 def _record_event(hook, value, tb, thread):
@@ -195,17 +197,25 @@ def _record_event(hook, value, tb, thread):
                   "events": evs})
 
 
+def locals_on(cfg):
+    """`python_locals = on` in the configuration: the raised exception's frames carry their
+    local variables' values (docs/python.md)."""
+    return _truthy(cfg.get("python_locals"))
+
+
 def exception_document(hook, value, tb=None, thread=None, cfg=None):
     """The crashpack-exception/1 document (a dict) for exception instance value."""
     from crashpack import _report
     import time
-    scrub = _scrubber(config() if cfg is None else cfg)
+    cfg = config() if cfg is None else cfg
+    scrub = _scrubber(cfg)
     with _lock:
         events = list(_events)
+    values = _report.Locals(scrub) if locals_on(cfg) else None
     return {"format": FORMAT, "hook": hook, "fatal": True, "time": time.time(),
             "pid": os.getpid(), "thread": _report.thread_object(thread, scrub),
             "python": _report.python_object(),
-            "exception": _report.exc_object(value, scrub, tb),
+            "exception": _report.exc_object(value, scrub, tb, local_values=values),
             "events": events, "abandoned": False}
 
 
@@ -454,6 +464,7 @@ def install():
     # what a capture needs is loaded now, not while the process is failing
     from crashpack import _report, checkpoint  # noqa: F401
     import json  # noqa: F401
+    import linecache  # noqa: F401
     with _lock:
         if not _ours(sys.excepthook):
             sys.excepthook = _Hook("sys.excepthook", _sys_excepthook, sys.excepthook)

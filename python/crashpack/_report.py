@@ -1,16 +1,19 @@
 """crashpack._report - an exception as the crashpack-exception/1 document (docs/python.md).
 
-Builds EXC objects (type with its MRO, message, frames, the __cause__/__context__ chain, a
-DataLoader/multiprocessing worker's original traceback parsed from the re-raised text) from live
-exception objects, never reading a local variable's value, and masks secrets in every text field
-the way the capture masks them (capture/proc.c, common/scrub.c, common/shapes.c): known values and
-what looks like a secret by its shape; each character of a secret becomes '*', so lengths do not
-move. Standard library only.
+Builds EXC objects (type with its MRO, message, frames with their source lines, the
+__cause__/__context__ chain, a DataLoader/multiprocessing worker's original traceback parsed from
+the re-raised text) from live exception objects, and masks secrets in every text field the way the
+capture masks them (capture/proc.c, common/scrub.c, common/shapes.c): known values and what looks
+like a secret by its shape; each character of a secret becomes '*', so lengths do not move. A
+local variable's value is read only when the configuration says `python_locals = on` (Locals:
+short reprs, guarded and capped). Standard library only.
 """
 import fnmatch
+import itertools
 import os
 import re
 import sys
+import time
 
 MESSAGE_MAX = 64 * 1024  # bytes of UTF-8 per text field
 MAX_FRAMES = 256         # per exception; the innermost are kept
@@ -18,6 +21,14 @@ MAX_DEPTH = 16           # of the __cause__/__context__ chain
 MAX_NODES = 64           # EXC objects in one chain in all
 SCRUB_MIN = 6            # CP_SCRUB_MIN: shorter values are not hunted
 SCRUB_MAXLEN = 4096      # CP_SCRUB_MAXLEN
+SOURCE_MAX = 200         # characters of a frame's source line
+SOURCE_FILE_MAX = 16 << 20  # a larger file is not read for its lines
+LOCAL_NAME_MAX = 64      # bytes of a local's name
+LOCAL_VALUE_MAX = 120    # bytes of UTF-8 of one local's repr ("..." ends a cut one)
+LOCALS_PER_FRAME = 32
+LOCALS_TOTAL = 32 * 1024  # bytes of names and reprs in one document
+LOCALS_SECONDS = 1.0     # time all reprs of one document may take
+LOCALS_SCAN = 1000       # entries of one frame's f_locals looked at (a module's globals)
 
 # capture/proc.c's secret_names / not_secret_names (case-insensitive globs)
 SECRET_NAMES = ("*PASS*", "*PWD*", "*SECRET*", "*TOKEN*", "*KEY*", "*CREDENTIAL*", "*AUTH*",
@@ -662,10 +673,138 @@ def _qualname(frame, code):
     return name
 
 
-def frames_of(tb, scrub):
+def source_line(code, line, f_globals=None):
+    """The frame's source line as Python's traceback prints it (stripped), at most SOURCE_MAX
+    characters, read now (as the process's user) through linecache; None when unreadable."""
+    try:
+        filename = code.co_filename
+        if not isinstance(line, int) or line <= 0 or not filename:
+            return None
+        try:
+            if os.stat(filename).st_size > SOURCE_FILE_MAX:
+                return None
+        except (OSError, ValueError, TypeError):
+            pass  # no such file: a loader (zip import) may still have the source
+        import linecache
+        s = linecache.getline(filename, line, f_globals if isinstance(f_globals, dict) else None)
+    except Exception:
+        return None
+    s = s.strip() if isinstance(s, str) else ""
+    if not s:
+        return None
+    return clean(s if len(s) <= SOURCE_MAX else s[:SOURCE_MAX - 3] + "...")
+
+
+def _cut_value(s):
+    b = s.encode("utf-8", "replace")
+    if len(b) <= LOCAL_VALUE_MAX:
+        return s
+    return b[:LOCAL_VALUE_MAX - 3].decode("utf-8", "ignore") + "..."
+
+
+_ARRAY_MODULES = ("torch", "numpy", "jax", "jaxlib", "tensorflow", "cupy")
+
+
+def _addr_repr(v, note=""):
+    return "<%s object at %#x%s>" % (type_name(type(v)), id(v), note)
+
+
+class Locals:
+    """Local variables' values for one document (python_locals = on): each frame's locals as
+    {name: short repr}, innermost frames first. repr() is guarded: exceptions in it are caught, a
+    str/bytes is cut before its repr, a container is shown shallowly, an array (torch, numpy, ...)
+    by its shape and dtype (its repr may synchronize a GPU), and once LOCALS_SECONDS are spent no
+    other object's own __repr__ runs. Each value is at most LOCAL_VALUE_MAX bytes, a frame has at
+    most LOCALS_PER_FRAME, the document LOCALS_TOTAL bytes; a value whose name or text looks like
+    a secret is masked by the scrubber (as `name=value`)."""
+
+    def __init__(self, scrub, seconds=LOCALS_SECONDS, total=LOCALS_TOTAL):
+        self.scrub = scrub
+        self.left = total
+        self.deadline = time.monotonic() + seconds
+
+    def repr(self, v, depth=0):
+        t = type(v)
+        try:
+            if v is None or t is bool or t is float or t is complex:
+                return repr(v)
+            if t is int:
+                return repr(v) if v.bit_length() <= 256 else "<int of %d bits>" % v.bit_length()
+            if t is str or t is bytes or t is bytearray:
+                return _cut_value(repr(v[:LOCAL_VALUE_MAX + 1]))
+            if t in (list, tuple, set, frozenset, dict):
+                return self._container(v, t, depth)
+            mod = getattr(t, "__module__", "") or ""
+            if mod.split(".")[0] in _ARRAY_MODULES and hasattr(v, "shape") and hasattr(v, "dtype"):
+                dev = getattr(v, "device", None)
+                return _cut_value("<%s shape=%s dtype=%s%s>" % (
+                    type_name(t), tuple(v.shape), v.dtype, " device=%s" % dev if dev else ""))
+            if t.__repr__ is object.__repr__ or time.monotonic() >= self.deadline:
+                return _addr_repr(v)
+            return _cut_value(repr(v))
+        except BaseException as e:  # a __repr__ that raises (KeyboardInterrupt included)
+            try:
+                return _addr_repr(v, " (repr failed: %s)" % type(e).__name__)
+            except BaseException:
+                return "<object (repr failed)>"
+
+    def _container(self, v, t, depth):
+        n = len(v)
+        if depth >= 1:
+            return "<%s of %d>" % (t.__name__, n)
+        if t is dict:
+            items = list(itertools.islice(v.items(), 8))
+            parts = ["%s: %s" % (self.repr(k, 1), self.repr(x, 1)) for k, x in items]
+            open_, close = "{", "}"
+        else:
+            parts = [self.repr(x, 1) for x in itertools.islice(v, 8)]
+            open_, close = {list: ("[", "]"), tuple: ("(", ")"), set: ("{", "}"),
+                            frozenset: ("frozenset({", "})")}[t]
+            if t is tuple and n == 1:
+                close = ",)"
+        if n > len(parts):
+            parts.append("...")
+        if not n:
+            return {list: "[]", tuple: "()", set: "set()", frozenset: "frozenset()",
+                    dict: "{}"}[t]
+        return _cut_value(open_ + ", ".join(parts) + close)
+
+    def of(self, frame):
+        """(locals, truncated) of one frame: {name: masked repr}, in f_locals' order."""
+        out = {}
+        truncated = False
+        try:
+            loc = frame.f_locals
+            module_level = loc is frame.f_globals
+            items = list(itertools.islice(loc.items(), LOCALS_SCAN))
+        except BaseException:
+            return out, False
+        for name, v in items:
+            if not isinstance(name, str):
+                continue
+            if module_level and (name.startswith("_") or isinstance(v, type) or
+                                 type(v).__name__ in ("module", "function", "builtin_function_or_method")):
+                continue  # a module's globals: its variables, not its imports and definitions
+            if len(out) == LOCALS_PER_FRAME or self.left <= 0:
+                truncated = True
+                break
+            nm = cap(clean(name), LOCAL_NAME_MAX)
+            r = clean(self.repr(v))
+            try:
+                r = self.scrub(nm + "=" + r)[len(nm) + 1:]  # `password='...'` masks the value
+            except Exception:
+                r = "<masked>"
+            out[nm] = r
+            self.left -= len(nm) + len(r.encode("utf-8", "replace"))
+        return out, truncated
+
+
+def frames_of(tb, scrub, source=True, local_values=None):
     """The traceback's frames, outermost first: the innermost MAX_FRAMES, and whether more were
-    cut. Only names, files and lines: no local values."""
+    cut. Names, files and lines, and each frame's source line (source); its locals only when
+    local_values (a Locals) is given."""
     out = []
+    tbs = []
     n = 0
     while tb is not None and n < 1000000:
         n += 1
@@ -673,17 +812,36 @@ def frames_of(tb, scrub):
             f = tb.tb_frame
             code = f.f_code
             line = tb.tb_lineno
-            out.append({"function": scrub(clean(code.co_name)),
-                        "qualname": scrub(clean(_qualname(f, code))),
-                        "file": scrub(clean(code.co_filename)),
-                        "line": line if isinstance(line, int) and line >= 0 else None})
+            o = {"function": scrub(clean(code.co_name)),
+                 "qualname": scrub(clean(_qualname(f, code))),
+                 "file": scrub(clean(code.co_filename)),
+                 "line": line if isinstance(line, int) and line >= 0 else None}
+            out.append(o)
+            tbs.append(tb)
         except Exception:
             out.append({"function": "?", "qualname": "?", "file": "?", "line": None})
+            tbs.append(None)
         if len(out) > 2 * MAX_FRAMES:
             del out[:-MAX_FRAMES]
+            del tbs[:-MAX_FRAMES]
         tb = tb.tb_next
     truncated = len(out) > MAX_FRAMES or n > len(out)
-    return out[-MAX_FRAMES:], truncated
+    out, tbs = out[-MAX_FRAMES:], tbs[-MAX_FRAMES:]
+    for o, t in zip(out, tbs):
+        if source and t is not None and "file" in o:
+            try:
+                o["source"] = scrub(source_line(t.tb_frame.f_code, o["line"],
+                                                t.tb_frame.f_globals))
+            except Exception:
+                o["source"] = None
+    if local_values is not None:  # innermost first: they matter most when the budget runs out
+        for o, t in zip(reversed(out), reversed(tbs)):
+            if t is None:
+                continue
+            o["locals"], cut = local_values.of(t.tb_frame)
+            if cut:
+                o["locals_truncated"] = True
+    return out, truncated
 
 
 _DATALOADER = re.compile(r"\ACaught (\S+) in (DataLoader worker process (\d+)|pin memory thread[^\n]*?)"
@@ -731,9 +889,10 @@ def parse_worker(message, exc=None):
     return None
 
 
-def exc_object(exc, scrub, tb=None, _depth=0, _seen=None):
+def exc_object(exc, scrub, tb=None, _depth=0, _seen=None, source=True, local_values=None):
     """EXC for exception instance exc (docs/python.md), its chain at most MAX_DEPTH deep,
-    cycles cut."""
+    cycles cut. Frames carry their source lines (source) and, given local_values (a Locals),
+    the raised exception's frames their locals."""
     if _seen is None:
         _seen = set()
     if exc is None or id(exc) in _seen or _depth >= MAX_DEPTH or len(_seen) >= MAX_NODES:
@@ -747,7 +906,7 @@ def exc_object(exc, scrub, tb=None, _depth=0, _seen=None):
     raw = _safe_str(exc)
     message = scrub(cap(clean(raw)))
     frames, truncated = frames_of(tb if tb is not None else getattr(exc, "__traceback__", None),
-                                  scrub)
+                                  scrub, source, local_values)
     o = {"type": scrub(clean(type_name(t))), "mro": [scrub(clean(x)) for x in mro],
          "message": message, "frames": frames}
     if truncated:
@@ -755,9 +914,9 @@ def exc_object(exc, scrub, tb=None, _depth=0, _seen=None):
     cause = getattr(exc, "__cause__", None)
     context = None if getattr(exc, "__suppress_context__", False) else getattr(exc, "__context__",
                                                                                 None)
-    o["cause"] = exc_object(cause, scrub, None, _depth + 1, _seen) \
+    o["cause"] = exc_object(cause, scrub, None, _depth + 1, _seen, source) \
         if isinstance(cause, BaseException) else None
-    o["context"] = exc_object(context, scrub, None, _depth + 1, _seen) \
+    o["context"] = exc_object(context, scrub, None, _depth + 1, _seen, source) \
         if isinstance(context, BaseException) else None
     try:
         w = parse_worker(clean(raw), exc)

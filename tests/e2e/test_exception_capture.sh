@@ -13,6 +13,10 @@
 #  7. a capture that hangs (the agent is stopped with SIGSTOP: the capturer sleeps) is abandoned:
 #     the process exits as it would without crashpack while the capturer still exists, and the
 #     abandonment is recorded.
+# Issue 23, acceptance 3: the raising thread's Python frames are the user's, at the raise, with
+# their source lines (text, Markdown, JSON); crashpack's own frames (the hook waiting for the
+# agent) are marked `tool` in JSON and shown nowhere else; an exception's snapshot has no hang
+# section.
 source "$(dirname "$0")/../lib.sh"
 cp_setup shared
 command -v setpriv > /dev/null || { echo "SKIP: no setpriv"; exit 77; }
@@ -106,6 +110,30 @@ if [ -n "$b" ]; then
         [ "$(json "$T/oom.report.json" '[(x["rule"], sorted(x["rules"])) for x in d["diagnoses"] if x["category"] == "cuda_oom"]')" = "[('python-cuda-oom', ['cuda-oom', 'python-cuda-oom'])]" ]
     check "OOM report: its evidence has no line twice and no action twice" \
         [ "$(json "$T/oom.report.json" '[len(set(x[k])) == len(x[k]) for x in d["diagnoses"][:1] for k in ("evidence", "actions")]')" = "[True, True]" ]
+    # issue 23: the raising thread shows the frames at the raise, with their source lines
+    raising='[t for t in d["threads"] if t["tid"] == d["process"]["crashed_tid"]][0]'
+    check "OOM report: the raising thread's own frames are the raise's (forward <- train_step <- <module>)" \
+        [ "$(json "$T/oom.report.json" "[f['function'] for f in $raising['python_frames'] if not f.get('tool')]")" = "['forward', 'train_step', '<module>']" ]
+    check "OOM report: each with its source line" \
+        [ "$(json "$T/oom.report.json" "[f.get('source') for f in $raising['python_frames'] if not f.get('tool')]")" = "['raise torch.cuda.OutOfMemoryError(', 'forward(torch.zeros(4))', 'train_step()']" ]
+    check "OOM report: the hook's frames (ask_agent...) are there, marked tool, and only they" \
+        [ "$(json "$T/oom.report.json" "sorted(set(('/crashpack/' in f['file'], bool(f.get('tool'))) for t in d['threads'] for f in t['python_frames'])) == [(False, False), (True, True)] and 'ask_agent' in [f['function'] for f in $raising['python_frames'] if f.get('tool')]")" = True ]
+    check "OOM report: the exception's own frames carry their source lines too" \
+        [ "$(json "$T/oom.report.json" 'd["exception"]["frames"][-1]["source"]')" = "raise torch.cuda.OutOfMemoryError(" ]
+    check "OOM report: no hang section in JSON (an exception's snapshot is no hang)" \
+        [ "$(json "$T/oom.report.json" 'bool((d.get("hang") or {}).get("snap")) or d["crash_kind"] == "hang"')" = False ]
+    "$CP_BIN/crashpack" analyze "$b" > "$T/oom.report.txt" 2>&1 || true
+    "$CP_BIN/crashpack" report "$b" > "$T/oom.report.md" 2>&1 || true
+    check "OOM text: the raising thread's traceback ends in forward, with its source line" \
+        grep -qF "train.py\", line 12, in forward" "$T/oom.report.txt"
+    check "OOM text: ... the source line under it" \
+        bash -c "grep -A1 -F 'train.py\", line 12, in forward' '$T/oom.report.txt' | grep -qx '      raise torch.cuda.OutOfMemoryError('"
+    check "OOM text: no crashpack frame" bash -c "! grep -q 'crashpack/__init__.py\|ask_agent\|_on_uncaught' '$T/oom.report.txt'"
+    check "OOM text: no hang section" bash -c "! grep -q '^hang\|io_wait' '$T/oom.report.txt'"
+    check "OOM Markdown: the frames at the raise with their source lines" \
+        bash -c "grep -A1 -F 'train.py\", line 12, in forward' '$T/oom.report.md' | grep -q 'raise torch.cuda.OutOfMemoryError('"
+    check "OOM Markdown: no crashpack frame" bash -c "! grep -q 'crashpack/__init__.py\|ask_agent' '$T/oom.report.md'"
+    check "OOM Markdown: no hang section" bash -c "! grep -q 'Hang analysis\|io_wait' '$T/oom.report.md'"
 fi
 
 # ---- 6a. an exception that ends a non-main thread, the last one ----
@@ -130,6 +158,12 @@ if [ -n "$b" ]; then
     cp_member "$b" exception.json > "$T/thread.exc.json"
     check "thread: the raising thread (worker-0) and KeyError" \
         [ "$(json "$T/thread.exc.json" 'd["thread"]["name"] + " " + d["exception"]["type"]')" = "worker-0 KeyError" ]
+    "$CP_BIN/crashpack" analyze --json "$b" > "$T/thread.report.json" 2> /dev/null || true
+    # the raise's frames, then the thread's bootstrap outside them, not threading's excepthook call
+    check "thread report: worker-0's frames are the raise's, then its bootstrap" \
+        [ "$(json "$T/thread.report.json" '[(f["function"], f.get("source")) for t in d["threads"] if t["tid"] == d["process"]["crashed_tid"] for f in t["python_frames"] if not f.get("tool")][:2]')" = "[('work', 'raise KeyError(\"shard-17\")'), ('run', 'self._target(*self._args, **self._kwargs)')]" ]
+    check "thread report: ... down to threading's _bootstrap, without invoke_excepthook" \
+        [ "$(json "$T/thread.report.json" '[f["function"] for t in d["threads"] if t["tid"] == d["process"]["crashed_tid"] for f in t["python_frames"] if not f.get("tool")][2:]')" = "['_bootstrap_inner', '_bootstrap']" ]
 fi
 
 # ---- 6b. a dataset error re-raised from a DataLoader worker ----

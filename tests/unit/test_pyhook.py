@@ -172,6 +172,80 @@ class Document(unittest.TestCase):
         self.assertTrue(o["frames_truncated"])
         self.assertEqual(o["frames"][-1]["function"], "rec")  # the innermost are kept
 
+    def test_source_lines(self):
+        def f():
+            raise ValueError("src")  # the source line, as traceback prints it
+        o = _report.exc_object(self.exc(f), lambda s: s)
+        self.assertEqual(o["frames"][-1]["source"],
+                         'raise ValueError("src")  # the source line, as traceback prints it')
+        path = os.path.join(tempfile.mkdtemp(prefix="cppys."), "longline.py")
+        with open(path, "w") as fh:
+            fh.write("def g():\n    raise ValueError('%s')\n" % ("x" * 300))
+        ns = {}
+        with open(path) as fh:
+            exec(compile(fh.read(), path, "exec"), ns)
+        o = _report.exc_object(self.exc(ns["g"]), lambda s: s)
+        src = o["frames"][-1]["source"]
+        self.assertEqual(len(src), _report.SOURCE_MAX)
+        self.assertTrue(src.startswith("raise ValueError('xxx") and src.endswith("..."))
+        o = _report.exc_object(self.exc(lambda: exec("raise KeyError(1)")), lambda s: s)
+        self.assertIsNone(o["frames"][-1]["source"])  # <string>: no file to read
+        ev = _report.exc_object(self.exc(f), lambda s: s, source=False)
+        self.assertNotIn("source", ev["frames"][-1])
+
+    def test_locals(self):
+        class Boom:
+            def __repr__(self):
+                raise RuntimeError("no repr")
+
+        def f(n, password):
+            huge = "x" * 100000  # noqa: F841
+            token = "hf_" + "a" * 34  # noqa: F841
+            boom = Boom()  # noqa: F841
+            lst = list(range(1000))  # noqa: F841
+            raise ValueError("with values")
+        e = self.exc(lambda: f(7, "hunter2-pw"))
+        sc = _report.Scrubber(environ={})
+        off = _report.exc_object(e, sc)
+        self.assertFalse(any("locals" in fr for fr in off["frames"]))  # off: never read
+        on = _report.exc_object(e, sc, local_values=_report.Locals(sc))
+        loc = on["frames"][-1]["locals"]
+        self.assertEqual(loc["n"], "7")
+        self.assertEqual(loc["password"], "'" + "*" * 10 + "'")  # by its name
+        self.assertNotIn("hf_aaaa", json.dumps(on))  # by its shape
+        self.assertNotIn("hunter2", json.dumps(loc))
+        self.assertLessEqual(len(loc["huge"].encode()), _report.LOCAL_VALUE_MAX)
+        self.assertTrue(loc["huge"].startswith("'xxx") and loc["huge"].endswith("..."))
+        self.assertIn("repr failed: RuntimeError", loc["boom"])
+        self.assertEqual(loc["lst"], "[0, 1, 2, 3, 4, 5, 6, 7, ...]")
+        self.assertNotIn("locals_truncated", on["frames"][-1])
+
+    def test_locals_caps(self):
+        src = "def many():\n" + "".join("    v%d = %d\n" % (i, i) for i in range(40)) + \
+            "    raise ValueError('many')\n"
+        ns = {}
+        exec(src, ns)
+        e = self.exc(ns["many"])
+        sc = _report.Scrubber(environ={})
+        fr = _report.exc_object(e, sc, local_values=_report.Locals(sc))["frames"][-1]
+        self.assertEqual(len(fr["locals"]), _report.LOCALS_PER_FRAME)
+        self.assertTrue(fr["locals_truncated"])
+        fr = _report.exc_object(e, sc, local_values=_report.Locals(sc, total=20))["frames"][-1]
+        self.assertLess(len(fr["locals"]), 10)  # the document's total
+        self.assertTrue(fr["locals_truncated"])
+
+        class Slow:
+            def __repr__(self):
+                return "slow repr ran"
+
+        def g(obj):
+            raise ValueError("time")
+        e = self.exc(lambda: g(Slow()))
+        fr = _report.exc_object(e, sc, local_values=_report.Locals(sc))["frames"][-1]
+        self.assertEqual(fr["locals"]["obj"], "slow repr ran")
+        fr = _report.exc_object(e, sc, local_values=_report.Locals(sc, seconds=0))["frames"][-1]
+        self.assertRegex(fr["locals"]["obj"], r"^<.*Slow object at 0x[0-9a-f]+>$")  # no time left
+
     def test_message_cap(self):
         o = _report.exc_object(ValueError("\u00e9" * 100000), lambda s: s)
         self.assertLessEqual(len(o["message"].encode()), 64 * 1024)
@@ -420,6 +494,24 @@ class Hook(Base):
             f.write("# crashpack\nbundle_dir = /x\npython_hook = on\n")
         self.run_py(code, hook=False, env={"CRASHPACK_CONFIG": conf})
         self.assertEqual(len(a.requests), 2)
+
+    def test_locals_through_the_hook(self):
+        a = self.start()
+        conf = os.path.join(self.tmp, "conf")
+        with open(conf, "w") as f:
+            f.write("python_locals = on\n")
+        code = ("def f(batch, api_key):\n    big = 'z' * 5000\n    raise ValueError('x')\n"
+                "f(3, 'abcdefgh12345678')\n")
+        self.same(code, env={"CRASHPACK_CONFIG": conf})  # the same output and status
+        fr = self.members(a.requests[-1])["exception"]["frames"][-1]
+        self.assertEqual(fr["function"], "f")
+        self.assertEqual(fr["locals"]["batch"], "3")
+        self.assertEqual(fr["locals"]["api_key"], "'" + "*" * 16 + "'")
+        self.assertTrue(fr["locals"]["big"].endswith("..."))
+        self.assertLessEqual(len(fr["locals"]["big"]), _report.LOCAL_VALUE_MAX)
+        self.run_py(code)  # python_locals not on: no local value read
+        fr = self.members(a.requests[-1])["exception"]["frames"][-1]
+        self.assertNotIn("locals", fr)
 
     def test_checkpoint_shim(self):
         import crashpack_checkpoint
