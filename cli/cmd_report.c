@@ -73,6 +73,20 @@ static cJSON *read_report_file(const char *path)
     return j;
 }
 
+/* The end of the output: -o's temporary renamed over the path (of), else stdout flushed. 1 when
+ * it could not be written (the temporary is removed then). */
+static int output_done(struct cp_outfile *of, FILE *o)
+{
+    int bad = ferror(o);
+    if (of && bad)
+        cp_outfile_abort(of);
+    else if (of)
+        bad |= cp_outfile_commit(of) != 0;
+    else
+        bad |= fflush(o) != 0;
+    return bad;
+}
+
 int cmd_report(int argc, char **argv)
 {
     const char *bundle = NULL, *db = NULL, *out = NULL, *slim = NULL, *from = NULL;
@@ -156,13 +170,7 @@ int cmd_report(int argc, char **argv)
             render_markdown_attachment(o, summary);
         }
     }
-    int bad = ferror(o);
-    if (out && bad)
-        cp_outfile_abort(&of);
-    else if (out)
-        bad |= cp_outfile_commit(&of) != 0;
-    else
-        bad |= fflush(o) != 0;
+    int bad = output_done(out ? &of : NULL, o);
     cJSON_Delete(r);
     if (bad) {
         fprintf(stderr, "crashpack report: cannot write the output\n");
