@@ -33,6 +33,7 @@ struct cp_pidfd_info {
 #define ENVIRON_MAX (1u << 20)
 #define CMDLINE_MAX (1u << 16)
 #define SECRETS_MAX 256      /* secret values kept for scrubbing the output tail */
+#define CHILDREN_MAX (1u << 20) /* /proc/PID/task/TID/children read at most */
 #define LOOK_MAX_S 2.0       /* the longest gap between two looks at a process's exe */
 
 /* rank and scheduler variables copied into process.json's "rank" */
@@ -413,17 +414,13 @@ static size_t scan_children(struct ptree *t, pid_t pid)
     while ((e = readdir(d))) {
         if (e->d_name[0] < '1' || e->d_name[0] > '9')
             continue;
-        char cp[128], buf[4096];
+        char cp[128];
+        size_t len;
+        int tr;
         snprintf(cp, sizeof(cp), "/proc/%d/task/%s/children", (int)pid, e->d_name);
-        int fd = open(cp, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-            continue;
-        ssize_t r = read(fd, buf, sizeof(buf) - 1);
-        close(fd);
-        if (r <= 0)
-            continue;
-        buf[r] = 0;
-        for (char *s = buf, *end; *s;) {
+        /* all of it: a shell's thousand children are more than a page */
+        char *buf = read_file_at(AT_FDCWD, cp, CHILDREN_MAX, &len, &tr);
+        for (char *s = buf, *end; s && *s;) {
             long c = strtol(s, &end, 10);
             if (end == s)
                 break;
@@ -438,6 +435,7 @@ static size_t scan_children(struct ptree *t, pid_t pid)
             else if (q)
                 added++;
         }
+        free(buf);
     }
     closedir(d);
     return added;
