@@ -4,6 +4,7 @@
 #include "cmdopt.h"
 #include "commands.h"
 #include "config.h"
+#include "jobtrack.h"
 #include "run.h"
 
 #include <stdint.h>
@@ -60,7 +61,8 @@ static void usage(FILE *out, int watch)
             "                     job as CRASHPACK_JOB_ID\n"
             "  --grace SECONDS    after the main process ended: SIGTERM to what is left of the\n"
             "                     job, SIGKILL this long after (default 10)\n"
-            "  --scan-ms MS       how often the process tree is scanned (default 20)\n"
+            "  --scan-ms MS       the shortest gap between two looks at the process tree\n"
+            "                     when no kernel event says what changed (default 20)\n"
             "  -o, --output DIR   bundle directory of stall captures (as for `crashpack snap`)\n"
             "  -c, --config FILE  configuration file (default %s)\n"
             "  -q, --quiet        no status lines on stderr\n"
@@ -68,11 +70,34 @@ static void usage(FILE *out, int watch)
             CP_DEFAULT_CONFIG);
 }
 
+/* --exits WHO: CP_RUN_EXITS_*, or -1. */
+static int parse_exits(const char *s)
+{
+    return !strcmp(s, "main")     ? CP_RUN_EXITS_MAIN
+           : !strcmp(s, "python") ? CP_RUN_EXITS_PYTHON
+           : !strcmp(s, "all")    ? CP_RUN_EXITS_ALL
+                                  : -1;
+}
+
+/* --tracker LIST (hidden: comparisons and tests), what may follow the job (node/jobtrack.h,
+ * docs/run.md). 0, or CP_EXIT_USAGE after the message. */
+static int parse_tracker(struct cp_opts *p, const char *s, struct run_opts *o)
+{
+    int w = jt_want_parse(s);
+    if (w < 0)
+        return cp_usage_error(p,
+                              "--tracker `%s`: expected a comma list of auto, cgroup, cgroup2, "
+                              "cgroup1, connector and walk, or scan",
+                              s);
+    o->tracker = (unsigned)w;
+    return 0;
+}
+
 /* 0, CP_EXIT_USAGE, or -1 when --help was printed. */
 static int run_parse(int argc, char **argv, struct run_opts *o, int watch)
 {
     enum { O_STALL = 256, O_HEARTBEAT, O_KILL, O_FULL, O_NOPTY, O_TAIL, O_EXITS, O_JOB, O_GRACE,
-           O_SCAN };
+           O_SCAN, O_TRACKER };
     static const struct option longs[] = {
         {"stall", required_argument, 0, O_STALL}, {"heartbeat", required_argument, 0, O_HEARTBEAT},
         {"output", required_argument, 0, 'o'}, {"config", required_argument, 0, 'c'},
@@ -80,10 +105,11 @@ static int run_parse(int argc, char **argv, struct run_opts *o, int watch)
         {"no-pty", no_argument, 0, O_NOPTY}, {"tail", required_argument, 0, O_TAIL},
         {"exits", required_argument, 0, O_EXITS}, {"job", required_argument, 0, O_JOB},
         {"grace", required_argument, 0, O_GRACE}, {"scan-ms", required_argument, 0, O_SCAN},
+        {"tracker", required_argument, 0, O_TRACKER}, /* hidden (parse_tracker) */
         {"quiet", no_argument, 0, 'q'}, CP_OPT_HELP, CP_OPT_END};
     *o = (struct run_opts){.verb = watch ? "crashpack watch" : "crashpack run", .watch = watch,
                            .stall = watch ? 600 : 0, .tail = -1, .exits = -1, .grace = 10,
-                           .scan_ms = 20, .log = stderr,
+                           .scan_ms = 20, .tracker = JT_AUTO, .log = stderr,
                            .out_fd = {STDOUT_FILENO, STDERR_FILENO}};
     /* in order: the options end at CMD, whose own options are its */
     struct cp_opts p = {.verb = o->verb, .shorts = "o:c:q", .longs = longs, .in_order = 1,
@@ -120,14 +146,12 @@ static int run_parse(int argc, char **argv, struct run_opts *o, int watch)
             o->tail = (long long)sz;
             break;
         case O_EXITS:
-            if (!strcmp(optarg, "main"))
-                o->exits = CP_RUN_EXITS_MAIN;
-            else if (!strcmp(optarg, "python"))
-                o->exits = CP_RUN_EXITS_PYTHON;
-            else if (!strcmp(optarg, "all"))
-                o->exits = CP_RUN_EXITS_ALL;
-            else
+            if ((o->exits = parse_exits(optarg)) < 0)
                 return cp_usage_error(&p, "--exits `%s`: expected main, python or all", optarg);
+            break;
+        case O_TRACKER:
+            if (parse_tracker(&p, optarg, o))
+                return CP_EXIT_USAGE;
             break;
         case O_JOB:
             if (!optarg[0] || strlen(optarg) > 200)

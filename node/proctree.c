@@ -1,15 +1,19 @@
 /* proctree.c - every process of a supervised job (proctree.h). */
 #include "proctree.h"
+#include "datadir.h" /* cp_bindir */
 #include "util.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -31,6 +35,8 @@ struct cp_pidfd_info {
 #define ENVIRON_MAX (1u << 20)
 #define CMDLINE_MAX (1u << 16)
 #define SECRETS_MAX 256      /* secret values kept for scrubbing the output tail */
+#define CHILDREN_MAX (1u << 20) /* /proc/PID/task/TID/children read at most */
+#define LOOK_MAX_S 2.0       /* the longest gap between two looks at a process's exe */
 
 /* rank and scheduler variables copied into process.json's "rank" */
 static const char *const rank_vars[] = {
@@ -46,6 +52,12 @@ static double now_wall(void)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* A member's value: the low 32 bits of its start time (0: not known, it was gone). */
+static int start32(unsigned long long start)
+{
+    return (int)(uint32_t)start;
 }
 
 int pt_have_pidfd_exit(void)
@@ -66,6 +78,13 @@ void pt_init(struct ptree *t, const struct cp_config *cfg, cJSON *job)
     t->self_sid = getsid(0);
     t->job_sid = -1;
     t->pidfd_exit = pt_have_pidfd_exit();
+    t->look_min = 0.02;
+    t->epfd = -1;
+    /* the supervisor's own programs, which its helpers run */
+    const char *bin = cp_bindir();
+    snprintf(t->helper_exe[0], sizeof(t->helper_exe[0]), "%s/crashpack", bin ? bin : ".");
+    snprintf(t->helper_exe[1], sizeof(t->helper_exe[1]), "%s/crashpack-capture", bin ? bin : ".");
+    snprintf(t->helper_exe[2], sizeof(t->helper_exe[2]), "%s", cfg ? cfg->post_command : "");
 }
 
 static void proc_free(struct pt_proc *p)
@@ -84,6 +103,8 @@ void pt_free(struct ptree *t)
     for (size_t i = 0; i < t->n; i++)
         proc_free(&t->p[i]);
     free(t->p);
+    pm_free(&t->idx);
+    pm_free(&t->members);
     cJSON_Delete(t->job);
     cp_scrub_free(&t->scrub);
     memset(t, 0, sizeof(*t));
@@ -91,8 +112,21 @@ void pt_free(struct ptree *t)
 
 struct pt_proc *pt_find(struct ptree *t, pid_t pid)
 {
-    for (size_t i = 0; i < t->n; i++)
-        if (t->p[i].pid == pid && t->p[i].state != PT_DONE)
+    size_t it = 0;
+    int i;
+    while (pm_next(&t->idx, pid, &it, &i))
+        if (i >= 0 && (size_t)i < t->n && t->p[i].state != PT_DONE)
+            return &t->p[i];
+    return NULL;
+}
+
+struct pt_proc *pt_from_epoll(struct ptree *t, uint64_t data)
+{
+    pid_t pid = (pid_t)(data & 0xffffffffu);
+    int fd = (int)(data >> 32), i;
+    size_t it = 0;
+    while (pm_next(&t->idx, pid, &it, &i))
+        if (i >= 0 && (size_t)i < t->n && t->p[i].pidfd == fd)
             return &t->p[i];
     return NULL;
 }
@@ -110,8 +144,17 @@ void pt_remove(struct ptree *t, struct pt_proc *p)
     size_t i = (size_t)(p - t->p);
     if (i >= t->n)
         return;
+    pm_del(&t->idx, p->pid, (int)i);
+    if (t->lineage && p->state == PT_DONE) /* reaped: its fork events have been read */
+        pm_del(&t->members, p->pid, start32(p->start));
+    if (p->state == PT_DONE)
+        t->ndone--;
     proc_free(p);
-    memmove(&t->p[i], &t->p[i + 1], (t->n - i - 1) * sizeof(*p));
+    /* the last entry takes its place */
+    if (i != t->n - 1) {
+        t->p[i] = t->p[t->n - 1];
+        pm_set(&t->idx, t->p[i].pid, (int)(t->n - 1), (int)i);
+    }
     t->n--;
 }
 
@@ -257,6 +300,7 @@ void pt_record(struct ptree *t, struct pt_proc *p, char *const *argv, const char
     char comm[64];
     if (!read_stat(p->pid, comm, sizeof(comm), NULL, NULL, NULL, NULL))
         snprintf(p->comm, sizeof(p->comm), "%s", comm);
+    p->recorded = now_mono();
     record(t, p);
     cJSON *cl = cJSON_GetObjectItemCaseSensitive(p->info, "cmdline");
     if (argv && !p->exe[0] && cJSON_GetArraySize(cl) == 0) {
@@ -293,7 +337,14 @@ struct pt_proc *pt_add(struct ptree *t, pid_t pid, int main)
         return NULL;
     }
     fcntl(fd, F_SETFD, FD_CLOEXEC);
-    struct pt_proc p = {.pid = pid, .pidfd = fd, .main = main, .first_seen = now_wall()};
+    double mono = now_mono();
+    struct pt_proc p = {.pid = pid,
+                        .pidfd = fd,
+                        .main = main,
+                        .signalled = t->ending,
+                        .first_seen = now_wall(),
+                        .look_gap = t->look_min,
+                        .next_look = mono + t->look_min};
     char st = 0;
     pid_t sid = 0;
     if (read_stat(pid, p.comm, sizeof(p.comm), &st, &p.ppid, &sid, &p.start)) {
@@ -313,58 +364,85 @@ struct pt_proc *pt_add(struct ptree *t, pid_t pid, int main)
         t->p = np;
         t->cap = nc;
     }
+    if (pm_add(&t->idx, pid, (int)t->n)) {
+        close(fd);
+        return NULL;
+    }
+    p.recorded = mono;
     t->p[t->n] = p;
     struct pt_proc *q = &t->p[t->n++];
+    if (t->epfd >= 0) {
+        /* one shot: it stays readable after it ended, and is looked at once */
+        struct epoll_event ev = {.events = EPOLLIN | EPOLLONESHOT,
+                                 .data.u64 = ((uint64_t)(uint32_t)fd << 32) | (uint32_t)pid};
+        epoll_ctl(t->epfd, EPOLL_CTL_ADD, fd, &ev);
+    }
     record(t, q);
     t->seen++;
     return q;
 }
 
-/* Adds the children of every thread of pid that are not known yet. parent: pid itself. */
-static void scan_children(struct ptree *t, pid_t pid)
+/* Whether c, a child of the supervisor that it does not know, is the job's: an orphan of it
+ * re-parented here (in the job's session, or in one of its own: setsid, daemons), not one of the
+ * supervisor's helpers (reporters and snaps: its own session; crashpack-capture's detached
+ * finisher and what that starts: their programs). */
+static int job_orphan(struct ptree *t, pid_t c)
+{
+    pid_t sid = 0;
+    if (read_stat(c, NULL, 0, NULL, NULL, &sid, NULL) || sid == t->self_sid)
+        return 0;
+    if (t->job_sid > 0 && sid == t->job_sid)
+        return 1;
+    char path[64], exe[PATH_MAX];
+    snprintf(path, sizeof(path), "/proc/%d/exe", (int)c);
+    ssize_t el = readlink(path, exe, sizeof(exe) - 1);
+    if (el <= 0)
+        return 1;
+    exe[el] = 0;
+    for (size_t i = 0; i < sizeof(t->helper_exe) / sizeof(t->helper_exe[0]); i++)
+        if (t->helper_exe[i][0] && !strcmp(exe, t->helper_exe[i]))
+            return 0;
+    return 1;
+}
+
+/* Adds the children of every thread of pid that are not known yet. The number added. */
+static size_t scan_children(struct ptree *t, pid_t pid)
 {
     char path[80];
+    size_t added = 0;
     snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
     DIR *d = opendir(path);
     if (!d)
-        return;
+        return 0;
     struct dirent *e;
     while ((e = readdir(d))) {
         if (e->d_name[0] < '1' || e->d_name[0] > '9')
             continue;
-        char cp[128], buf[4096];
+        char cp[128];
+        size_t len;
+        int tr;
         snprintf(cp, sizeof(cp), "/proc/%d/task/%s/children", (int)pid, e->d_name);
-        int fd = open(cp, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-            continue;
-        ssize_t r = read(fd, buf, sizeof(buf) - 1);
-        close(fd);
-        if (r <= 0)
-            continue;
-        buf[r] = 0;
-        for (char *s = buf, *end; *s;) {
+        /* all of it: a shell's thousand children are more than a page */
+        char *buf = read_file_at(AT_FDCWD, cp, CHILDREN_MAX, &len, &tr);
+        for (char *s = buf, *end; s && *s;) {
             long c = strtol(s, &end, 10);
             if (end == s)
                 break;
             s = end;
-            if (c <= 0 || pt_find(t, (pid_t)c))
+            if (c <= 0 || pt_find(t, (pid_t)c) || (pid == t->self && !job_orphan(t, (pid_t)c)))
                 continue;
-            if (pid == t->self) {
-                /* the supervisor's own children: the job's orphans (its session), not its
-                 * helpers (crashpack-capture, snap, reporters: another session) */
-                pid_t sid = 0;
-                if (read_stat((pid_t)c, NULL, 0, NULL, NULL, &sid, NULL) || sid == t->self_sid ||
-                    (t->job_sid > 0 && sid != t->job_sid))
-                    continue;
-            }
             struct pt_proc *q = pt_add(t, (pid_t)c, 0);
             /* the pid may have been reused between the list and the pidfd: it must still be
              * pid's child (or an orphan of the job, re-parented here) */
             if (q && q->ppid != pid && q->ppid != t->self)
                 pt_remove(t, q), t->missed++, t->seen--;
+            else if (q)
+                added++;
         }
+        free(buf);
     }
     closedir(d);
+    return added;
 }
 
 /* An exit status from the pidfd, once the parent has reaped the process. */
@@ -377,6 +455,7 @@ static int pidfd_status(struct ptree *t, struct pt_proc *p)
     p->status_known = 1;
     p->seen_by = "pidfd";
     p->state = PT_DONE;
+    t->ndone++;
     close(p->pidfd);
     p->pidfd = -1;
     return 1;
@@ -444,41 +523,149 @@ static void look_gpu(struct pt_proc *p, double now)
     cJSON_AddItemToObject(p->info, "gpu", cJSON_Duplicate(p->gpu, 1));
 }
 
-void pt_scan(struct ptree *t)
+size_t pt_walk(struct ptree *t)
 {
-    scan_children(t, t->self);
+    size_t added = scan_children(t, t->self);
+    /* t->n grows as children are found: they are walked in the same pass */
+    for (size_t i = 0; i < t->n; i++)
+        if (t->p[i].state == PT_ALIVE)
+            added += scan_children(t, t->p[i].pid);
+    return added;
+}
+
+size_t pt_check_gone(struct ptree *t)
+{
+    size_t gone = 0;
     for (size_t i = 0; i < t->n; i++) {
         struct pt_proc *p = &t->p[i];
-        if (p->state == PT_GONE) {
-            if (!pidfd_status(t, p)) {
-                /* no PIDFD_INFO_EXIT: the status is gone with the reaping; a zombie still
-                 * being there says it was not reaped yet */
-                char st = 0;
-                if (!t->pidfd_exit && (read_stat(p->pid, NULL, 0, &st, NULL, NULL, NULL) || st != 'Z')) {
-                    p->state = PT_DONE;
-                    p->status_known = 0;
-                }
-            }
+        if (p->state != PT_GONE || pidfd_status(t, p))
             continue;
+        /* no PIDFD_INFO_EXIT: the status is gone with the reaping; a zombie still being there
+         * says it was not reaped yet */
+        char st = 0;
+        if (!t->pidfd_exit && (read_stat(p->pid, NULL, 0, &st, NULL, NULL, NULL) || st != 'Z')) {
+            p->state = PT_DONE;
+            t->ndone++;
+            p->status_known = 0;
+        } else {
+            gone++;
         }
-        if (p->state != PT_ALIVE)
+    }
+    return gone;
+}
+
+size_t pt_look_execs(struct ptree *t, int all)
+{
+    size_t n = 0;
+    double now = now_mono();
+    for (size_t i = 0; i < t->n; i++) {
+        struct pt_proc *p = &t->p[i];
+        if (p->state != PT_ALIVE || (!all && p->next_look > now))
             continue;
-        scan_children(t, p->pid);
-        p = &t->p[i]; /* the array may have moved */
-        /* an exec since the last look: a new exe */
+        /* an exec since the last look: a new exe; looked at less often the longer it stays */
         char path[64], exe[512];
         snprintf(path, sizeof(path), "/proc/%d/exe", (int)p->pid);
         ssize_t el = readlink(path, exe, sizeof(exe) - 1);
+        p->look_gap = p->look_gap * 2 > LOOK_MAX_S ? LOOK_MAX_S : p->look_gap * 2;
         if (el > 0) {
             exe[el] = 0;
             if (strcmp(exe, p->exe) &&
                 !read_stat(p->pid, p->comm, sizeof(p->comm), NULL, NULL, NULL, NULL)) {
+                p->recorded = now;
                 record(t, p);
                 p->gpu_next = 0; /* process.json anew: its GPUs with it */
+                p->look_gap = t->look_min;
+                n++;
             }
         }
-        look_gpu(p, now_wall());
+        look_gpu(p, now_wall()); /* at most every GPU_LOOK_S, at the exe's looks */
+        p->next_look = now + p->look_gap;
     }
+    return n;
+}
+
+void pt_scan(struct ptree *t)
+{
+    pt_walk(t);
+    pt_check_gone(t);
+    pt_look_execs(t, 1);
+}
+
+/* ---- the proc connector's events (jobtrack.h): the job's processes by their parentage ---- */
+
+void pt_lineage(struct ptree *t, int on)
+{
+    t->lineage = on;
+    pm_clear(&t->members);
+    for (size_t i = 0; on && i < t->n; i++)
+        if (t->p[i].state != PT_DONE)
+            pm_add(&t->members, t->p[i].pid, start32(t->p[i].start));
+}
+
+/* Whether pid is a member: one of its pairs has the start time of the process that has the pid
+ * now (a member ended and its pid reused is not one), or the process is gone, or its start time
+ * was not known. */
+static int member(struct ptree *t, pid_t pid)
+{
+    size_t it = 0;
+    int v, have = 0;
+    unsigned long long now = 0;
+    while (pm_next(&t->members, pid, &it, &v)) {
+        if (!v)
+            return 1;
+        if (!have) {
+            have = 1;
+            if (read_stat(pid, NULL, 0, NULL, NULL, NULL, &now))
+                return 1; /* gone: its late events still name its children */
+        }
+        if (start32(now) == v)
+            return 1;
+    }
+    return 0;
+}
+
+struct pt_proc *pt_fork(struct ptree *t, pid_t ppid, pid_t pid)
+{
+    if (!t->lineage || !member(t, ppid) || pt_find(t, pid))
+        return NULL;
+    struct pt_proc *q = pt_add(t, pid, 0);
+    /* the pid reused since the fork (the event read late): not a child of the job's */
+    if (q && q->ppid != ppid && !(q->ppid == t->self ? job_orphan(t, pid) : member(t, q->ppid))) {
+        pt_remove(t, q), t->missed++, t->seen--;
+        return NULL;
+    }
+    /* its children are the job's even when it is gone already */
+    pm_add(&t->members, pid, q ? start32(q->start) : 0);
+    return q;
+}
+
+void pt_exec(struct ptree *t, pid_t pid, double when)
+{
+    struct pt_proc *p = t->lineage && pm_has(&t->members, pid) ? pt_find(t, pid) : NULL;
+    /* not when its identity was recorded after the exec already (the fork's event read late) */
+    if (p && p->state == PT_ALIVE && p->recorded < when)
+        pt_record(t, p, NULL, NULL);
+}
+
+void pt_exit(struct ptree *t, pid_t pid)
+{
+    if (!t->lineage || !pm_has(&t->members, pid))
+        return;
+    /* the leader of a process whose other threads run on (or are still ending): still the
+     * job's; a member left behind is told from a reused pid by its start time */
+    struct pt_proc *p = pt_find(t, pid);
+    struct pollfd pf = {p ? p->pidfd : -1, POLLIN, 0};
+    if (p && p->state == PT_ALIVE && p->pidfd >= 0 && poll(&pf, 1, 0) == 0)
+        return;
+    while (pm_del(&t->members, pid, -1))
+        ;
+}
+
+int pt_signal(struct pt_proc *p, int sig)
+{
+    if (p->pidfd < 0 || p->state != PT_ALIVE)
+        return -1;
+    return (int)syscall(SYS_pidfd_send_signal, p->pidfd, sig, NULL, 0);
 }
 
 void pt_ended(struct ptree *t, struct pt_proc *p)
@@ -511,6 +698,7 @@ int pt_reaped(struct ptree *t, pid_t pid, int status)
         p->status_known = 1;
         p->seen_by = "waitpid";
         p->state = PT_DONE;
+        t->ndone++;
         if (p->pidfd >= 0)
             close(p->pidfd);
         p->pidfd = -1;

@@ -8,8 +8,10 @@
  * keeps the last run_output_tail bytes for the bundle's output.txt (with which stream each byte
  * came from, in process.json).
  *
- * It sees every process of the job (proctree.h: subreaper + a /proc scan every --scan-ms, a
- * pidfd for each new process at once, its status from waitpid or PIDFD_INFO_EXIT). When a
+ * It sees every process of the job (jobtrack.h, proctree.h: a cgroup of the job's own when it
+ * can make one, the proc connector's fork and exec events when the kernel gives them, else a walk
+ * of /proc when something changed; subreaper; a pidfd for each new process at once, its status
+ * from waitpid or PIDFD_INFO_EXIT). When a
  * process of interest ends abnormally - the main process with a non-zero status or a signal,
  * a Python process with a non-zero status (run_exits), any process killed by a signal - it asks
  * for a bundle: from the node service (`crashpack agent`, its socket), or, when it is root and
@@ -17,7 +19,9 @@
  * job goes on. Each report is made by a short-lived child, so the output keeps flowing.
  *
  * Signals to run (TERM, INT, HUP, QUIT, USR1, USR2) go to the whole job. When the main process
- * has ended, what is left of the job gets SIGTERM, then SIGKILL after --grace seconds. run exits
+ * has ended, what is left of the job gets SIGTERM, then SIGKILL after --grace seconds (the
+ * cgroup: all of it; else everything of the tree that is still alive), and the cgroup is removed.
+ * run exits
  * with the main process's status (128 + N when signal N ended it). Stall detection (watch, or
  * --stall): when neither the output nor the heartbeat file changed for the stall time, the main
  * process and every Python process of the job are snapped (crashpack snap) and the job runs on
@@ -25,6 +29,7 @@
 #include "run.h"
 #include "capreq.h"
 #include "config.h"
+#include "jobtrack.h"
 #include "proctree.h"
 #include "snap.h"
 #include "util.h"
@@ -39,9 +44,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <time.h>
@@ -51,11 +59,21 @@
 #define MAX_REPORTERS 4          /* reports in flight at once */
 #define AGENT_WAIT_MS 130000     /* the agent waits up to 120 s for its capture */
 #define REPORTER_NO_CAPTURER 3   /* a reporter's exit status: no agent, and not root */
+#define TICK_MAX_S 0.5           /* the longest gap between two looks at the tree (no events) */
+#define TICK_GONE_MAX_S 0.2      /* ... while a process waits for its parent to reap it */
+#define TICK_COST_FACTOR 4       /* a look takes at most 1/4 of the time (an upper bound) */
+#define TICK_IDLE_FACTOR 50      /* ... and at most 1/50 while nothing changes */
+#define MAX_EVENTS 512           /* connector events handled at once (the output flows) */
 
 static volatile sig_atomic_t pending_sigs; /* bit N: signal N arrived */
+static int wake_fd = -1;                   /* the write end of the loop's wake-up pipe */
 static void on_sig(int s)
 {
     pending_sigs |= 1 << s;
+    int e = errno;
+    if (wake_fd >= 0 && write(wake_fd, "", 1) < 0) { /* full: the loop is awake anyway */
+    }
+    errno = e;
 }
 static const int fwd_sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
 
@@ -146,6 +164,16 @@ struct run {
     struct cp_config cfg;
     int exits;
     struct ptree t;
+    struct jobtrack jt;
+    int wake[2];            /* the signal handler's wake-up pipe */
+    double next_tick;       /* the next look at the tree (tick) */
+    double tick_gap;        /* the gap after the last (doubles while nothing happens) */
+    double next_walk;       /* look_for_new: the next look for new processes, at the earliest */
+    double walk_gap;        /* ... the gap after the last one */
+    unsigned long last_pid; /* ... the last pid of the machine at the last one */
+    int activity;           /* something happened since the last look */
+    int resync;             /* the connector lost events: the tree is looked at again */
+    int reap;               /* a child of run may have ended: waitpid() */
     pid_t job;
     struct chan ch[2];
     struct tail tail;
@@ -157,6 +185,7 @@ struct run {
     int fwd_mask;    /* signals forwarded to the job */
     int exec_failed; /* CMD could not be executed (exit 127, nothing to capture) */
     pid_t reporters[MAX_REPORTERS];
+    int reporter_fd[MAX_REPORTERS]; /* their pidfds (or -1): the loop wakes at their end */
     int nreporters, warned, no_capturer;
     unsigned long reported, skipped;
     /* stall detection */
@@ -260,6 +289,62 @@ static void job_child(const struct run_opts *o, const char slave[2][128], int pi
     _exit(127);
 }
 
+/* The job's stdout and stderr: two ptys (slave: their names) or two pipes. 0, or RUN_FAILED. */
+static int open_channels(struct run *r, char slave[2][128], int pipes[2][2])
+{
+    const struct run_opts *o = r->o;
+    for (int i = 0; i < 2; i++) {
+        r->ch[i] = (struct chan){.fd = -1, .out = o->out_fd[i], .stream = 1 + i, .open = 1};
+        if (o->no_pty) {
+            if (pipe2(pipes[i], O_CLOEXEC)) {
+                fprintf(o->log, "%s: pipe: %s\n", o->verb, strerror(errno));
+                return RUN_FAILED;
+            }
+            r->ch[i].fd = pipes[i][0];
+            continue;
+        }
+        int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+        const char *sname = m >= 0 && !grantpt(m) && !unlockpt(m) ? ptsname(m) : NULL;
+        if (!sname) {
+            fprintf(o->log, "%s: cannot open a pseudo-terminal: %s (--no-pty runs on pipes)\n",
+                    o->verb, strerror(errno));
+            return RUN_FAILED;
+        }
+        snprintf(slave[i], sizeof(slave[i]), "%s", sname);
+        r->ch[i].fd = m;
+    }
+    return 0;
+}
+
+/* The job's cgroup and the proc connector, as --tracker allows, before the fork (no event of
+ * the job is missed); what is not used, and why, goes into process.json. */
+static void track_open(struct run *r)
+{
+    if (r->o->tracker & JT_SCAN)
+        return;
+    jt_cgroup_make(&r->jt, getpid());
+    jt_connector_open(&r->jt);
+}
+
+/* The forked job, still at its gate: into the cgroup, and the first member of its lineage. Then
+ * room for a pidfd per process (after the fork: the job keeps its own limits). */
+static void track_enter(struct run *r)
+{
+    if (r->jt.cg)
+        jt_cgroup_enter(&r->jt, r->job, getpid());
+    if (r->jt.nl >= 0) {
+        pt_lineage(&r->t, 1);
+        if (!pm_has(&r->t.members, r->job))
+            pm_add(&r->t.members, r->job, 0);
+    }
+    struct rlimit rl;
+    rlim_t want = 8192;
+    if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < want) {
+        rl.rlim_cur = rl.rlim_max < want ? rl.rlim_max : want;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
 /* The program execvp() ran for cmd0: through $PATH (the job's and run's), symlinks resolved
  * (/proc/PID/exe's form). 0, or -1. */
 static int cmd_path(const char *cmd0, char out[PATH_MAX])
@@ -283,26 +368,8 @@ static int run_start(struct run *r)
     char path[PATH_MAX];
     char slave[2][128] = {"", ""};
     int pipes[2][2] = {{-1, -1}, {-1, -1}};
-    for (int i = 0; i < 2; i++) {
-        r->ch[i] = (struct chan){.fd = -1, .out = o->out_fd[i], .stream = 1 + i, .open = 1};
-        if (o->no_pty) {
-            if (pipe2(pipes[i], O_CLOEXEC)) {
-                fprintf(o->log, "%s: pipe: %s\n", o->verb, strerror(errno));
-                return RUN_FAILED;
-            }
-            r->ch[i].fd = pipes[i][0];
-            continue;
-        }
-        int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
-        const char *sname = m >= 0 && !grantpt(m) && !unlockpt(m) ? ptsname(m) : NULL;
-        if (!sname) {
-            fprintf(o->log, "%s: cannot open a pseudo-terminal: %s (--no-pty runs on pipes)\n",
-                    o->verb, strerror(errno));
-            return RUN_FAILED;
-        }
-        snprintf(slave[i], sizeof(slave[i]), "%s", sname);
-        r->ch[i].fd = m;
-    }
+    if (open_channels(r, slave, pipes))
+        return RUN_FAILED;
     struct winsize ws;
     int have_ws =
         ioctl(o->out_fd[0], TIOCGWINSZ, &ws) == 0 || ioctl(o->out_fd[1], TIOCGWINSZ, &ws) == 0;
@@ -314,6 +381,7 @@ static int run_start(struct run *r)
     /* the job's orphans (DataLoader workers whose parent died) come here, not to init */
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     setenv("CRASHPACK_JOB_ID", r->job_id, 1);
+    track_open(r);
     r->job = fork();
     if (r->job < 0) {
         fprintf(o->log, "%s: fork: %s\n", o->verb, strerror(errno));
@@ -336,6 +404,7 @@ static int run_start(struct run *r)
     if (!p)
         fprintf(o->log, "%s: warning: cannot follow the job's main process (pidfd_open: %s)\n",
                 o->verb, strerror(errno));
+    track_enter(r);
     close(gate[1]);
     /* its identity once it has exec'd (a job that ends at once: what it was started as) */
     int e = 0;
@@ -449,6 +518,55 @@ static const char *death_kind(struct run *r, const struct pt_proc *p)
     return sig == SIGTERM ? "terminated" : "signal";
 }
 
+/* Which mechanism follows the job (docs/run.md): the containment (tracker) and where new
+ * processes are learnt from (discovery). */
+static const char *tracker_name(const struct run *r)
+{
+    if (r->o->tracker & JT_SCAN)
+        return "scan";
+    return r->jt.cg == 2   ? "cgroup2"
+           : r->jt.cg == 1 ? "cgroup1"
+           : r->jt.nl >= 0 ? "connector"
+                           : "walk";
+}
+
+static const char *discovery_name(const struct run *r)
+{
+    if (r->o->tracker & JT_SCAN)
+        return "scan";
+    return r->jt.nl >= 0 ? "connector" : r->jt.cg ? "cgroup.procs" : "walk";
+}
+
+/* process.json's "supervisor": run's pid and how it followed the job. */
+static void supervisor_json(const struct run *r, cJSON *pj)
+{
+    cJSON *sup = cJSON_AddObjectToObject(pj, "supervisor");
+    cJSON_AddNumberToObject(sup, "pid", getppid());
+    cJSON_AddNumberToObject(sup, "scan_interval_ms", r->o->scan_ms);
+    cJSON_AddBoolToObject(sup, "pidfd_exit", r->t.pidfd_exit);
+    cJSON_AddNumberToObject(sup, "processes_seen", (double)r->t.seen);
+    cJSON_AddNumberToObject(sup, "processes_missed", (double)r->t.missed);
+    cJSON_AddStringToObject(sup, "tracker", tracker_name(r));
+    cJSON_AddStringToObject(sup, "discovery", discovery_name(r));
+    if (r->jt.cg) {
+        cJSON *cg = cJSON_AddObjectToObject(sup, "cgroup");
+        cJSON_AddNumberToObject(cg, "version", r->jt.cg);
+        cJSON_AddStringToObject(cg, "hierarchy", r->jt.cg == 2 ? "unified" : r->jt.cg_hier);
+        cJSON_AddStringToObject(cg, "path", r->jt.cg_name);
+    } else {
+        cJSON_AddNullToObject(sup, "cgroup");
+    }
+    if (r->jt.nl >= 0) {
+        cJSON_AddNumberToObject(sup, "connector_events", (double)r->jt.nl_events);
+        cJSON_AddNumberToObject(sup, "connector_overflows", (double)r->jt.nl_lost);
+    }
+    cJSON *no = cJSON_AddObjectToObject(sup, "not_used");
+    if (!r->jt.cg && r->jt.cg_why[0])
+        cJSON_AddStringToObject(no, "cgroup", r->jt.cg_why);
+    if (r->jt.nl < 0 && r->jt.nl_why[0])
+        cJSON_AddStringToObject(no, "connector", r->jt.nl_why);
+}
+
 /* In the reporter child: the request, to the agent, else crashpack-capture --event as root.
  * Returns its exit status. */
 static int report(struct run *r, struct pt_proc *p, const char *kind)
@@ -494,12 +612,7 @@ static int report(struct run *r, struct pt_proc *p, const char *kind)
     cJSON_AddNumberToObject(out, "stderr_bytes", (double)r->tail.bytes[2]);
     cJSON_AddNumberToObject(out, "tail_bytes", (double)tlen);
     cJSON_AddItemToObject(out, "stderr_ranges", ranges);
-    cJSON *sup = cJSON_AddObjectToObject(pj, "supervisor");
-    cJSON_AddNumberToObject(sup, "pid", getppid());
-    cJSON_AddNumberToObject(sup, "scan_interval_ms", o->scan_ms);
-    cJSON_AddBoolToObject(sup, "pidfd_exit", r->t.pidfd_exit);
-    cJSON_AddNumberToObject(sup, "processes_seen", (double)r->t.seen);
-    cJSON_AddNumberToObject(sup, "processes_missed", (double)r->t.missed);
+    supervisor_json(r, pj);
     char *pjs = cJSON_PrintUnformatted(pj);
     cJSON_Delete(pj);
 
@@ -608,6 +721,7 @@ static void spawn_report(struct run *r, struct pt_proc *p, const char *kind)
     fflush(r->o->log);
     pid_t c = fork();
     if (c == 0) {
+        wake_fd = -1; /* run's wake-up pipe is not this child's */
         /* the job's terminals are not this child's to hold */
         for (int i = 0; i < 2; i++)
             if (r->ch[i].fd >= 0)
@@ -619,6 +733,10 @@ static void spawn_report(struct run *r, struct pt_proc *p, const char *kind)
                 kind, strerror(errno));
         return;
     }
+    int fd = (int)syscall(SYS_pidfd_open, c, 0);
+    if (fd >= 0)
+        fcntl(fd, F_SETFD, FD_CLOEXEC);
+    r->reporter_fd[r->nreporters] = fd;
     r->reporters[r->nreporters++] = c;
     r->reported++;
 }
@@ -628,7 +746,11 @@ static int reporter_done(struct run *r, pid_t pid, int status)
 {
     for (int i = 0; i < r->nreporters; i++)
         if (r->reporters[i] == pid) {
-            r->reporters[i] = r->reporters[--r->nreporters];
+            if (r->reporter_fd[i] >= 0)
+                close(r->reporter_fd[i]);
+            r->nreporters--;
+            r->reporters[i] = r->reporters[r->nreporters];
+            r->reporter_fd[i] = r->reporter_fd[r->nreporters];
             if (WIFEXITED(status) && WEXITSTATUS(status) == REPORTER_NO_CAPTURER && !r->warned) {
                 r->warned = 1;
                 r->no_capturer = 1;
@@ -646,6 +768,8 @@ static int reporter_done(struct run *r, pid_t pid, int status)
 static void handle_ends(struct run *r)
 {
     int drained = 0;
+    if (!r->t.ndone)
+        return;
     for (size_t i = 0; i < r->t.n; i++)
         if (r->t.p[i].main && r->t.p[i].state != PT_ALIVE)
             r->main_gone = 1;
@@ -684,11 +808,29 @@ static void reap_all(struct run *r, int block)
 
 /* ---- signals ---- */
 
-/* sig to the whole job: its process group, and every process of it in another one. */
+/* Whether anything of the job is left: a process of the tree, one in the cgroup, or (no cgroup)
+ * an orphan of the job not seen yet. */
+static int job_left(struct run *r)
+{
+    if (pt_live(&r->t) || (r->jt.cg && jt_cgroup_populated(&r->jt)))
+        return 1;
+    return !r->jt.cg && pt_walk(&r->t) > 0;
+}
+
+/* sig to the whole job: the main process's group (while its pid is not reaped, so not reused),
+ * every other process of the tree through its pidfd, and every other process in the cgroup
+ * (SIGKILL: the whole cgroup at once). Without a cgroup the tree is walked first: orphans of the
+ * job not seen yet (setsid, double forks) are signalled too. mark: the supervisor ends them (no
+ * reports). */
 static void job_kill(struct run *r, int sig, int mark)
 {
-    kill(-r->job, sig);
-    pid_t pg = getpgid(r->job);
+    if (mark)
+        r->t.ending = 1; /* what is found from now on ends by these signals too */
+    if (!r->jt.cg)
+        pt_walk(&r->t);
+    pid_t pg = r->main_done ? -1 : r->job;
+    if (pg > 0)
+        kill(-pg, sig);
     for (size_t i = 0; i < r->t.n; i++) {
         struct pt_proc *p = &r->t.p[i];
         if (p->state != PT_ALIVE)
@@ -696,8 +838,10 @@ static void job_kill(struct run *r, int sig, int mark)
         if (mark)
             p->signalled = 1;
         if (pg < 0 || getpgid(p->pid) != pg)
-            kill(p->pid, sig);
+            pt_signal(p, sig);
     }
+    if (r->jt.cg)
+        jt_cgroup_signal(&r->jt, sig, pg, &r->t.idx);
 }
 
 static void forward_signals(struct run *r)
@@ -775,74 +919,269 @@ static void stall_snap(struct run *r)
 
 /* ---- the loop ---- */
 
+/* Something changed (a process ended, events were lost): the next look comes --scan-ms after the
+ * last one. */
+static void poke(struct run *r)
+{
+    r->activity = r->reap = 1;
+    double at = r->next_tick - r->tick_gap + r->o->scan_ms / 1000.0; /* the last look + gap */
+    if (at < r->next_tick)
+        r->next_tick = at;
+}
+
+/* New processes without the connector: the cgroup's list (each one the job's), or a walk. */
+static size_t discover(struct run *r)
+{
+    if (!r->jt.cg)
+        return pt_walk(&r->t);
+    size_t n, added = 0;
+    pid_t *v = jt_cgroup_pids(&r->jt, &n);
+    for (size_t i = 0; i < n; i++) {
+        if (pt_find(&r->t, v[i]))
+            continue;
+        struct pt_proc *q = pt_add(&r->t, v[i], 0);
+        if (q && !jt_cgroup_member(&r->jt, v[i])) /* the pid reused since the list was read */
+            pt_remove(&r->t, q), r->t.missed++, r->t.seen--;
+        else if (q)
+            added++;
+    }
+    free(v);
+    return added;
+}
+
+/* The pid the kernel gave out last (the last field of /proc/loadavg, of this pid namespace),
+ * 0 when it cannot be read: while it stays the same, no process was created on the machine. */
+static unsigned long last_pid(void)
+{
+    char buf[128];
+    int fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = 0;
+    const char *sp = strrchr(buf, ' ');
+    return sp ? strtoul(sp + 1, NULL, 10) : 0;
+}
+
+/* New processes without the connector (the cgroup's list or a walk): when the machine created
+ * a process since the last look, --scan-ms after a look that found one, then at doubling gaps
+ * while the looks find none (up to TICK_MAX_S); never more than 1/TICK_COST_FACTOR of the time
+ * (1/TICK_IDLE_FACTOR while they find none). After lost connector events: at once. */
+static size_t look_for_new(struct run *r)
+{
+    unsigned long lp = last_pid();
+    double now = now_s();
+    if (!r->resync && ((lp && lp == r->last_pid) || now < r->next_walk))
+        return 0;
+    r->last_pid = lp; /* read before the look: a fork during it is looked for next time */
+    size_t n = discover(r);
+    double cost = now_s() - now, max_gap = TICK_MAX_S, min_gap = r->o->scan_ms / 1000.0;
+    if (max_gap < TICK_IDLE_FACTOR * cost)
+        max_gap = TICK_IDLE_FACTOR * cost;
+    r->walk_gap = n ? min_gap : r->walk_gap * 2 > max_gap ? max_gap : r->walk_gap * 2;
+    if (r->walk_gap < TICK_COST_FACTOR * cost)
+        r->walk_gap = TICK_COST_FACTOR * cost;
+    r->next_walk = now_s() + r->walk_gap;
+    if (r->resync)
+        pt_lineage(&r->t, 1);
+    r->resync = 0;
+    return n;
+}
+
+/* A look at what no event says: new processes and execs (no connector: look_for_new, every
+ * --scan-ms, and pt_look_execs), the ends of processes their parent has now reaped. With the
+ * connector it comes --scan-ms after a change, at doubling gaps while nothing changes (up to
+ * TICK_MAX_S, TICK_GONE_MAX_S while a status is awaited). --tracker=scan: a walk of all of it
+ * every --scan-ms. */
+static void tick(struct run *r)
+{
+    double min_gap = r->o->scan_ms / 1000.0;
+    if (r->o->tracker & JT_SCAN) {
+        pt_scan(&r->t);
+        r->tick_gap = min_gap;
+        r->next_tick = now_s() + min_gap;
+        return;
+    }
+    int events = r->jt.nl >= 0;
+    size_t changed = !events || r->resync ? look_for_new(r) : 0;
+    if (!events)
+        changed += pt_look_execs(&r->t, 0);
+    double max_gap = pt_check_gone(&r->t) ? TICK_GONE_MAX_S : TICK_MAX_S;
+    r->tick_gap = !events || changed || r->activity ? min_gap : r->tick_gap * 2;
+    if (r->tick_gap > max_gap)
+        r->tick_gap = max_gap;
+    r->activity = 0;
+    r->next_tick = now_s() + r->tick_gap;
+}
+
+/* The connector's events: new processes of the job, execs, ends. */
+static void connector_events(struct run *r)
+{
+    static struct jt_ev ev[MAX_EVENTS];
+    int lost = 0;
+    size_t n = jt_connector_read(&r->jt, ev, MAX_EVENTS, &lost);
+    for (size_t i = 0; i < n; i++) {
+        if (ev[i].what == JT_FORK)
+            pt_fork(&r->t, ev[i].ppid, ev[i].pid);
+        else if (ev[i].what == JT_EXEC)
+            pt_exec(&r->t, ev[i].pid, ev[i].when);
+        else
+            pt_exit(&r->t, ev[i].pid);
+    }
+    if (lost) {
+        r->resync = 1;
+        poke(r);
+    }
+}
+
+/* The main process has ended: what is left of the job gets SIGTERM, and SIGKILL --grace seconds
+ * later, again while something is left (a process forked while the others were being killed).
+ * 1 when nothing of it is left (or nothing that SIGKILL ends within 2 s). */
+static int end_phase(struct run *r, double now)
+{
+    int left = job_left(r);
+    if (!r->term_at && left) {
+        r->term_at = now;
+        job_kill(r, SIGTERM, 1);
+    }
+    if (r->term_at && left && (r->kill_at || now - r->term_at >= r->o->grace)) {
+        if (!r->kill_at)
+            r->kill_at = now;
+        job_kill(r, SIGKILL, 1);
+    }
+    return !left || (r->kill_at && now - r->kill_at > 2);
+}
+
+/* What to wait on: the output, the wake-up pipe, the connector, the cgroup's events (at the
+ * end), the reporters' and the live processes' pidfds (pp: the process of each, else NULL). The
+ * number of descriptors; 0 when out of memory. */
+static size_t loop_fds(struct run *r, struct pollfd **pf, struct pt_proc ***pp, size_t *cap)
+{
+    size_t need = 6 + MAX_REPORTERS + (r->t.epfd >= 0 ? 0 : r->t.n), n = 0;
+    if (need > *cap) {
+        struct pollfd *npf = realloc(*pf, need * 2 * sizeof(**pf));
+        if (npf)
+            *pf = npf;
+        struct pt_proc **npp = realloc(*pp, need * 2 * sizeof(**pp));
+        if (npp)
+            *pp = npp;
+        if (!npf || !npp)
+            return 0;
+        *cap = need * 2;
+    }
+    int fds[6] = {r->ch[0].open ? r->ch[0].fd : -1,
+                  r->ch[1].open ? r->ch[1].fd : -1,
+                  r->wake[0],
+                  r->jt.nl,
+                  r->t.epfd,
+                  r->main_done ? r->jt.cg_events : -1};
+    for (int i = 0; i < 6; i++)
+        if (fds[i] >= 0) {
+            (*pf)[n] = (struct pollfd){fds[i], i == 5 ? POLLPRI : POLLIN, 0};
+            (*pp)[n++] = NULL;
+        }
+    for (int i = 0; i < r->nreporters; i++)
+        if (r->reporter_fd[i] >= 0) {
+            (*pf)[n] = (struct pollfd){r->reporter_fd[i], POLLIN, 0};
+            (*pp)[n++] = NULL;
+        }
+    for (size_t i = 0; r->t.epfd < 0 && i < r->t.n; i++) /* no epoll: each pidfd */
+        if (r->t.p[i].state == PT_ALIVE && r->t.p[i].pidfd >= 0) {
+            (*pf)[n] = (struct pollfd){r->t.p[i].pidfd, POLLIN, 0};
+            (*pp)[n++] = &r->t.p[i];
+        }
+    return n;
+}
+
+/* The pidfds that became readable, through the epoll instance. */
+static void pidfd_events(struct run *r)
+{
+    struct epoll_event ev[256];
+    int k;
+    while ((k = epoll_wait(r->t.epfd, ev, 256, 0)) > 0) {
+        for (int i = 0; i < k; i++) {
+            struct pt_proc *p = pt_from_epoll(&r->t, ev[i].data.u64);
+            if (p)
+                pt_ended(&r->t, p);
+        }
+        poke(r);
+        if (k < 256)
+            break;
+    }
+}
+
+/* What poll said: the ends first (the connector's new processes may move the tree's array). */
+static void loop_events(struct run *r, const struct pollfd *pf, struct pt_proc **pp, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (pf[i].revents && pp[i]) {
+            pt_ended(&r->t, pp[i]);
+            poke(r);
+        } else if (pf[i].revents && pf[i].fd == r->t.epfd) {
+            pidfd_events(r);
+        }
+    for (size_t i = 0; i < n; i++) {
+        if (!pf[i].revents || pp[i])
+            continue;
+        if (pf[i].fd == r->ch[0].fd || pf[i].fd == r->ch[1].fd) {
+            chan_read(r, pf[i].fd == r->ch[0].fd ? &r->ch[0] : &r->ch[1]);
+        } else if (pf[i].fd == r->wake[0]) {
+            char b[64];
+            while (read(r->wake[0], b, sizeof(b)) > 0)
+                ;
+        } else if (pf[i].fd == r->jt.nl) {
+            connector_events(r);
+        } else {
+            r->reap = 1; /* a reporter ended */
+        }
+    }
+}
+
+/* How long to wait: until the next look, the end of --grace, the stall (ms, at most 1 s). */
+static int loop_timeout(const struct run *r, double now)
+{
+    double until = r->next_tick;
+    if (r->main_done) {
+        /* the end: a v1 cgroup's emptiness has no event */
+        if (until > now + r->o->scan_ms / 1000.0)
+            until = now + r->o->scan_ms / 1000.0;
+        if (r->term_at && !r->kill_at && until > r->term_at + r->o->grace)
+            until = r->term_at + r->o->grace;
+    } else if (r->o->stall > 0) {
+        if (until > r->last + r->o->stall)
+            until = r->last + r->o->stall;
+        if (r->o->hb && until > now + 0.5)
+            until = now + 0.5;
+    }
+    double ms = (until - now) * 1000;
+    return ms <= 0 ? 0 : ms > 1000 ? 1000 : (int)ms + 1;
+}
+
 static void run_loop(struct run *r)
 {
     const struct run_opts *o = r->o;
     struct pollfd *pf = NULL;
     struct pt_proc **pp = NULL;
-    size_t pcap = 0;
-    double next_scan = 0;
+    size_t cap = 0;
+    r->tick_gap = r->walk_gap = o->scan_ms / 1000.0;
+    r->next_tick = now_s();
     for (;;) {
         forward_signals(r);
-        double now = now_s();
-        if (r->main_done) {
-            /* the main process ended: the rest of the job goes */
-            if (!r->term_at && pt_live(&r->t)) {
-                r->term_at = now;
-                job_kill(r, SIGTERM, 1);
-            }
-            if (r->term_at && !r->kill_at && now - r->term_at >= o->grace && pt_live(&r->t)) {
-                r->kill_at = now;
-                job_kill(r, SIGKILL, 1);
-            }
-            /* done: nothing of the job left (or nothing that SIGKILL ends within 2 s) */
-            if (!pt_live(&r->t) || (r->kill_at && now - r->kill_at > 2))
-                break;
-        }
-        size_t need = 2 + r->t.n;
-        if (need > pcap) {
-            pcap = need * 2;
-            struct pollfd *npf = realloc(pf, pcap * sizeof(*pf));
-            struct pt_proc **npp = realloc(pp, pcap * sizeof(*pp));
-            if (npf)
-                pf = npf;
-            if (npp)
-                pp = npp;
-            if (!npf || !npp)
-                break;
-        }
-        size_t n = 0;
-        for (int i = 0; i < 2; i++)
-            if (r->ch[i].open) {
-                pf[n] = (struct pollfd){r->ch[i].fd, POLLIN, 0};
-                pp[n++] = NULL;
-            }
-        size_t nch = n;
-        for (size_t i = 0; i < r->t.n; i++)
-            if (r->t.p[i].state == PT_ALIVE && r->t.p[i].pidfd >= 0) {
-                pf[n] = (struct pollfd){r->t.p[i].pidfd, POLLIN, 0};
-                pp[n++] = &r->t.p[i];
-            }
-        int wait_ms = (int)((next_scan - now) * 1000);
-        if (wait_ms < 0)
-            wait_ms = 0;
-        int pr = poll(pf, n, wait_ms);
-        if (pr > 0) {
-            for (size_t i = 0; i < nch; i++)
-                if (pf[i].revents) {
-                    struct chan *c = pf[i].fd == r->ch[0].fd ? &r->ch[0] : &r->ch[1];
-                    chan_read(r, c);
-                }
-            for (size_t i = nch; i < n; i++)
-                if (pf[i].revents)
-                    pt_ended(&r->t, pp[i]);
-        }
-        if (now_s() >= next_scan) {
-            next_scan = now_s() + o->scan_ms / 1000.0;
+        if (r->main_done && end_phase(r, now_s()))
+            break;
+        size_t n = loop_fds(r, &pf, &pp, &cap);
+        if (!n)
+            break;
+        if (poll(pf, n, loop_timeout(r, now_s())) > 0)
+            loop_events(r, pf, pp, n);
+        if (now_s() >= r->next_tick)
+            tick(r), r->reap = 1;
+        if (r->reap)
             reap_all(r, 0);
-            pt_scan(&r->t);
-            handle_ends(r);
-        }
+        r->reap = 0;
+        handle_ends(r);
         if (o->stall > 0 && !r->main_done) {
             check_heartbeat(r);
             if (!r->snapped && now_s() - r->last >= o->stall)
@@ -858,6 +1197,30 @@ static void run_loop(struct run *r)
     handle_ends(r);
     while (r->nreporters)
         reap_all(r, 1);
+}
+
+/* The end of the tracking: the cgroup removed (after what is left in it is killed). */
+static void track_close(struct run *r)
+{
+    char err[PATH_MAX + 200];
+    if (r->jt.cg && jt_cgroup_remove(&r->jt, err, sizeof(err)))
+        fprintf(r->o->log, "%s: warning: the job's cgroup is not removed: %s\n", r->o->verb, err);
+    jt_close(&r->jt);
+}
+
+/* What run_job holds: the cgroup (removed), the connector, the tree, the wake-up pipe. */
+static void run_free(struct run *r)
+{
+    track_close(r);
+    if (r->t.epfd >= 0)
+        close(r->t.epfd);
+    pt_free(&r->t);
+    wake_fd = -1;
+    for (int i = 0; i < 2; i++)
+        if (r->wake[i] >= 0)
+            close(r->wake[i]);
+    free(r->tail.buf);
+    free(r->tail.tag);
 }
 
 int run_job(const struct run_opts *o)
@@ -886,8 +1249,14 @@ int run_job(const struct run_opts *o)
     cJSON *ids = job_ids(&r);
     register_job(&r);
     pt_init(&r.t, &r.cfg, ids);
+    r.t.look_min = o->scan_ms / 1000.0;
+    r.t.epfd = epoll_create1(EPOLL_CLOEXEC);
+    jt_init(&r.jt, o->tracker);
+    r.wake[0] = r.wake[1] = -1;
+    if (!pipe2(r.wake, O_CLOEXEC | O_NONBLOCK))
+        wake_fd = r.wake[1];
     if ((rc = run_start(&r))) {
-        pt_free(&r.t);
+        run_free(&r);
         return rc;
     }
     r.last = now_s();
@@ -905,9 +1274,7 @@ int run_job(const struct run_opts *o)
     if (r.skipped && !o->quiet)
         fprintf(o->log, "%s: %lu abnormal end(s) of the job's processes not captured\n", o->verb,
                 r.skipped);
-    pt_free(&r.t);
-    free(r.tail.buf);
-    free(r.tail.tag);
+    run_free(&r);
     if (!r.main_done)
         return RUN_FAILED;
     if (WIFEXITED(r.main_status))

@@ -1,8 +1,9 @@
 /* run.h - the supervisor of `crashpack run` and `crashpack watch` (docs/run.md): runs a job on
- * pseudo-terminals or pipes, forwards its output, follows every process of its tree
- * (proctree.h), has a bundle written for each abnormal end of a process of interest (capreq.h:
- * through the node service, or crashpack-capture --event as root), snaps the job when its
- * output and heartbeat stall (snap.h), and passes the signals it gets on to the whole job.
+ * pseudo-terminals or pipes, forwards its output, follows every process of its tree (jobtrack.h:
+ * the job's cgroup, the proc connector; proctree.h), has a bundle written for each abnormal end
+ * of a process of interest (capreq.h: through the node service, or crashpack-capture --event as
+ * root), snaps the job when its output and heartbeat stall (snap.h), passes the signals it gets
+ * on to the whole job, and leaves nothing of it running.
  * The verbs (cli/cmd_run.c) parse the options into struct run_opts and call run_job. */
 #ifndef CRASHPACK_RUN_H
 #define CRASHPACK_RUN_H
@@ -17,7 +18,8 @@ struct run_opts {
     long long tail; /* -1: the config's run_output_tail */
     int exits;      /* -1: the config's run_exits */
     double grace;
-    unsigned scan_ms;
+    unsigned scan_ms; /* the shortest gap between two looks at the tree */
+    unsigned tracker; /* what may follow the job: JT_* of jobtrack.h (JT_AUTO) */
     char **cmd;    /* CMD [ARG...] */
     FILE *log;     /* the supervisor's status lines and warnings (the verb's stderr) */
     int out_fd[2]; /* where the job's stdout and stderr are forwarded (1 and 2) */
