@@ -195,6 +195,13 @@ struct run {
     char buf[65536];
 };
 
+/* Whether run forwarded sig to the job: only signals 1..31 have a bit (a real-time signal, 32..64,
+ * is never one run forwards) */
+static int fwd_bit(const struct run *r, int sig)
+{
+    return sig > 0 && sig < 32 && (r->fwd_mask & (1 << sig));
+}
+
 /* Forwards what is waiting on channel c (without blocking when nonblock). 1 when it read. */
 static int chan_read(struct run *r, struct chan *c)
 {
@@ -507,7 +514,7 @@ static const char *death_kind(struct run *r, const struct pt_proc *p)
         return NULL;
     int sig = WTERMSIG(p->status);
     /* a signal run passed on to the whole job: its own end, recorded once, for the main process */
-    if (!p->main && (r->fwd_mask & (1 << sig)))
+    if (!p->main && fwd_bit(r, sig))
         return NULL;
     /* the main process (the session leader) ended: the terminal's hangup is the job's end */
     if (!p->main && sig == SIGHUP && r->main_gone)
@@ -583,7 +590,7 @@ static int report(struct run *r, struct pt_proc *p, const char *kind)
     snprintf(reason, sizeof(reason), "%s%s (crashpack run, job %s)", why,
              p->main ? ", the job's main process" : p->python ? ", a Python process of the job" : "",
              r->job_id);
-    if (sig && p->main && (r->fwd_mask & (1 << sig)))
+    if (sig && p->main && fwd_bit(r, sig))
         snprintf(reason + strlen(reason), sizeof(reason) - strlen(reason),
                  "; %s was sent to crashpack run and passed on to the job", sb);
     /* the members */
