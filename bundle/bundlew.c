@@ -140,10 +140,9 @@ static int write_marker(struct bw *w, const char *name, uint64_t size, uint64_t 
                         uint64_t data)
 {
     char payload[256];
-    int n = snprintf(payload, sizeof(payload),
-                     "{\"member\":\"%s\",\"size\":%llu,\"header\":%llu,\"data\":%llu}", name,
-                     (unsigned long long)size, (unsigned long long)header,
-                     (unsigned long long)data);
+    int n = snprintf(
+        payload, sizeof(payload), "{\"member\":\"%s\",\"size\":%llu,\"header\":%llu,\"data\":%llu}",
+        name, (unsigned long long)size, (unsigned long long)header, (unsigned long long)data);
     uint8_t hdr[8];
     uint32_t magic = BUNDLE_MAGIC_MARKER, len = (uint32_t)n;
     memcpy(hdr, &magic, 4);
@@ -152,7 +151,6 @@ static int write_marker(struct bw *w, const char *name, uint64_t size, uint64_t 
         return -1;
     return out(w, payload, (size_t)n);
 }
-
 
 /* Append an already compressed frame of `usize` tar bytes to member m. */
 static int frame_append(struct bw *w, struct bw_member *m, const void *cdata, size_t csize,
@@ -398,7 +396,8 @@ int bw_finish(struct bw *w)
     uint32_t magic = BUNDLE_MAGIC_INDEX, flen = n + 12;
     memcpy(hdr, &magic, 4);
     memcpy(hdr + 4, &flen, 4);
-    int rc = out(w, hdr, 8) || out(w, json, n) || out(w, &n, 4) || out(w, BUNDLE_INDEX_TRAILER, BUNDLE_INDEX_TRAILER_LEN);
+    int rc = out(w, hdr, 8) || out(w, json, n) || out(w, &n, 4) ||
+             out(w, BUNDLE_INDEX_TRAILER, BUNDLE_INDEX_TRAILER_LEN);
     free(json);
     return rc ? -1 : 0;
 }
@@ -421,6 +420,7 @@ struct adopt {
     uint64_t off, marker_off;
     struct adopt_undo prev;
     uint64_t last_off, last_len; /* the last data frame taken */
+    size_t last_member;          /* its member's index */
 };
 
 /* A member marker (payload len bytes at a->off + 8): opens its member when it agrees with the tar
@@ -513,6 +513,7 @@ static int adopt_frame(struct adopt *a, const uint8_t *h, size_t got)
     w->open_member = w->tar_off < end_expected ? (int)(cur - w->members) : -1;
     a->last_off = a->prev.file_off;
     a->last_len = csz;
+    a->last_member = (size_t)(cur - w->members);
     return 0;
 }
 
@@ -541,6 +542,11 @@ static int adopt_close(struct adopt *a, ZSTD_DCtx *d, char *why, size_t whylen)
     struct bw_member *cur = a->cur;
     /* a kill cannot leave a whole frame with bad content, but a power cut can: check the last */
     if (a->last_len && !frame_decodes(a->fd, d, a->last_off, a->last_len)) {
+        /* the frame is its member's, which may not be the last: a member whose marker came after
+         * it is cut away with it */
+        cur = a->cur = &w->members[a->last_member];
+        w->nmembers = a->last_member + 1;
+        a->marker_off = cur->marker_off;
         cur->nframes = a->prev.nframes;
         cur->written = a->prev.written;
         w->tar_off = a->prev.tar_off;

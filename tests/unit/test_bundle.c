@@ -5,6 +5,7 @@
  * `test_bundle --corpus DIR` writes a few small bundles into DIR (the fuzzer's seed corpus).
  * Prints `N passed, N failed`; exits 1 when something failed. */
 #include "bundle.h"
+#include "bundlew.h"
 
 #include <cjson/cJSON.h>
 #include <zstd.h>
@@ -1316,6 +1317,48 @@ static int write_corpus(const char *dir)
     return 0;
 }
 
+/* Salvage (bw_adopt) of a file cut after a member's marker, whose last data frame, the member
+ * before's, is corrupt (a power cut): the corrupt frame is taken off its own member, which goes
+ * (it has no frame left), and the frame-less member after it goes too. */
+static void test_adopt_corrupt_before_marker(void)
+{
+    char path[300];
+    snprintf(path, sizeof(path), "%s/adopt.zst", tmpdir);
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    struct bw w;
+    static unsigned char data[3000];
+    for (size_t i = 0; i < sizeof(data); i++)
+        data[i] = (unsigned char)(i * 7 + i / 13);
+    CHECK(fd >= 0 && !bw_init(&w, fd, 3, 0) && !bw_add(&w, "x.json", "{}", 2) &&
+              !bw_add(&w, "a.bin", data, sizeof(data)),
+          "adopt: two members written");
+    uint64_t a_frame = w.members[1].frames[0].file_off, a_len = w.members[1].frames[0].csize;
+    uint64_t a_marker = w.members[1].marker_off, b_marker = w.file_off;
+    CHECK(!bw_begin(&w, "b.bin", 100), "adopt: a third member begun");
+    bw_free(&w);
+    uint32_t hdr[2] = {0, 0};
+    CHECK(pread(fd, hdr, 8, (off_t)b_marker) == 8 && !ftruncate(fd, (off_t)(b_marker + 8 + hdr[1])),
+          "adopt: cut after the third member's marker");
+    unsigned char c;
+    off_t at = (off_t)(a_frame + a_len - 6); /* in the last block, before a checksum */
+    if (pread(fd, &c, 1, at) == 1) {
+        c ^= 0x5a;
+        CHECK(pwrite(fd, &c, 1, at) == 1, "adopt: a byte of a.bin's frame flipped");
+    }
+    char why[256];
+    int rc = bw_adopt(&w, fd, 3, 0, why, sizeof(why));
+    CHECK(rc == 0 && w.nmembers == 1 && !strcmp(w.members[0].name, "x.json") &&
+              w.file_off == a_marker && w.open_member == -1,
+          "adopt: the corrupt frame's member and the frame-less one after it dropped (rc=%d, %zu "
+          "members, file_off %llu, a.bin's marker at %llu: %s)",
+          rc, w.nmembers, (unsigned long long)w.file_off, (unsigned long long)a_marker, why);
+    struct stat st;
+    CHECK(!fstat(fd, &st) && (uint64_t)st.st_size == a_marker,
+          "adopt: the file cut at a.bin's marker");
+    bw_free(&w);
+    close(fd);
+}
+
 int main(int argc, char **argv)
 {
     make_core();
@@ -1338,6 +1381,7 @@ int main(int argc, char **argv)
     test_partial_frames();
     test_not_bundles();
     test_random_corruption();
+    test_adopt_corrupt_before_marker();
     char cmd[600];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0)
