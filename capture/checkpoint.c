@@ -104,7 +104,7 @@ struct kid {
     struct cap *c;
     struct proc_root root; /* its root and working directory (rootopen.h) */
     char cwd[PATH_MAX];    /* the working directory's text, for showing relative paths */
-    pid_t nspid;        /* the pid the process sees (its state file's name) */
+    pid_t nspid;           /* the pid the process sees (its state file's name) */
     long long starttime;
     cJSON *out;   /* checkpoint.json */
     cJSON *cands; /* out.candidates */
@@ -219,8 +219,8 @@ static cJSON *candidate(struct kid *k, const char *source, const char *path, int
     int usable = 0;
     if (fd < 0) {
         cJSON_AddStringToObject(o, "status", err == ENOENT ? "missing" : "error");
-        add_text(o, "reason", err == ELOOP ? "a symlink in its path (not followed)"
-                                           : strerror(err));
+        add_text(o, "reason",
+                 err == ELOOP ? "a symlink in its path (not followed)" : strerror(err));
     } else if (describe(fd, o, &st)) {
         cJSON_AddStringToObject(o, "status", "error");
     } else {
@@ -281,8 +281,8 @@ static void path_candidate(struct kid *k, const char *source, const char *path)
 /* A helper file (the state or the in-progress marker) in the state directory, trusted only when
  * it is a regular file of the crashed uid that nobody else can write. Returns its parsed JSON,
  * or NULL with *status and why set. */
-static cJSON *helper_file(struct kid *k, int dfd, const char *name, const char **status,
-                          char *why, size_t whylen)
+static cJSON *helper_file(struct kid *k, int dfd, const char *name, const char **status, char *why,
+                          size_t whylen)
 {
     int fd = openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) {
@@ -330,8 +330,7 @@ static cJSON *helper_file(struct kid *k, int dfd, const char *name, const char *
     cJSON *pid = cJSON_GetObjectItemCaseSensitive(j, "pid");
     cJSON *stt = cJSON_GetObjectItemCaseSensitive(j, "starttime");
     if (!cJSON_IsNumber(pid) || (pid_t)pid->valuedouble != k->nspid ||
-        (cJSON_IsNumber(stt) && k->starttime >= 0 &&
-         (long long)stt->valuedouble != k->starttime)) {
+        (cJSON_IsNumber(stt) && k->starttime >= 0 && (long long)stt->valuedouble != k->starttime)) {
         cJSON_Delete(j);
         *status = "refused";
         snprintf(why, whylen, "%s was left by an earlier process with the same pid (stale)", name);
@@ -360,8 +359,9 @@ static const char *state_dir_open(struct kid *k, const char *dir, int *dfd, char
     *dfd = open_in_root(k, dir, O_DIRECTORY, 1);
     struct stat st;
     if (*dfd < 0) {
-        status = errno == ENOENT ? "absent" : errno == ELOOP || errno == ENOTDIR ? "refused"
-                                                                                : "failed";
+        status = errno == ENOENT                      ? "absent"
+                 : errno == ELOOP || errno == ENOTDIR ? "refused"
+                                                      : "failed";
         snprintf(why, whylen, "%s: %s", dir,
                  errno == ELOOP ? "a symlink in the path (not followed)" : strerror(errno));
     } else if (fstat(*dfd, &st)) {
@@ -481,9 +481,10 @@ static void src_env_dir(struct kid *k, const char *dir)
     if (!d) {
         int e = errno;
         cJSON *o = candidate(k, "env_dir", shown, -1, e, -1);
-        set_text(o, "reason", e == ENOTDIR || e == ELOOP
-                                  ? "CRASHPACK_CHECKPOINT_DIR is not a directory (or a symlink)"
-                                  : strerror(e));
+        set_text(o, "reason",
+                 e == ENOTDIR || e == ELOOP
+                     ? "CRASHPACK_CHECKPOINT_DIR is not a directory (or a symlink)"
+                     : strerror(e));
         if (rfd >= 0)
             close(rfd);
         if (dfd >= 0)
@@ -501,8 +502,7 @@ static void src_env_dir(struct kid *k, const char *dir)
         for (size_t i = 0; i < sizeof(ext) / sizeof(ext[0]) && !match; i++)
             match = l > strlen(ext[i]) && !strcasecmp(e->d_name + l - strlen(ext[i]), ext[i]);
         struct stat st;
-        if (!match || l >= sizeof(best) ||
-            fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW))
+        if (!match || l >= sizeof(best) || fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW))
             continue;
         if (!S_ISREG(st.st_mode)) {
             other++; /* latest.pt -> step_100.pt and the like: never followed */
@@ -566,9 +566,9 @@ struct pick {
 
 static void pick_add(struct pick *best, int fd, int dirfd, cJSON *o, const struct stat *st)
 {
-    if (best->o && (best->mt.tv_sec > st->st_mtim.tv_sec ||
-                    (best->mt.tv_sec == st->st_mtim.tv_sec &&
-                     best->mt.tv_nsec >= st->st_mtim.tv_nsec))) {
+    if (best->o &&
+        (best->mt.tv_sec > st->st_mtim.tv_sec ||
+         (best->mt.tv_sec == st->st_mtim.tv_sec && best->mt.tv_nsec >= st->st_mtim.tv_nsec))) {
         close(fd);
         if (dirfd >= 0)
             close(dirfd);
@@ -967,8 +967,7 @@ static char *receive(int sock, double deadline, int fds[2], int *nfds, int *time
         ssize_t n = recvmsg(sock, &m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
         if (n < 0 && (errno == EINTR || errno == EAGAIN))
             continue;
-        for (struct cmsghdr *cm = n >= 0 ? CMSG_FIRSTHDR(&m) : NULL; cm;
-             cm = CMSG_NXTHDR(&m, cm)) {
+        for (struct cmsghdr *cm = n >= 0 ? CMSG_FIRSTHDR(&m) : NULL; cm; cm = CMSG_NXTHDR(&m, cm)) {
             if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
                 continue;
             size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
@@ -1050,10 +1049,9 @@ static const char *take_result(struct cap *c, cJSON *j, const int fds[2], int nf
             c->ckpt_fd = fds[0];
         if (nfds >= 2 && want >= 2)
             c->ckpt_dirfd = fds[1];
-        snprintf(reason, n, "%s (%s)", c->ckpt_path,
-                 cJSON_GetObjectItemCaseSensitive(j, "source")
-                     ? cJSON_GetObjectItemCaseSensitive(j, "source")->valuestring
-                     : "?");
+        /* the child runs as the crashed user: its answer's types are checked, not trusted */
+        const char *src = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "source"));
+        snprintf(reason, n, "%s (%s)", c->ckpt_path, src ? src : "?");
     } else {
         status = cJSON_IsString(ref) ? "refused" : "absent";
     }
