@@ -12,6 +12,7 @@ void cap_init(struct cap *c)
 {
     memset(c, 0, sizeof(*c));
     c->t0 = now_mono();
+    c->ngroups = -1;
     c->pidfd = c->procfd = c->dirfd = c->kmsgfd = c->outfd = c->smi_fd = -1;
     c->smi_pid = -1;
     c->rootfd = -1;

@@ -12,7 +12,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define CP_SMI_GPUS 16 /* GPUs queried one by one with nvidia-smi -i */
+#define CP_MAX_GROUPS 64 /* supplementary groups kept of the crashed process */
+#define CP_SMI_GPUS 16   /* GPUs queried one by one with nvidia-smi -i */
 
 struct cap {
     struct cp_config cfg;
@@ -23,6 +24,10 @@ struct cap {
     int64_t crash_time;
     uid_t uid;
     gid_t gid;
+    /* the process's supplementary groups (/proc/<pid>/status), which privs_become takes with
+     * uid/gid: the process's files are opened as the process could; -1 when unknown (none then) */
+    int ngroups;
+    gid_t groups[CP_MAX_GROUPS];
     int dumpable;
     int64_t rlimit_core; /* -1: unlimited */
     char hostname[256];
@@ -31,7 +36,7 @@ struct cap {
     int procfd; /* /proc/<pid>, or -1 */
     int dirfd;  /* bundle directory */
     int kmsgfd;
-    int outfd;  /* the temporary bundle */
+    int outfd; /* the temporary bundle */
     char tmpname[128], finalname[160];
     /* facts */
     char comm[64];
@@ -57,7 +62,7 @@ struct cap {
     /* secret values in the core's copies of argv/envp, overwritten as the core streams */
     struct redact {
         uint64_t vaddr, len;
-    } *redact;
+    } * redact;
     size_t nredact;
     /* the original bytes of every value redacted above: masked wherever else they appear (the
      * core's pages, stacks included, and every member through c->bw.scrub) */
@@ -86,9 +91,9 @@ struct cap {
     pid_t smi_pid;
     int smi_fd;
     double smi_started;
-    int smi_err;          /* its stderr pipe, or -1 */
-    int smi_ctl;          /* its supervisor's reports (nvidia-smi's pid, then its wait status) */
-    char smi_status[12];  /* not started: skipped|absent|refused|failed (+ smi_reason) */
+    int smi_err;         /* its stderr pipe, or -1 */
+    int smi_ctl;         /* its supervisor's reports (nvidia-smi's pid, then its wait status) */
+    char smi_status[12]; /* not started: skipped|absent|refused|failed (+ smi_reason) */
     char smi_reason[400];
     /* checkpoint.c: what the quick collector found, for the finisher's verdict */
     char ckpt_path[1024];
@@ -100,19 +105,19 @@ struct cap {
      * snap_info_fd, and the finisher writes the final bundle path to snap_status_fd */
     int snap;
     int snap_info_fd, snap_status_fd;
-    char snap_trigger[16];  /* "snap" or "watch" */
-    char snap_reason[512];  /* why: "requested", or the stall watch saw */
+    char snap_trigger[16]; /* "snap" or "watch" */
+    char snap_reason[512]; /* why: "requested", or the stall watch saw */
     /* event.c: a death without a core (crashpack-capture --event), and members handed over on
      * descriptors (--member NAME=FD, with --event or --snap) */
     int event;
-    int event_gone;            /* nothing is read from /proc/<pid>: gone, or another process */
-    char death_kind[16];       /* exit|signal|terminated|oom_kill|exception; "" for the others */
+    int event_gone;      /* nothing is read from /proc/<pid>: gone, or another process */
+    char death_kind[16]; /* exit|signal|terminated|oom_kill|exception; "" for the others */
     int death_status, death_signal; /* -1: none */
-    long long reported_by;     /* the uid that reported the death (the agent's peer), or -1 */
+    long long reported_by;          /* the uid that reported the death (the agent's peer), or -1 */
     unsigned long long start_ticks; /* the process's start (stat field 22), 0: unknown */
     char job[128];
     const char *ev_bundle_dir;
-    char dup_kind[32];         /* event_duplicate: the kind of the bundle that already has it */
+    char dup_kind[32]; /* event_duplicate: the kind of the bundle that already has it */
     /* --room (guard.c): whose bundles the disk guard may delete to make room for this one:
      * any (the oldest first: the kernel's cores), own (a user's request: only that uid's own
      * older bundles, else the capture is refused), fair (the agent's OOM-kill captures: the
@@ -145,8 +150,8 @@ void cap_init(struct cap *c);
 const char *cap_env(const struct cap *c, const char *name);
 
 /* cap.c, steps: record one outcome. status: ok|absent|timeout|refused|skipped|failed */
-void cap_step(struct cap *c, const char *name, const char *status, double t_start,
-              const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+void cap_step(struct cap *c, const char *name, const char *status, double t_start, const char *fmt,
+              ...) __attribute__((format(printf, 5, 6)));
 
 /* proc.c: quick evidence from /proc/<pid> (manifest and proc/ members) */
 int proc_identify(struct cap *c);
@@ -155,14 +160,14 @@ int proc_collect(struct cap *c);
 /* Evidence collectors (issue 3). Each records its outcome with cap_step and adds its member(s);
  * quick ones run as root before privileges are dropped, nvidia-smi runs concurrently with the
  * drain, the checkpoint verdict runs in the finisher. */
-void kmsg_collect(struct cap *c);   /* kmsg.c: kernel log lines that matter -> kmsg.json */
-void gpu_collect(struct cap *c);    /* gpu.c: this process's GPUs, PCI ids, AER -> gpu.json */
+void kmsg_collect(struct cap *c);    /* kmsg.c: kernel log lines that matter -> kmsg.json */
+void gpu_collect(struct cap *c);     /* gpu.c: this process's GPUs, PCI ids, AER -> gpu.json */
 void gpu_node_events(struct cap *c); /* gpu.c: the agent's GPU events -> node-gpu-events.json */
-void ckpt_collect(struct cap *c);   /* checkpoint.c: the last saved checkpoint -> checkpoint.json */
-void ckpt_verdict(struct cap *c);   /* checkpoint.c, finisher: checkpoint-verdict.json */
-void logs_collect(struct cap *c);   /* logs.c: stdout/stderr tails, ML debug files -> logs/, ml/ */
-void smi_start(struct cap *c);      /* smi.c: spawn nvidia-smi before the drain */
-void smi_finish(struct cap *c);     /* smi.c, finisher: collect it -> nvidia-smi.xml */
+void ckpt_collect(struct cap *c); /* checkpoint.c: the last saved checkpoint -> checkpoint.json */
+void ckpt_verdict(struct cap *c); /* checkpoint.c, finisher: checkpoint-verdict.json */
+void logs_collect(struct cap *c); /* logs.c: stdout/stderr tails, ML debug files -> logs/, ml/ */
+void smi_start(struct cap *c);    /* smi.c: spawn nvidia-smi before the drain */
+void smi_finish(struct cap *c);   /* smi.c, finisher: collect it -> nvidia-smi.xml */
 /* enrich.c: `crashpack enrich` as the crashed uid -> stacks.json (config key `enrich`) */
 void enrich_open_root(struct cap *c); /* before the drain: the crashed process's root */
 void enrich_finish(struct cap *c);    /* finisher, after the core: the stacks.json member */
@@ -171,8 +176,8 @@ void enrich_finish(struct cap *c);    /* finisher, after the core: the stacks.js
 #define GUARD_CLOSE_RESERVE (1u << 20) /* capture.json, the tar end and the index */
 void guard_vacuum(struct cap *c, uint64_t incoming);
 int guard_member_room(void *arg, uint64_t bytes); /* bundlew's room hook: 0 refuses a member */
-void guard_attach(struct cap *c);                /* every whole member passes the guard */
-void guard_report(struct cap *c);                /* finisher: the refused members, if any */
+void guard_attach(struct cap *c);                 /* every whole member passes the guard */
+void guard_report(struct cap *c);                 /* finisher: the refused members, if any */
 int guard_rate_allows_core(struct cap *c, char *why, size_t whylen);
 int guard_free_ok(struct cap *c, uint64_t more); /* 0 when writing `more` would cross keep_free */
 uint64_t guard_keep_free(struct cap *c);

@@ -45,7 +45,11 @@ int privs_become(const struct cap *c, uid_t uid, gid_t gid)
 {
     if (c->privs_dropped)
         set_caps(SETID_CAPS, SETID_CAPS); /* a failure shows in the switch itself */
-    if (setgroups(0, NULL) || setresgid(gid, gid, gid) || setresuid(uid, uid, uid))
+    /* the crashed process's own groups when it is its uid that is taken (a file it could read
+     * through a supplementary group, its checkpoint's, is read), none for any other */
+    int own = uid == c->uid && gid == c->gid && c->ngroups > 0;
+    if (setgroups(own ? (size_t)c->ngroups : 0, own ? c->groups : NULL) ||
+        setresgid(gid, gid, gid) || setresuid(uid, uid, uid))
         return -1;
     /* nothing stays: not for uid 0 either (a root process's files are opened as uid 0 without
      * CAP_DAC_OVERRIDE and the rest, so a mode or an ACL stops them as it stops the process) */

@@ -25,12 +25,42 @@
 
 /* CP_VERSION: the project version, set once in the top-level CMakeLists.txt */
 
-static const char *const env_allow[] = {
-    "CUDA_*", "NCCL_*", "TORCH_*", "TORCHELASTIC_*", "PYTORCH_*", "NVIDIA_*", "CRASHPACK_*",
-    "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK",
-    "MASTER_ADDR", "MASTER_PORT", "SLURM_*", "OMP_*", "MKL_*", "KMP_*", "PYTHON*",
-    "LD_LIBRARY_PATH", "LD_PRELOAD", "PATH", "HOME", "USER", "LOGNAME", "PWD", "HOSTNAME",
-    "LANG", "TZ", "VIRTUAL_ENV", "CONDA_PREFIX", "HF_HOME", "XLA_*", "JAX_*", NULL};
+static const char *const env_allow[] = {"CUDA_*",
+                                        "NCCL_*",
+                                        "TORCH_*",
+                                        "TORCHELASTIC_*",
+                                        "PYTORCH_*",
+                                        "NVIDIA_*",
+                                        "CRASHPACK_*",
+                                        "RANK",
+                                        "LOCAL_RANK",
+                                        "WORLD_SIZE",
+                                        "LOCAL_WORLD_SIZE",
+                                        "GROUP_RANK",
+                                        "ROLE_RANK",
+                                        "MASTER_ADDR",
+                                        "MASTER_PORT",
+                                        "SLURM_*",
+                                        "OMP_*",
+                                        "MKL_*",
+                                        "KMP_*",
+                                        "PYTHON*",
+                                        "LD_LIBRARY_PATH",
+                                        "LD_PRELOAD",
+                                        "PATH",
+                                        "HOME",
+                                        "USER",
+                                        "LOGNAME",
+                                        "PWD",
+                                        "HOSTNAME",
+                                        "LANG",
+                                        "TZ",
+                                        "VIRTUAL_ENV",
+                                        "CONDA_PREFIX",
+                                        "HF_HOME",
+                                        "XLA_*",
+                                        "JAX_*",
+                                        NULL};
 
 /* Secret-looking names: the built-in patterns plus the configured ones (redact_env); the one
  * list lives in config.c (cp_secret_env_name), shared with crashpack run. */
@@ -56,14 +86,12 @@ static const char *env_value_policy(const struct cp_config *cfg, const char *nam
     return value;
 }
 
-
 static int read_status_ids(const char *status, const char *key, unsigned ids[4])
 {
     const char *p = strstr(status, key);
     if (!p)
         return -1;
-    return sscanf(p + strlen(key), "%u %u %u %u", &ids[0], &ids[1], &ids[2], &ids[3]) == 4 ? 0
-                                                                                            : -1;
+    return sscanf(p + strlen(key), "%u %u %u %u", &ids[0], &ids[1], &ids[2], &ids[3]) == 4 ? 0 : -1;
 }
 
 static long long boot_time(void)
@@ -272,6 +300,7 @@ static void read_facts(struct cap *c, const char *stat, const char *status, cons
 {
     c->euid = uids[1];
     c->egid = gids[1];
+    c->ngroups = cp_status_groups(status, c->groups, CP_MAX_GROUPS);
     const char *p = strstr(status, "Name:");
     if (p)
         sscanf(p + 5, " %63[^\n]", c->comm);
@@ -310,8 +339,10 @@ int proc_identify(struct cap *c)
     /* again, now that /proc/<pid> is open: while the pidfd's process still holds the pid, the
      * directory opened is that process's */
     if (c->pidfd >= 0 && cp_pidfd_pid(c->pidfd) != c->pid)
-        return unverified(c, t, "identify", "the pidfd's process exited between the checks: "
-                                            "/proc/%d may be another process", (int)c->pid);
+        return unverified(c, t, "identify",
+                          "the pidfd's process exited between the checks: "
+                          "/proc/%d may be another process",
+                          (int)c->pid);
     size_t len;
     int tr;
     char *stat = read_file_at(c->procfd, "stat", 1 << 16, &len, &tr);
@@ -636,8 +667,9 @@ static void manifest_capture(cJSON *m, const struct cap *c)
     if (c->identity_unverified[0])
         cJSON_AddStringToObject(idn, "reason", c->identity_unverified);
     else if (c->procfd < 0)
-        cJSON_AddStringToObject(idn, "reason", c->event ? "the process had ended: only the facts its reporter gave"
-                                                         : "/proc/<pid> was gone: only the kernel's facts");
+        cJSON_AddStringToObject(idn, "reason",
+                                c->event ? "the process had ended: only the facts its reporter gave"
+                                         : "/proc/<pid> was gone: only the kernel's facts");
     cJSON_AddStringToObject(cap, "config", c->config_path ? c->config_path : "");
     /* kernel: a core dump through core_pattern; snap/watch: a live process, see snap.json */
     cJSON_AddStringToObject(cap, "trigger", c->snap || c->event ? c->snap_trigger : "kernel");
@@ -709,7 +741,8 @@ static void manifest_members(cJSON *m, const struct cap *c)
     for (size_t i = 0; i < c->nev_members; i++) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "name", c->ev_members[i].name);
-        cJSON_AddStringToObject(o, "what", "handed over by the reporter (crashpack-capture --member)");
+        cJSON_AddStringToObject(o, "what",
+                                "handed over by the reporter (crashpack-capture --member)");
         cJSON_AddItemToArray(ms, o);
     }
 }

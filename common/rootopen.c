@@ -3,10 +3,12 @@
  * the snapshot's ELF reads (node/snap.c, node/snap_core.c); the enrichment sandbox applies the
  * same openat2 rules in analyze/native/modules.c. */
 #include "rootopen.h"
+#include "util.h"
 
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -51,7 +53,8 @@ static int as_enter(const struct cp_as *as, struct as_saved *s)
     if (s->ngroups < 0)
         return -1;
     gid_t g = as->gid;
-    if (syscall(SYS_setgroups, 1, &g))
+    if (as->ngroups > 0 ? syscall(SYS_setgroups, as->ngroups, as->groups)
+                        : syscall(SYS_setgroups, 1, &g))
         return -1;
     s->fsgid = (gid_t)syscall(SYS_setfsgid, as->gid);
     s->fsuid = (uid_t)syscall(SYS_setfsuid, as->uid);
@@ -231,6 +234,14 @@ int cp_proc_owner(int procfd, struct cp_as *as)
         return -1;
     as->uid = st.st_uid;
     as->gid = st.st_gid;
+    /* its supplementary groups too: a file it reads through one is one it could open */
+    size_t len;
+    int tr;
+    char *status = read_file_at(procfd, "status", 1 << 16, &len, &tr);
+    as->ngroups = cp_status_groups(status, as->groups, CP_AS_GROUPS);
+    if (as->ngroups < 0)
+        as->ngroups = 0;
+    free(status);
     return 0;
 }
 

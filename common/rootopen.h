@@ -38,10 +38,14 @@
  * was asked for); its type is in *st */
 #define PROC_OPEN_ENOTREG EMEDIUMTYPE
 
-/* Whose permissions an open is checked against: uid/gid (and no other group). */
+/* Whose permissions an open is checked against: uid/gid and the supplementary groups (ngroups of
+ * them; 0: gid alone). */
+#define CP_AS_GROUPS 64
 struct cp_as {
     uid_t uid;
     gid_t gid;
+    int ngroups;
+    gid_t groups[CP_AS_GROUPS];
 };
 
 /* cp_open_file's resolution (one of the first three, or none: a plain lookup from dirfd) */
@@ -67,7 +71,8 @@ int cp_open_file(int dirfd, const char *path, unsigned how, const struct cp_as *
 int cp_open_mapped(int procfd, uint64_t lo, uint64_t hi, const char *path, uint64_t ino,
                    const struct cp_as *as, struct stat *st);
 
-/* The owner of /proc/<pid> (procfd): the process's effective uid/gid when it is dumpable, root
+/* The owner of /proc/<pid> (procfd): the process's effective uid/gid (and its supplementary groups,
+ * from its status) when it is dumpable, root
  * for one that is not; the credentials to open its files with. 0, or -1. */
 int cp_proc_owner(int procfd, struct cp_as *as);
 

@@ -211,6 +211,28 @@ int cp_stat_field(const char *stat, int field, unsigned long long *out)
     return -1;
 }
 
+int cp_status_groups(const char *status, gid_t *out, int max)
+{
+    const char *p = status ? strstr(status, "\nGroups:") : NULL;
+    if (!p)
+        return -1;
+    p += 8;
+    int n = 0;
+    for (;;) {
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (*p < '0' || *p > '9')
+            break;
+        char *end;
+        unsigned long g = strtoul(p, &end, 10);
+        if (n == max || g > 0xfffffffeUL)
+            return -1;
+        out[n++] = (gid_t)g;
+        p = end;
+    }
+    return *p == '\n' || !*p ? n : -1;
+}
+
 unsigned long long cp_proc_stat(pid_t pid, int field)
 {
     char path[64];

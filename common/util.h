@@ -15,6 +15,9 @@ double now_mono(void);
 /* Field `field` (1-based, as proc(5) numbers them) of a /proc/<pid>/stat text, counted after the
  * comm (which may hold spaces and parentheses). 0, or -1 when there is no such field. */
 int cp_stat_field(const char *stat, int field, unsigned long long *out);
+/* The supplementary groups of a /proc/<pid>/status text ("Groups:"): how many were put in out (at
+ * most max), or -1 when the line is not there or lists more than max. */
+int cp_status_groups(const char *status, gid_t *out, int max);
 /* The start time of pid (field 22: clock ticks since boot), or 0 when it cannot be read. A pid and
  * its start time name one process: a pid alone may be reused. */
 unsigned long long cp_start_ticks(pid_t pid);

@@ -152,6 +152,16 @@ for variant in dir dir-cut; do
     fi
 done
 
+# 3b. a checkpoint directory the job reaches only through a supplementary group (root:4243, 0770):
+# the handler opens it as the job could, with the job's groups, and finds and checks it
+mkdir -p "$T/ck-group" && chown 0:4243 "$T/ck-group" && chmod 0770 "$T/ck-group"
+RUNAS_G=(setpriv --reuid=$CUID --regid=$CUID --groups=4243 env -i PATH=/usr/bin:/bin HOME=/nonexistent)
+pid=$(cp_crash "${RUNAS_G[@]}" CRASHPACK_CHECKPOINT_DIR="$T/ck-group" $PY "$FIX/train_and_crash.py" "$T/ck-group")
+if extract "$pid" group; then
+    check "group: found through the job's supplementary group: step2.pt, verdict valid" \
+        [ "$(jget "$D/checkpoint.json" 'd["found"], d["path"]'):$(jget "$D/checkpoint-verdict.json" 'd["verdict"]')" = "(True, '$T/ck-group/step2.pt'):valid" ]
+fi
+
 # 4. a crash in the middle of a save: with the helper (marker), without it (the open file)
 ckdir "$T/ck-mid"
 pid=$(cp_crash "${RUNAS[@]}" $PY "$FIX/train_and_crash.py" "$T/ck-mid" --helper --crash-mid-save)

@@ -11,6 +11,7 @@
  *  - a pidfd says when its process has exited, and when it no longer holds the pid. */
 #include "pidfd.h"
 #include "rootopen.h"
+#include "util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -128,7 +129,7 @@ static void as_user(const char *dir, int dfd)
     put(p, "root only", 0600);
     snprintf(p, sizeof(p), "%s/public", dir);
     put(p, "for all", 0644);
-    struct cp_as nobody = {65534, 65534};
+    struct cp_as nobody = {.uid = 65534, .gid = 65534};
     errno = 0;
     int fd = cp_open_file(dfd, "secret", CP_OPEN_BENEATH, &nobody, NULL);
     CHECK(fd < 0 && errno == EACCES, "as uid 65534: a root-only file is refused (%s)",
@@ -137,6 +138,26 @@ static void as_user(const char *dir, int dfd)
     CHECK(read_is(fd, "for all"), "as uid 65534: a world-readable file opens");
     if (fd >= 0)
         close(fd);
+    /* a supplementary group opens what the group may read, and only with it */
+    snprintf(p, sizeof(p), "%s/team", dir);
+    put(p, "for the group", 0640);
+    CHECK(!chown(p, 0, 4242), "chown to group 4242");
+    errno = 0;
+    fd = cp_open_file(dfd, "team", CP_OPEN_BENEATH, &nobody, NULL);
+    CHECK(fd < 0 && errno == EACCES, "as uid 65534 without group 4242: refused (%s)",
+          strerror(errno));
+    struct cp_as member = {.uid = 65534, .gid = 65534, .ngroups = 2, .groups = {100, 4242}};
+    fd = cp_open_file(dfd, "team", CP_OPEN_BENEATH, &member, NULL);
+    CHECK(read_is(fd, "for the group"), "as uid 65534 with supplementary group 4242: it opens");
+    if (fd >= 0)
+        close(fd);
+    gid_t g[8];
+    CHECK(cp_status_groups("Name:\tx\nGroups:\t4 24 4242 \nNSpid:\t1\n", g, 8) == 3 &&
+              g[0] == 4 && g[2] == 4242,
+          "status Groups: parsed");
+    CHECK(cp_status_groups("Name:\tx\nGroups:\t\nNSpid:\t1\n", g, 8) == 0, "no groups: 0");
+    CHECK(cp_status_groups("Name:\tx\nGroups:\t1 2 3\n", g, 2) == -1, "more than max: -1");
+    CHECK(cp_status_groups("Name:\tx\n", g, 8) == -1, "no Groups line: -1");
     fd = cp_open_file(dfd, "secret", CP_OPEN_BENEATH, NULL, NULL);
     CHECK(read_is(fd, "root only"), "root's credentials are back afterwards");
     if (fd >= 0)
