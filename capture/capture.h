@@ -118,11 +118,12 @@ struct cap {
     char job[128];
     const char *ev_bundle_dir;
     char dup_kind[32]; /* event_duplicate: the kind of the bundle that already has it */
-    /* --room (guard.c): whose bundles the disk guard may delete to make room for this one:
-     * any (the oldest first: the kernel's cores), own (a user's request: only that uid's own
-     * older bundles, else the capture is refused), fair (the agent's OOM-kill captures: the
-     * oldest bundles of whichever uid holds the most bytes first) */
-    enum cap_room { CAP_ROOM_ANY, CAP_ROOM_OWN, CAP_ROOM_FAIR } room;
+    /* --room (guard.c): whose bundles the disk guard may delete to make room for this one: fair
+     * (the default: the kernel's cores, the agent's OOM-kill captures: the oldest bundles of
+     * whichever uid holds the most bytes first, so one user's crash loop evicts its own bundles,
+     * not another's), own (a user's request: only that uid's own older bundles, else the capture
+     * is refused) */
+    enum cap_room { CAP_ROOM_FAIR, CAP_ROOM_OWN } room;
 #define CAP_MAX_MEMBERS 8
     struct {
         const char *name;

@@ -1,10 +1,11 @@
 /* guard.c - the disk guard (max_use / keep_free, oldest bundles deleted first) and the
  * burst/repeat limits that turn excess crashes into metadata-only bundles.
  *
- * Whose bundles the vacuum deletes (c->room, --room): the oldest first for the kernel's cores;
- * for a user's request (own) only that uid's own older bundles, and a capture that would still
- * cross max_use is refused (main.c): one user cannot make room by deleting another's; for the
- * agent's OOM-kill captures (fair) the oldest bundles of the uid holding the most bytes first.
+ * Whose bundles the vacuum deletes (c->room, --room): for the kernel's cores and the agent's
+ * OOM-kill captures (fair, the default) the oldest bundles of the uid holding the most bytes
+ * first: a user's crash loop evicts its own bundles before anyone else's; for a user's request
+ * (own) only that uid's own older bundles, and a capture that would still cross max_use is
+ * refused (main.c): one user cannot make room by deleting another's.
  * The owner is the manifest's uid (bundle_peek), read only when something must go.
  *
  * Every bundle passes the guard, whatever its mode: main.c vacuums and refuses the crash (a line
@@ -129,8 +130,8 @@ static struct old *list_bundles(struct cap *c, size_t *np, uint64_t *used)
     return v;
 }
 
-/* The next bundle the vacuum may delete for this capture (c->room), or -1: the oldest (any);
- * this uid's oldest (own); the oldest of the uid that holds the most bytes (fair). */
+/* The next bundle the vacuum may delete for this capture (c->room), or -1: this uid's oldest
+ * (own); the oldest of the uid that holds the most bytes (fair). */
 static long next_victim(struct cap *c, struct old *v, size_t n)
 {
     long best = -1;
@@ -138,8 +139,6 @@ static long next_victim(struct cap *c, struct old *v, size_t n)
     for (size_t i = 0; i < n; i++) {
         if (v[i].gone)
             continue;
-        if (c->room == CAP_ROOM_ANY)
-            return (long)i;
         long long u = owner_of(c, &v[i]);
         if (c->room == CAP_ROOM_OWN) {
             if (u == (long long)c->uid)

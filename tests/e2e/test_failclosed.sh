@@ -137,4 +137,24 @@ check "loop: every bundle is metadata-only (burst limit)" bash -c \
     "for p in $pids; do tar --zstd -tf \$(ls $T/bundles/crash-*-\$p-*.zst) | grep -qx core && exit 1; done; exit 0"
 check "loop: bundles stay under max_use (4 MiB; $used bytes)" [ "$used" -le $((4 * 1024 * 1024)) ]
 check "loop: the oldest bundle was vacuumed" [ ! -e "$T/bundles/crash-1001-1-old.zst" ]
+
+# --- 3b. one user's crash loop evicts its own bundles, not another user's older one -------------
+# (the kernel's cores vacuum fairly: the oldest bundles of the uid holding the most bytes first)
+rm -f "$T"/bundles/crash-*
+sed -e "s/^burst_full = .*/burst_full = 0/" "$T/conf" > "$T/conf.fair"
+cp_install -c "$T/conf.fair"
+other=$(cp_crash setpriv --reuid=64211 --regid=64211 --clear-groups "$CP_BIN/cp-abort")
+ob=$(cp_bundle_for "$other" 30) || fail "fair: no bundle of the other user"
+if [ -n "$ob" ]; then
+    touch -d "2020-01-01" "$ob" # the oldest bundle of the directory by far
+    sz=$(stat -c %s "$ob")
+    sed -e "s/^max_use = .*/max_use = $((sz * 4))/" "$T/conf.fair" > "$T/conf.fair2"
+    cp_install -c "$T/conf.fair2"
+    pids=
+    for i in 1 2 3 4 5 6; do pids="$pids $(cp_crash $AS_NOBODY "$CP_BIN/cp-abort")"; done
+    for p in $pids; do cp_bundle_for $p 30 > /dev/null || fail "fair: no bundle for $p"; done
+    left=$(ls "$T"/bundles/crash-*.zst | wc -l)
+    check "fair: the loop's own bundles were vacuumed ($left left of 7)" [ "$left" -lt 7 ]
+    check "fair: the other user's older bundle is still there" [ -e "$ob" ]
+fi
 finish
