@@ -81,6 +81,20 @@ struct analyze_args {
     const char *debug_dirs[MAX_DEBUG_DIRS];
 };
 
+/* The bundle argument. Returns -1 to go on, else the exit status. */
+static int take_path(struct analyze_args *A, const char *path)
+{
+    A->path = path;
+    if (access(A->path, F_OK) && errno == ENOENT) {
+        fprintf(stderr, "crashpack analyze: no such bundle: ");
+        cp_text_put(stderr, A->path);
+        fputc('\n', stderr);
+        return CP_EXIT_NOTFOUND;
+    }
+    A->R.native.unwind.mods.debug_dirs = A->debug_dirs;
+    return -1;
+}
+
 /* Returns -1 to go on, else the exit status. */
 static int parse_args(struct analyze_args *A, int argc, char **argv)
 {
@@ -156,15 +170,7 @@ static int parse_args(struct analyze_args *A, int argc, char **argv)
     }
     if (cp_opt_args(&p, 1, 1, "BUNDLE"))
         return CP_EXIT_USAGE;
-    A->path = argv[optind];
-    if (access(A->path, F_OK) && errno == ENOENT) {
-        fprintf(stderr, "crashpack analyze: no such bundle: ");
-        cp_text_put(stderr, A->path);
-        fputc('\n', stderr);
-        return CP_EXIT_NOTFOUND;
-    }
-    A->R.native.unwind.mods.debug_dirs = A->debug_dirs;
-    return -1;
+    return take_path(A, argv[optind]);
 }
 
 int cmd_analyze(int argc, char **argv)
