@@ -18,10 +18,16 @@
 #include <cjson/cJSON.h>
 #include <stdio.h>
 
-/* The text report: what the bundle says, the signature, the exception, the native summary, the
- * evidence, the capture, the members, the hang analysis and the diagnoses. members_only: the
- * member table and the hang analysis alone (`analyze --members`). */
-void render_text(FILE *out, const cJSON *report, int members_only);
+/* The text report, the answer first (docs/analyze.md, "The text output"): what died and how, the
+ * top diagnosis with its evidence and first action, the exception or the crashing frame, the
+ * deadlocks, the signature; then the threads (every frame of the crashed thread), the rest of the
+ * evidence (what is absent for one reason said once), the hang analysis, the other diagnoses.
+ * RENDER_TEXT_VERBOSE adds the bundle, user, host, capture and core details, every capture step
+ * that did not succeed and the members table (`analyze --verbose`); RENDER_TEXT_MEMBERS_ONLY
+ * prints the member table and the hang analysis alone (`analyze --members`). */
+#define RENDER_TEXT_MEMBERS_ONLY 1u
+#define RENDER_TEXT_VERBOSE 2u
+void render_text(FILE *out, const cJSON *report, unsigned flags);
 
 /* The diagnoses section of the text report alone (`rules match`). */
 void render_text_diagnoses(FILE *out, const cJSON *report);

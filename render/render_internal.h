@@ -13,13 +13,24 @@ const char *render_human(double n, char *buf, size_t len);
 /* Epoch seconds t as strftime's fmt in UTC, or `unknown` when t <= 0 or out of range. */
 void render_time(double t, const char *fmt, const char *unknown, char *buf, size_t len);
 
-/* The text report's sections (render_text's order). */
-void render_text_exception(FILE *out, const cJSON *r); /* text_exception.c */
-void render_text_death(FILE *out, const cJSON *r);
-void render_text_signature(FILE *out, const cJSON *r); /* text_signature.c */
-void render_text_native(FILE *out, const cJSON *r);    /* text_native.c */
-void render_text_evidence(FILE *out, const cJSON *r);  /* text_evidence.c */
-void render_text_hang(FILE *out, const cJSON *r);      /* text_hang.c */
+/* Prints s through the terminal policy, cut at about max bytes (0: never) with "..." when it is
+ * longer: at the last space of its second half, so no word or number is cut in two silently. */
+void render_put_cut(FILE *out, const char *s, size_t max);
+
+/* The text report's sections (render_text's order). The answer first: */
+void render_text_death(FILE *out, const cJSON *r);          /* text_exception.c */
+void render_text_cause(FILE *out, const cJSON *r);          /* text_native.c */
+void render_text_top_diagnosis(FILE *out, const cJSON *r);  /* text_diagnoses.c */
+void render_text_exception_head(FILE *out, const cJSON *r); /* text_exception.c */
+void render_text_crash_frame(FILE *out, const cJSON *r);    /* text_native.c */
+void render_text_deadlocks(FILE *out, const cJSON *r);      /* text_hang.c */
+void render_text_signature(FILE *out, const cJSON *r);      /* text_signature.c */
+/* then the threads, the rest of the evidence, the remaining diagnoses: */
+void render_text_exception(FILE *out, const cJSON *r);             /* text_exception.c */
+void render_text_native(FILE *out, const cJSON *r);                /* text_native.c */
+void render_text_evidence(FILE *out, const cJSON *r, int verbose); /* text_evidence.c */
+void render_text_hang(FILE *out, const cJSON *r);                  /* text_hang.c */
+void render_text_more_diagnoses(FILE *out, const cJSON *r);        /* text_diagnoses.c */
 
 /* The Markdown sections (markdown.c's order), and the escapes they all use (mdesc.h). */
 void render_md_hang(FILE *o, const cJSON *r);      /* md_threads.c */

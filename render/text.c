@@ -6,6 +6,8 @@
 #include "jpath.h"
 #include "utf8.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void print_members(FILE *out, const cJSON *r)
@@ -67,10 +69,38 @@ static void print_bundle(FILE *out, const cJSON *r)
     }
 }
 
-/* The crashed process: pid, tid and signal, exe, command line, user, host, time. */
-static void print_process(FILE *out, const cJSON *r)
+/* The command line, its arguments quoted where a shell would need it, cut at about max bytes
+ * with "..." (0: never). */
+static void print_cmdline(FILE *out, const cJSON *r, size_t max)
 {
-    double v = 0, v2 = 0;
+    const cJSON *args = cp_jpath(r, "process.cmdline"), *arg;
+    if (cJSON_GetArraySize(args) <= 0)
+        return;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    if (!m)
+        return;
+    int first = 1;
+    cJSON_ArrayForEach(arg, args)
+    {
+        const char *a = cJSON_GetStringValue(arg) ? cJSON_GetStringValue(arg) : "";
+        int quote = !a[0] || strpbrk(a, " \t'\"\\$`") != NULL;
+        fprintf(m, "%s%s%s%s", first ? "" : " ", quote ? "'" : "", a, quote ? "'" : "");
+        first = 0;
+    }
+    if (fclose(m) == 0 && buf) {
+        render_label(out, "cmdline");
+        render_put_cut(out, buf, max);
+        fputc('\n', out);
+    }
+    free(buf);
+}
+
+/* The crashed process: pid, tid and signal, how it died, exe, command line. */
+static void print_process(FILE *out, const cJSON *r, int verbose)
+{
+    double v = 0;
     const char *s;
 
     render_label(out, "process");
@@ -98,25 +128,16 @@ static void print_process(FILE *out, const cJSON *r)
         cp_text_put(out, s);
         fputc('\n', out);
     }
-    const cJSON *args = cp_jpath(r, "process.cmdline"), *arg;
-    if (cJSON_GetArraySize(args) > 0) {
-        render_label(out, "cmdline");
-        int first = 1;
-        cJSON_ArrayForEach(arg, args)
-        {
-            if (!first)
-                fputc(' ', out);
-            first = 0;
-            int quote = !arg->valuestring[0] || strpbrk(arg->valuestring, " \t'\"\\$`") != NULL;
-            if (quote)
-                fputc('\'', out);
-            cp_text_put(out, arg->valuestring);
-            if (quote)
-                fputc('\'', out);
-        }
-        fputc('\n', out);
-    }
-    if (cp_jnum_at(r, "process.uid", &v)) {
+    print_cmdline(out, r, verbose ? 0 : 240);
+}
+
+/* Who ran it, where and when (the user with --verbose only). */
+static void print_where(FILE *out, const cJSON *r, int verbose)
+{
+    double v = 0, v2 = 0;
+    const char *s;
+
+    if (verbose && cp_jnum_at(r, "process.uid", &v)) {
         render_label(out, "user");
         fprintf(out, "uid %.0f", v);
         if (cp_jnum_at(r, "process.gid", &v2))
@@ -255,27 +276,96 @@ static void print_failed_steps(FILE *out, const cJSON *r)
     }
 }
 
-void render_text(FILE *out, const cJSON *r, int members_only)
+/* The bundle's problems (cut short, no manifest), whatever the verbosity: they qualify all the
+ * rest. */
+static void print_bundle_problems(FILE *out, const cJSON *r)
 {
-    if (members_only) {
+    const char *s;
+    if (!cJSON_IsTrue(cp_jpath(r, "bundle.complete"))) {
+        render_label(out, "PARTIAL");
+        cp_text_put(out, cp_jstr_at(r, "bundle.partial_reason")
+                             ? cp_jstr_at(r, "bundle.partial_reason")
+                             : "");
+        fputc('\n', out);
+    }
+    if ((s = cp_jstr_at(r, "bundle.manifest_error"))) {
+        render_label(out, "manifest");
+        fputs("unreadable: ", out);
+        cp_text_put(out, s);
+        fputc('\n', out);
+    }
+}
+
+/* The capture steps that did not succeed, briefly: those absent or skipped (no such file, no
+ * driver, nothing to keep) counted, the ones that failed named. */
+static void print_steps_brief(FILE *out, const cJSON *r)
+{
+    const cJSON *st;
+    int absent = 0;
+    cJSON_ArrayForEach(st, cp_jpath(r, "capture.failed_steps"))
+    {
+        const char *s = cp_jstr(st, "status");
+        if (s && (!strcmp(s, "absent") || !strcmp(s, "skipped"))) {
+            absent++;
+            continue;
+        }
+        render_label(out, "not ok");
+        cp_text_put(out, cp_jstr(st, "name") ? cp_jstr(st, "name") : "?");
+        fputs(": ", out);
+        cp_text_put(out, s ? s : "?");
+        if ((s = cp_jstr(st, "reason"))) {
+            fputs(" (", out);
+            render_put_cut(out, s, 160);
+            fputc(')', out);
+        }
+        fputc('\n', out);
+    }
+    if (absent)
+        fprintf(out,
+                "%-10s%d piece%s of evidence absent or skipped on the crashed host: "
+                "--verbose lists them\n",
+                "absent", absent, absent == 1 ? "" : "s");
+}
+
+void render_text(FILE *out, const cJSON *r, unsigned flags)
+{
+    int verbose = (flags & RENDER_TEXT_VERBOSE) != 0;
+    if (flags & RENDER_TEXT_MEMBERS_ONLY) {
         print_members(out, r);
         render_text_hang(out, r);
         return;
     }
-    print_bundle(out, r);
-    print_process(out, r);
+    /* the answer: what died and how, the top diagnosis, the exception or the crashing frame,
+     * the deadlock cycle, the signature */
+    if (verbose)
+        print_bundle(out, r);
+    else
+        print_bundle_problems(out, r);
+    print_process(out, r, verbose);
+    render_text_cause(out, r);
+    render_text_top_diagnosis(out, r);
+    render_text_exception_head(out, r);
+    render_text_crash_frame(out, r);
+    render_text_deadlocks(out, r);
     render_text_signature(out, r);
+    print_where(out, r, verbose);
+    /* then the threads, the rest of the evidence, the other diagnoses */
+    fputc('\n', out);
     render_text_exception(out, r);
     render_text_native(out, r);
-    render_text_evidence(out, r);
-    fputc('\n', out);
-    print_capture(out, r);
-    print_core(out, r);
-    print_failed_steps(out, r);
-    fputs("members\n", out);
-    print_members(out, r);
+    render_text_evidence(out, r, verbose);
+    if (verbose) {
+        fputc('\n', out);
+        print_capture(out, r);
+        print_core(out, r);
+        print_failed_steps(out, r);
+        fputs("members\n", out);
+        print_members(out, r);
+    } else {
+        print_steps_brief(out, r);
+    }
     render_text_hang(out, r);
-    render_text_diagnoses(out, r);
+    render_text_more_diagnoses(out, r);
 }
 
 void render_notes(FILE *err, const char *prog, const cJSON *r, const char *diagnose_error,

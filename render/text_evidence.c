@@ -85,6 +85,40 @@ static void xids(FILE *out, const cJSON *gpu)
     }
 }
 
+/* The one reason for every GPU member's absence, when there is one: the host has no NVIDIA
+ * driver (gpu.json's step says so). Returns that step's reason, NULL otherwise. */
+static const char *no_driver(const cJSON *r)
+{
+    const cJSON *st;
+    cJSON_ArrayForEach(st, cp_jpath(r, "capture.failed_steps"))
+    {
+        const char *name = cp_jstr(st, "name"), *why = cp_jstr(st, "reason");
+        if (name && !strcmp(name, "gpu.json") && why && strstr(why, "no NVIDIA driver"))
+            return why;
+    }
+    return NULL;
+}
+
+/* One line for all the GPU evidence a host without the NVIDIA driver could not have (gpu.json,
+ * the process's GPUs, nvidia-smi), instead of one line each. Returns whether it was printed. */
+static int gpu_absent(FILE *out, const cJSON *r)
+{
+    const cJSON *gpu = cp_jkey(r, "gpu");
+    const char *why = no_driver(r);
+    if (!why || cJSON_GetArraySize(cp_jkey(gpu, "xid")) > 0 ||
+        cJSON_IsObject(cp_jkey(gpu, "nvidia_smi")))
+        return 0;
+    elabel(out, "gpu");
+    fputs("none: ", out);
+    put_s(out, why);
+    fputs(" on the crashed host, so no GPU state and no nvidia-smi", out);
+    const char *pg = cp_jstr(cp_jkey(gpu, "scope"), "process_gpus");
+    if (pg && !strcmp(pg, "none"))
+        fputs("; this process used no GPU", out);
+    fputc('\n', out);
+    return 1;
+}
+
 /* The host's other GPUs' events (context, newest first), whether the process had a GPU, and the
  * nvidia-smi queries that did not answer. */
 static void scope(FILE *out, const cJSON *gpu)
@@ -184,7 +218,7 @@ static void smi(FILE *out, const cJSON *gpu)
     }
 }
 
-/* The framework error lines of the log tails, at most 10, each cut at 160 bytes. */
+/* The framework error lines of the log tails, at most 10, each cut at about 160 bytes. */
 static void log_errors(FILE *out, const cJSON *r)
 {
     const cJSON *errs = cp_jkey(cp_jkey(r, "log"), "errors"), *e;
@@ -201,9 +235,7 @@ static void log_errors(FILE *out, const cJSON *r)
         print_num(out, e, "line", ":%.0f ");
         put_s(out, cp_jstr(e, "category"));
         fputs(": ", out);
-        char t[161];
-        snprintf(t, sizeof(t), "%s", cp_jstr(e, "text") ? cp_jstr(e, "text") : "");
-        put_s(out, t);
+        render_put_cut(out, cp_jstr(e, "text") ? cp_jstr(e, "text") : "", 160);
         fputc('\n', out);
     }
 }
@@ -236,13 +268,15 @@ static void checkpoint(FILE *out, const cJSON *r)
     }
 }
 
-void render_text_evidence(FILE *out, const cJSON *r)
+void render_text_evidence(FILE *out, const cJSON *r, int verbose)
 {
     const cJSON *gpu = cp_jkey(r, "gpu");
     node_events(out, r);
     xids(out, gpu);
-    scope(out, gpu);
-    smi(out, gpu);
+    if (verbose || !gpu_absent(out, r)) {
+        scope(out, gpu);
+        smi(out, gpu);
+    }
     log_errors(out, r);
     checkpoint(out, r);
 }

@@ -1,6 +1,8 @@
 /* text_exception.c - how the process ended (process.death) and the Python exception
- * (`exception`) in the text report: the type and message, the raising thread, the chain in
- * Python's words, the worker's original traceback, the non-fatal events. */
+ * (`exception`) in the text report. In the answer at the top: the type and message, the raising
+ * thread and the innermost frame of the user's code with its source line
+ * (render_text_exception_head). After it: the classes, the traceback, the chain in Python's
+ * words, the worker's original traceback, the non-fatal events (render_text_exception). */
 #include "render_internal.h"
 #include "jpath.h"
 #include "utf8.h"
@@ -44,7 +46,7 @@ void render_text_death(FILE *out, const cJSON *r)
     if ((s = cp_jstr(d, "reason")) && *s) {
         render_label(out, "");
         fputs("reason: ", out);
-        cp_text_putn(out, s, 300);
+        render_put_cut(out, s, 300);
         fputc('\n', out);
     }
 }
@@ -62,7 +64,7 @@ static void put_lines(FILE *out, const char *s, const char *indent)
         }
         char *line = strndup(s, l);
         fputs(indent, out);
-        cp_text_putn(out, line ? line : "", 400);
+        render_put_cut(out, line ? line : "", 400);
         fputc('\n', out);
         free(line);
         s = nl ? nl + 1 : NULL;
@@ -78,7 +80,7 @@ static void put_head(FILE *out, const cJSON *e)
         fputs(": ", out);
         const char *nl = strchr(m, '\n');
         char *first = strndup(m, nl ? (size_t)(nl - m) : strlen(m));
-        cp_text_putn(out, first ? first : "", 300);
+        render_put_cut(out, first ? first : "", 300);
         free(first);
         if (nl)
             fputs(" ...", out);
@@ -146,7 +148,7 @@ static void exc_thread(FILE *out, const cJSON *x)
     fputc('\n', out);
 }
 
-/* "exception Type: message", the raising thread and hook, the classes, a message's lines. */
+/* "exception Type: message" and the raising thread and hook (or where it was read from). */
 static void exc_head(FILE *out, const cJSON *x)
 {
     double v;
@@ -165,6 +167,75 @@ static void exc_head(FILE *out, const cJSON *x)
     } else {
         exc_thread(out, x);
     }
+}
+
+static const char *base(const char *p)
+{
+    const char *s = p ? strrchr(p, '/') : NULL;
+    return s && s[1] ? s + 1 : p;
+}
+
+/* A frame of the Python library, a package or crashpack, not the job's own code. */
+static int library_file(const char *f)
+{
+    return !f || f[0] == '<' || strstr(f, "/lib/python") || strstr(f, "-packages/") ||
+           strstr(f, "/crashpack/");
+}
+
+/* The innermost of the exception's frames (innermost last) that is the user's: the signature's
+ * first frame ("file.py:function") when it is one of them, else the innermost outside the
+ * library, else the innermost. */
+static const cJSON *user_frame(const cJSON *r, const cJSON *x)
+{
+    const cJSON *fr = cp_jkey(x, "frames"), *f, *sig = NULL, *lib = NULL, *any = NULL;
+    const cJSON *s0 = cJSON_GetArrayItem(cp_jpath(r, "signature_info.frames"), 0);
+    const char *want = cJSON_GetStringValue(s0);
+    cJSON_ArrayForEach(f, fr)
+    {
+        const char *file = cp_jstr(f, "file"), *fn = cp_jstr(f, "function");
+        any = f;
+        if (!library_file(file))
+            lib = f;
+        if (want && file && fn) {
+            size_t bl = strlen(base(file));
+            if (!strncmp(want, base(file), bl) && want[bl] == ':' && !strcmp(want + bl + 1, fn))
+                sig = f;
+        }
+    }
+    return sig ? sig : lib ? lib : any;
+}
+
+/* "at File "f", line N, in fn" and its source line: where the user's code raised. */
+static void exc_at(FILE *out, const cJSON *r, const cJSON *x)
+{
+    const cJSON *f = user_frame(r, x);
+    if (!f)
+        return;
+    double ln;
+    render_label(out, "");
+    fputs("at File \"", out);
+    cp_text_put(out, cp_jstr_or(f, "file", "?"));
+    fputs("\", line ", out);
+    if (cp_jnum(f, "line", &ln))
+        fprintf(out, "%.0f", ln);
+    else
+        fputc('?', out);
+    fputs(", in ", out);
+    cp_text_put(out,
+                cp_jstr(f, "qualname") ? cp_jstr(f, "qualname") : cp_jstr_or(f, "function", "?"));
+    fputc('\n', out);
+    const char *src = cp_jstr(f, "source");
+    if (src && *src) {
+        render_label(out, "");
+        fputs("    ", out);
+        render_put_cut(out, src, 200);
+        fputc('\n', out);
+    }
+}
+
+/* The exception's classes, and a message of several lines whole. */
+static void exc_more(FILE *out, const cJSON *x)
+{
     const cJSON *m = cp_jkey(x, "mro");
     if (cJSON_GetArraySize(m) > 1) {
         render_label(out, "");
@@ -270,7 +341,7 @@ static void exc_events(FILE *out, const cJSON *x)
     }
 }
 
-void render_text_exception(FILE *out, const cJSON *r)
+void render_text_exception_head(FILE *out, const cJSON *r)
 {
     const char *err = cp_jstr(r, "exception_error");
     if (err) {
@@ -283,6 +354,15 @@ void render_text_exception(FILE *out, const cJSON *r)
     if (!cJSON_IsObject(x))
         return;
     exc_head(out, x);
+    exc_at(out, r, x);
+}
+
+void render_text_exception(FILE *out, const cJSON *r)
+{
+    const cJSON *x = cp_jkey(r, "exception");
+    if (!cJSON_IsObject(x))
+        return;
+    exc_more(out, x);
     put_frames(out, x);
     exc_chain(out, x);
     exc_worker(out, x);

@@ -1,4 +1,5 @@
-/* text_hang.c - the hang analysis in the text report: deadlocks, then each thread's wait state. */
+/* text_hang.c - the hang analysis in the text report: the deadlocks proved (at the top, in the
+ * answer: render_text_deadlocks), then each thread's wait state (render_text_hang). */
 #include "render_internal.h"
 #include "jpath.h"
 #include "utf8.h"
@@ -12,6 +13,28 @@ static void column(FILE *out, const char *s, size_t width)
     size_t l = strlen(s);
     cp_text_putn(out, s, width);
     fprintf(out, "%*s ", (int)(l < width ? width - l : 0), "");
+}
+
+void render_text_deadlocks(FILE *out, const cJSON *r)
+{
+    const cJSON *d;
+    cJSON_ArrayForEach(d, cp_jpath(r, "hang.deadlocks"))
+    {
+        render_label(out, "deadlock");
+        fputs("DEADLOCK: ", out);
+        cp_text_put(out, cp_jstr(d, "summary"));
+        fputc('\n', out);
+        const cJSON *t;
+        cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(d, "threads"))
+        {
+            double tid = 0;
+            cp_jnum(t, "tid", &tid);
+            render_label(out, "");
+            fprintf(out, "thread %d blocked in ", (int)tid);
+            cp_text_put(out, cp_jstr(t, "blocked_in") ? cp_jstr(t, "blocked_in") : "?");
+            fputc('\n', out);
+        }
+    }
 }
 
 void render_text_hang(FILE *out, const cJSON *r)
@@ -29,22 +52,8 @@ void render_text_hang(FILE *out, const cJSON *r)
         cp_text_put(out, cp_jstr(h, "reason"));
     }
     fprintf(out, ")\n");
-    const cJSON *d;
-    cJSON_ArrayForEach(d, dl)
-    {
-        fprintf(out, "  DEADLOCK: ");
-        cp_text_put(out, cp_jstr(d, "summary"));
-        fputc('\n', out);
-        const cJSON *t;
-        cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(d, "threads"))
-        {
-            double tid = 0;
-            cp_jnum(t, "tid", &tid);
-            fprintf(out, "    thread %d blocked in ", (int)tid);
-            cp_text_put(out, cp_jstr(t, "blocked_in") ? cp_jstr(t, "blocked_in") : "?");
-            fputc('\n', out);
-        }
-    }
+    if (cJSON_GetArraySize(dl) > 0)
+        fprintf(out, "  (the deadlock%s: at the top)\n", cJSON_GetArraySize(dl) > 1 ? "s" : "");
     const cJSON *t;
     cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(r, "threads"))
     {

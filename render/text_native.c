@@ -7,11 +7,11 @@
 #include "jpath.h"
 #include "utf8.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define TEXT_CRASHED_FRAMES 40
-#define TEXT_OTHER_FRAMES 12
+#define TEXT_OTHER_FRAMES 12 /* the crashed thread's are all printed */
 #define TEXT_GROUP_TIDS 8
 #define TEXT_PYTHON_FRAMES 40
 
@@ -91,23 +91,27 @@ static void print_python_detail(FILE *out, const cJSON *f)
 /* The thread's Python frames as a Python traceback (most recent call last), each with the native
  * frame (#N) of the _PyEval_EvalFrameDefault that runs it, its source line and locals when the
  * report has them; crashpack's own frames (tool) are not shown. */
-static void print_python(FILE *out, const cJSON *t)
+static void print_python(FILE *out, const cJSON *t, int max)
 {
     const cJSON *pf = cJSON_GetObjectItemCaseSensitive(t, "python_frames");
     const cJSON *py = cJSON_GetObjectItemCaseSensitive(t, "python");
-    /* the innermost TEXT_PYTHON_FRAMES that are not the tool's, outermost first */
-    const cJSON *shown[TEXT_PYTHON_FRAMES], *it;
-    int k = 0, n = 0;
+    /* the innermost max that are not the tool's, outermost first */
+    int all = cJSON_GetArraySize(pf), k = 0, n = 0;
+    const cJSON **shown = calloc((size_t)all + 1, sizeof(*shown)), *it;
+    if (!shown)
+        return;
     cJSON_ArrayForEach(it, pf)
     {
         if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(it, "tool")))
             continue;
-        if (k < TEXT_PYTHON_FRAMES)
+        if (k < max)
             shown[k++] = it;
         n++;
     }
-    if (!n && !cp_jstr(py, "error"))
+    if (!n && !cp_jstr(py, "error")) {
+        free(shown);
         return;
+    }
     fputs("  Python", out);
     if (cp_jstr(py, "thread_id")) {
         fputs(" thread ", out);
@@ -140,6 +144,7 @@ static void print_python(FILE *out, const cJSON *t)
         fputc('\n', out);
         print_python_detail(out, f);
     }
+    free(shown);
     const char *merge = cp_jstr(t, "python_merge");
     if (merge && strcmp(merge, "ok")) {
         fputs("    (", out);
@@ -153,7 +158,9 @@ static void print_python(FILE *out, const cJSON *t)
     }
 }
 
-static void print_frames(FILE *out, const cJSON *t, int max)
+/* A thread's frames, the first max (the crashed thread's: all), its Python frames (at most
+ * max_py), and how many were left out and why. */
+static void print_frames(FILE *out, const cJSON *t, int max, int max_py)
 {
     const cJSON *frames = cJSON_GetObjectItemCaseSensitive(t, "frames"), *f;
     int n = 0, total = cJSON_GetArraySize(frames);
@@ -164,9 +171,13 @@ static void print_frames(FILE *out, const cJSON *t, int max)
         print_frame(out, n++, f);
     }
     double dropped = cp_jnum_or(t, "frames_dropped", 0);
+    if (total > max)
+        fprintf(out, "  ... %d more frames shown by --json", total - max);
+    if (dropped > 0)
+        fprintf(out, "%s %.0f more frames beyond the analysis's frame cap (--max-frames)",
+                total > max ? "," : "  ...", dropped);
     if (total > max || dropped > 0)
-        fprintf(out, "  ... %d more frames shown by --json, %.0f beyond the frame cap\n",
-                total > max ? total - max : 0, dropped);
+        fputc('\n', out);
     const cJSON *fb = cJSON_GetObjectItemCaseSensitive(t, "unwinder_fallback");
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(fb, "used")) && cp_jstr(fb, "reason")) {
         fputs("  (frames from libunwind: ", out);
@@ -181,7 +192,7 @@ static void print_frames(FILE *out, const cJSON *t, int max)
     }
     if (!total)
         fputs("  (no frames)\n", out);
-    print_python(out, t);
+    print_python(out, t, max_py);
 }
 
 /* Two threads group together when their frames have the same pcs and functions. */
@@ -251,7 +262,7 @@ static void print_group(FILE *out, const cJSON *threads, const cJSON *first, cha
     if (shown > TEXT_GROUP_TIDS)
         fprintf(out, ", ... (%d more)", shown - TEXT_GROUP_TIDS);
     fputc('\n', out);
-    print_frames(out, first, TEXT_OTHER_FRAMES);
+    print_frames(out, first, TEXT_OTHER_FRAMES, TEXT_PYTHON_FRAMES);
 }
 
 static void print_threads(FILE *out, const cJSON *r)
@@ -267,7 +278,7 @@ static void print_threads(FILE *out, const cJSON *r)
             fputs("\ncrashed thread ", out);
             print_tid(out, t);
             fputc('\n', out);
-            print_frames(out, t, TEXT_CRASHED_FRAMES);
+            print_frames(out, t, INT_MAX, INT_MAX);
             done[i] = 1;
         }
         i++;
@@ -317,7 +328,7 @@ static void print_modules(FILE *out, const cJSON *r)
                 other == 1 ? "has" : "have");
 }
 
-static void print_cause(FILE *out, const cJSON *r)
+void render_text_cause(FILE *out, const cJSON *r)
 {
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(r, "cause");
     line(out, "signal", cp_jstr(c, "summary"));
@@ -345,12 +356,72 @@ static void print_cause(FILE *out, const cJSON *r)
     }
 }
 
+/* The crashed thread's frame where the crash is: the signature's first frame (the skip lists
+ * pass over abort(), raise() and the like), else its innermost named frame. */
+static const cJSON *crash_frame(const cJSON *r, const cJSON *t, int *index)
+{
+    const cJSON *s0 = cJSON_GetArrayItem(cp_jpath(r, "signature_info.frames"), 0), *f;
+    const char *want = cJSON_GetStringValue(s0);
+    const cJSON *named = NULL;
+    int i = 0, named_i = 0;
+    cJSON_ArrayForEach(f, cJSON_GetObjectItemCaseSensitive(t, "frames"))
+    {
+        const char *fn = cp_jstr(f, "function");
+        if (want && fn && !strcmp(fn, want)) {
+            *index = i;
+            return f;
+        }
+        if (fn && !named) {
+            named = f;
+            named_i = i;
+        }
+        i++;
+    }
+    *index = named_i;
+    return named ? named : cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(t, "frames"), 0);
+}
+
+void render_text_crash_frame(FILE *out, const cJSON *r)
+{
+    if (cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(r, "exception")))
+        return; /* the exception is the answer, with its own frame */
+    const cJSON *t;
+    cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(r, "threads"))
+    {
+        if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(t, "crashed")))
+            continue;
+        int i = 0;
+        const cJSON *f = crash_frame(r, t, &i);
+        if (!f)
+            return;
+        const char *fn = cp_jstr(f, "function"), *mod = cp_jstr(f, "module"),
+                   *file = cp_jstr(f, "file");
+        render_label(out, "crash at");
+        cp_text_put(out, fn ? fn : "??");
+        if (file) {
+            fputc(' ', out);
+            cp_text_put(out, base(file));
+            double ln = cp_jnum_or(f, "line", 0);
+            if (ln > 0)
+                fprintf(out, ":%.0f", ln);
+        }
+        if (mod) {
+            fputs(" (", out);
+            cp_text_put(out, mod);
+            fputc(')', out);
+        }
+        fprintf(out, ", frame #%d of thread ", i);
+        print_tid(out, t);
+        fputc('\n', out);
+        return;
+    }
+}
+
 void render_text_native(FILE *out, const cJSON *r)
 {
     const cJSON *a = cJSON_GetObjectItemCaseSensitive(r, "analysis");
     if (!a)
         return;
-    print_cause(out, r);
     const cJSON *threads = cJSON_GetObjectItemCaseSensitive(r, "threads");
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(r, "process");
     if (cJSON_GetArraySize(threads) > 0) {
@@ -380,7 +451,7 @@ void render_text_native(FILE *out, const cJSON *r)
         if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(gil, "holder_tid")))
             fprintf(out, ", GIL held by tid %.0f", cp_jnum_or(gil, "holder_tid", 0));
         else if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(gil, "locked")))
-            fputs(", GIL free", out);
+            fputs(", GIL not held", out);
         if (cp_jstr(py, "error")) {
             fputs(": ", out);
             cp_text_put(out, cp_jstr(py, "error"));

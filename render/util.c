@@ -1,6 +1,7 @@
 /* util.c - the small pieces every renderer file shares (render_internal.h). */
 #include "render_internal.h"
 #include "mdesc.h"
+#include "utf8.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -70,4 +71,26 @@ void render_block_write(FILE *o, struct render_block *b)
     for (int i = 0; i < fence; i++)
         fputc('`', o);
     fputc('\n', o);
+}
+
+void render_put_cut(FILE *out, const char *s, size_t max)
+{
+    if (!s)
+        return;
+    size_t l = strlen(s);
+    if (!max || l <= max) {
+        cp_text_put(out, s);
+        return;
+    }
+    /* back to the last space in the second half, so no word or number is cut in two */
+    size_t cut = max;
+    for (size_t i = max; i > max / 2; i--)
+        if (s[i] == ' ') {
+            cut = i;
+            break;
+        }
+    while (cut > 0 && s[cut - 1] == ' ')
+        cut--;
+    cp_text_putn(out, s, cut);
+    fputs("...", out);
 }

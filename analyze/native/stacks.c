@@ -401,20 +401,33 @@ struct cmp {
     size_t ndiff;       /* all of them */
     size_t compared;    /* frames at the same pc named on both sides */
     size_t lacking;     /* frames stacks.json names (or locates) better than the local analysis */
+    /* the differences that matter (docs/enrich.md): another crashed thread or signal, a thread on
+     * one side only, the crashed thread's innermost frame named on both sides named differently or
+     * its crash pc; a walk that parts deeper, or another thread's frame, does not */
+    size_t nmatter;
+    char matter[512]; /* the first of them */
+    int crashed;      /* compare_thread: the thread compared is the crashed one */
 };
 
-static void differ(struct cmp *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void differ(struct cmp *c, const char *fmt, ...)
+static void differ(struct cmp *c, int matters, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void differ(struct cmp *c, int matters, const char *fmt, ...)
 {
     c->ndiff++;
-    if (cJSON_GetArraySize(c->differences) >= STACKS_MAX_DIFFERENCES)
+    int keep = cJSON_GetArraySize(c->differences) < STACKS_MAX_DIFFERENCES;
+    int first_matter = matters && c->nmatter == 0;
+    c->nmatter += matters != 0;
+    if (!keep && !first_matter)
         return;
     char buf[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(buf, sizeof(buf), fmt, ap);
     va_end(ap);
-    cJSON_AddItemToArray(c->differences, cJSON_CreateString(buf));
+    if (first_matter)
+        snprintf(c->matter, sizeof(c->matter), "%s", buf);
+    if (keep)
+        cJSON_AddItemToArray(c->differences, cJSON_CreateString(buf));
 }
 
 static cJSON *threads_of(const cJSON *nat)
@@ -443,7 +456,7 @@ static size_t compare_thread(struct cmp *c, double tid, const cJSON *lt, const c
     int nl = cJSON_GetArraySize(lf), ns = cJSON_GetArraySize(sf);
     size_t lacking = 0;
     const cJSON *l = lf ? lf->child : NULL, *s = sf ? sf->child : NULL;
-    int i = 0;
+    int i = 0, named_both = 0; /* frames so far named on both sides */
     for (; l && s; l = l->next, s = s->next, i++) {
         const char *lpc = cp_jstr_ne(l, "pc"), *spc = cp_jstr_ne(s, "pc");
         if (!lpc || !spc || strcmp(lpc, spc))
@@ -454,9 +467,11 @@ static size_t compare_thread(struct cmp *c, double tid, const cJSON *lt, const c
         } else if (lr == sr && lr > 0) {
             c->compared++;
             if (strcmp(cp_jstr_ne(l, "function"), cp_jstr_ne(s, "function")))
-                differ(c, "thread %.0f frame %d (pc %s): local `%s`, stacks.json `%s`", tid, i,
-                       lpc, shown(l), shown(s));
+                differ(c, c->crashed && !named_both,
+                       "thread %.0f frame %d (pc %s): local `%s`, stacks.json `%s`", tid, i, lpc,
+                       shown(l), shown(s));
         }
+        named_both += lr > 0 && sr > 0;
     }
     if (!l && !s)
         return lacking;
@@ -466,7 +481,7 @@ static size_t compare_thread(struct cmp *c, double tid, const cJSON *lt, const c
         if (richness(r) > 0)
             lacking += local_degraded;
     if (!local_degraded)
-        differ(c,
+        differ(c, c->crashed && i == 0,
                "thread %.0f: the stacks part at frame %d (local %s `%s`, stacks.json %s `%s`; "
                "%d and %d frames)",
                tid, i, l && cp_jstr_ne(l, "pc") ? cp_jstr_ne(l, "pc") : "-", l ? shown(l) : "-",
@@ -530,13 +545,14 @@ struct choice {
  * stacks.json has better into ch->lacking), the threads only one side has. */
 static void compare_sides(struct choice *ch, const cJSON *local, const cJSON *stacks)
 {
-    double a, b;
+    double a, b, crashed = 0;
+    int have_crashed = cp_jnum(local, "crashed_tid", &crashed);
     if (cp_jnum(local, "crashed_tid", &a) && cp_jnum(stacks, "crashed_tid", &b) && a != b)
-        differ(&ch->c, "crashed thread: local %.0f, stacks.json %.0f", a, b);
+        differ(&ch->c, 1, "crashed thread: local %.0f, stacks.json %.0f", a, b);
     const cJSON *ls = cJSON_GetObjectItemCaseSensitive(local, "signal");
     const cJSON *ss = cJSON_GetObjectItemCaseSensitive(stacks, "signal");
     if (cp_jnum(ls, "number", &a) && cp_jnum(ss, "number", &b) && a != b)
-        differ(&ch->c, "signal: local %.0f, stacks.json %.0f", a, b);
+        differ(&ch->c, 1, "signal: local %.0f, stacks.json %.0f", a, b);
     const cJSON *t;
     cJSON_ArrayForEach(t, threads_of(local))
     {
@@ -546,9 +562,11 @@ static void compare_sides(struct choice *ch, const cJSON *local, const cJSON *st
         ch->nthreads++;
         const cJSON *st = cp_jindex_find(&ch->six, tid);
         if (!st) {
-            differ(&ch->c, "thread %.0f is not in stacks.json", tid);
+            differ(&ch->c, 1, "thread %.0f is not in stacks.json", tid);
             continue;
         }
+        ch->c.crashed = have_crashed ? tid == crashed
+                                     : cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(t, "crashed"));
         size_t n = compare_thread(&ch->c, tid, t, st);
         /* Python frames that only stacks.json has (the interpreter's file is not here: a
          * container's, a snapshot's) make its thread the better one too */
@@ -564,7 +582,7 @@ static void compare_sides(struct choice *ch, const cJSON *local, const cJSON *st
     {
         double tid;
         if (cp_jnum(t, "tid", &tid) && !cp_jindex_find(&ch->lix, tid))
-            differ(&ch->c, "thread %.0f is only in stacks.json", tid);
+            differ(&ch->c, 1, "thread %.0f is only in stacks.json", tid);
     }
 }
 
@@ -624,13 +642,14 @@ static void choice_notes(cJSON *in, const struct cmp *c, const char *source)
                  c->lacking);
         cJSON_AddStringToObject(in, "note", w);
     }
-    if (c->ndiff) {
-        char w[700];
-        const cJSON *first = cJSON_GetArrayItem(c->differences, 0);
+    /* only a difference that matters is worth a warning: a walk that parts deep in a stack, where
+     * one side had other binaries or debug files, is listed in differences[] alone */
+    if (c->nmatter) {
+        char w[800];
         snprintf(w, sizeof(w),
-                 "stacks.json disagrees with the local analysis: %zu difference(s), "
-                 "first: %s",
-                 c->ndiff, cJSON_IsString(first) ? first->valuestring : "?");
+                 "stacks.json disagrees with the local analysis: %s (%zu difference(s) that "
+                 "matter, %zu in all: analysis.stacks_json.differences)",
+                 c->matter, c->nmatter, c->ndiff);
         cJSON_AddStringToObject(in, "disagreement", w);
     }
 }
@@ -649,6 +668,7 @@ static void choice_info(cJSON *in, struct cmp *c, const char *source, double thr
     cJSON_AddNumberToObject(in, "local_unnamed_frames", (double)c->lacking);
     cJSON_AddNumberToObject(in, "threads_from_stacks", threads_from_stacks);
     cJSON_AddNumberToObject(in, "difference_count", (double)c->ndiff);
+    cJSON_AddNumberToObject(in, "differences_that_matter", (double)c->nmatter);
     cJSON_AddItemToObject(in, "differences", c->differences);
     if (doc)
         add_doc(in, doc);
@@ -673,7 +693,7 @@ cJSON *stacks_choose(cJSON *local, cJSON *stacks, const cJSON *doc, cJSON **info
             add_doc(in, doc);
         return local ? local : stacks;
     }
-    struct choice ch = {.c = {cJSON_CreateArray(), 0, 0, 0}, .lacking = cJSON_CreateArray()};
+    struct choice ch = {.c = {.differences = cJSON_CreateArray()}, .lacking = cJSON_CreateArray()};
     /* threads by tid on both sides: one lookup each, not a pass over the other side per thread */
     cp_jindex_build(&ch.lix, threads_of(local), "tid");
     cp_jindex_build(&ch.six, threads_of(stacks), "tid");

@@ -67,7 +67,7 @@ check "the c10 exception is a consequence of the timeout too" \
 check "every consequence ranks below every cause" \
     q 'all(D[i]["consequence_of"] is None or D[i+1]["consequence_of"] is not None for i in range(len(D)-1))'
 check "the text output: the timeout first, the abort a consequence of it, the fields" bash -c "
-    grep -m1 -A1 '^  1\. ' '$T/r.txt' | grep -q 'NCCL collective timed out' &&
+    grep -m1 '^diagnosis ' '$T/r.txt' | grep -q 'NCCL collective timed out' &&
     grep -A1 'NCCL watchdog thread took the process down' '$T/r.txt' | grep -q 'likely a consequence of nccl-watchdog-timeout' &&
     grep -q 'fields:.*op=_REDUCE_SCATTER_BASE.*seq=199' '$T/r.txt'"
 check "the report's text names the exception's message" bash -c "

@@ -47,7 +47,7 @@ PY
 slim_case() { # NAME BUNDLE MAXBYTES
     local name=$1 b=$2 max=$3
     "$CP" analyze "$b" > "$T/$name.txt"
-    check "$name: analyze prints a diagnosis section" grep -Eq '^(diagnoses \(best first\)|diagnosis no known failure pattern matched)' "$T/$name.txt"
+    check "$name: analyze prints a diagnosis section" grep -Eq '^diagnosis ' "$T/$name.txt"
     "$CP" db add "$b" > "$T/$name.add1"; "$CP" db add "$b" > "$T/$name.add2"
     check "$name: db add twice keeps one record" bash -c "grep -q '^added crash' '$T/$name.add1' && grep -q '^updated crash' '$T/$name.add2'"
     "$CP" report "$b" --slim "$T/$name.slim.zst" > "$T/$name.md"
