@@ -461,8 +461,9 @@ static int pidfd_status(struct ptree *t, struct pt_proc *p)
     return 1;
 }
 
-#define GPU_LOOK_S 1.0    /* how often a live process's descriptors are looked at */
-#define GPU_LOOK_FDS 4096 /* descriptors looked at per look */
+#define GPU_LOOK_S 1.0     /* how often a live process's descriptors are looked at, first */
+#define GPU_LOOK_MAX_S 8.0 /* ... doubling to this while it has none open (a 1,500-process job) */
+#define GPU_LOOK_FDS 4096  /* descriptors looked at per look */
 
 /* What GPUs p had (issue 23): its /dev/nvidia* descriptors, looked at every GPU_LOOK_S while it
  * lives (a process opens its GPUs when CUDA starts, after its exec), kept as process.json's "gpu"
@@ -472,7 +473,8 @@ static void look_gpu(struct pt_proc *p, double now)
 {
     if (p->gpu_next > now)
         return;
-    p->gpu_next = now + GPU_LOOK_S;
+    p->gpu_gap = p->gpu_gap < GPU_LOOK_S ? GPU_LOOK_S : p->gpu_gap;
+    p->gpu_next = now + p->gpu_gap;
     if (!p->gpu && !(p->gpu = cJSON_CreateObject()))
         return;
     cJSON *devs = cJSON_GetObjectItemCaseSensitive(p->gpu, "devices");
@@ -512,6 +514,11 @@ static void look_gpu(struct pt_proc *p, double now)
         cJSON_AddItemToArray(devs, o);
     }
     closedir(d);
+    /* one with a GPU is looked at every GPU_LOOK_S (it may open more); one without, less often */
+    p->gpu_gap = cJSON_GetArraySize(devs)           ? GPU_LOOK_S
+                 : p->gpu_gap * 2 > GPU_LOOK_MAX_S ? GPU_LOOK_MAX_S
+                                                   : p->gpu_gap * 2;
+    p->gpu_next = now + p->gpu_gap;
     cJSON *lk = cJSON_GetObjectItemCaseSensitive(p->gpu, "looks");
     if (lk)
         cJSON_SetNumberValue(lk, lk->valuedouble + 1);
@@ -521,6 +528,14 @@ static void look_gpu(struct pt_proc *p, double now)
     cJSON_AddNumberToObject(p->gpu, "last_look", now);
     cJSON_DeleteItemFromObjectCaseSensitive(p->info, "gpu"); /* process.json's copy */
     cJSON_AddItemToObject(p->info, "gpu", cJSON_Duplicate(p->gpu, 1));
+}
+
+void pt_look_gpus(struct ptree *t)
+{
+    double now = now_wall();
+    for (size_t i = 0; i < t->n; i++)
+        if (t->p[i].state == PT_ALIVE)
+            look_gpu(&t->p[i], now);
 }
 
 size_t pt_walk(struct ptree *t)
@@ -573,12 +588,12 @@ size_t pt_look_execs(struct ptree *t, int all)
                 !read_stat(p->pid, p->comm, sizeof(p->comm), NULL, NULL, NULL, NULL)) {
                 p->recorded = now;
                 record(t, p);
-                p->gpu_next = 0; /* process.json anew: its GPUs with it */
+                p->gpu_next = 0; /* process.json anew: its GPUs with it, at the next tick */
+                p->gpu_gap = 0;
                 p->look_gap = t->look_min;
                 n++;
             }
         }
-        look_gpu(p, now_wall()); /* at most every GPU_LOOK_S, at the exe's looks */
         p->next_look = now + p->look_gap;
     }
     return n;

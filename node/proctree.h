@@ -52,6 +52,7 @@ struct pt_proc {
     cJSON *info; /* process.json */
     cJSON *gpu;  /* its /dev/nvidia* descriptors, looked at while it lived (process.json "gpu") */
     double gpu_next; /* the next look (wall clock) */
+    double gpu_gap;  /* the gap to it: 1 s, doubling to 8 s while no /dev/nvidia* is open */
 };
 
 struct ptree {
@@ -96,6 +97,9 @@ size_t pt_check_gone(struct ptree *t);
  * those whose look is due: the gap doubles from look_min to 2 s while the exe stays). The
  * number recorded again. */
 size_t pt_look_execs(struct ptree *t, int all);
+/* What GPUs each live process has open (process.json's "gpu"): a look at its descriptors when
+ * its own gap is due (1 s, doubling to 8 s while it has no /dev/nvidia* open). run's tick. */
+void pt_look_gpus(struct ptree *t);
 
 /* The old fixed-interval scan (--tracker=scan): pt_walk, pt_check_gone, pt_look_execs(all). */
 void pt_scan(struct ptree *t);

@@ -1005,6 +1005,7 @@ static size_t look_for_new(struct run *r)
 static void tick(struct run *r)
 {
     double min_gap = r->o->scan_ms / 1000.0;
+    pt_look_gpus(&r->t); /* the connector says nothing of a device opened */
     if (r->o->tracker & JT_SCAN) {
         pt_scan(&r->t);
         r->tick_gap = min_gap;
