@@ -276,7 +276,8 @@ int capreq_copy_out(const char *bundle, const char *dir, char *out, size_t outle
     else if (copy_fd(in, fd) || fsync(fd))
         snprintf(err, errlen, "%s: %s", out, strerror(errno));
     else if (!named && linkat(AT_FDCWD, self, dfd, name, AT_SYMLINK_FOLLOW))
-        snprintf(err, errlen, "%s: %s", out, errno == EEXIST ? "a file of that name is there" : strerror(errno));
+        snprintf(err, errlen, "%s: %s", out,
+                 errno == EEXIST ? "a file of that name is there" : strerror(errno));
     else
         rc = 0;
     if (rc && named)

@@ -606,7 +606,10 @@ static void say_bundle(const struct run *r, const struct pt_proc *p, const char 
     if (o->quiet && crc != -1)
         return;
     fprintf(o->log, "%s: pid %d (%s, %s) %s: %s %s", o->verb, (int)p->pid, p->comm, what, why,
-            dup ? "already captured:" : "bundle", crc >= 0 ? copy : path[0] ? path : "(no path)");
+            dup ? "already captured:" : "bundle",
+            crc >= 0  ? copy
+            : path[0] ? path
+                      : "(no path)");
     if (crc >= 0)
         fprintf(o->log, " (a copy of %s)\n", path);
     else if (crc == -1)

@@ -470,9 +470,9 @@ def _check_agent():
         cfg = config()
         sock = _socket_path(cfg)
         result, _ = ask_agent({"op": "ping"}, PING_TIMEOUT, path=sock, cfg=cfg)
-        if result in ("ok", "abandoned"):
-            return
-        why = "nothing listens there" if result == "no agent" else result
+        if result != "no agent" and not result.startswith("error: connect"):
+            return  # it answered (a refusal, "busy"), or is slow: it is there
+        why = "nothing listens there" if result == "no agent" else result[len("error: "):]
         line = ("crashpack: warning: no crashpack agent answers at %s (%s): an uncaught exception "
                 "in this process will not be captured; start `crashpack agent` as root "
                 "(scripts/systemd/crashpack-agent.service), or set agent_socket in %s (or "
