@@ -821,23 +821,56 @@ void bundle_close(struct bundle *b)
     free_bundle(b);
 }
 
-static int open_common(int fd, struct bundle **out, char *err, size_t errlen)
+/* What a file is when it is not a regular file, for the error. */
+static const char *file_kind(mode_t m)
+{
+    return S_ISDIR(m)    ? "a directory"
+           : S_ISFIFO(m) ? "a FIFO"
+           : S_ISSOCK(m) ? "a socket"
+           : S_ISCHR(m)  ? "a character device"
+           : S_ISBLK(m)  ? "a block device"
+                         : "not a file";
+}
+
+/* Why a file holds no member at all, in a few words: empty, no zstd frame at its start (a text
+ * file, another format), else the walk's own reason. */
+static void no_member_why(const struct bundle *b, const char *walk_why, char *why, size_t len)
+{
+    unsigned char h[4];
+    if (b->file_size == 0) {
+        cp_errmsg(why, len, "an empty file");
+        return;
+    }
+    if (b->file_size < 4 || pread_full(b->fd, h, 4, 0) != 4 ||
+        ((le32(h) < BUNDLE_MAGIC_SKIP_MIN || le32(h) > BUNDLE_MAGIC_SKIP_MAX) &&
+         le32(h) != ZSTD_MAGICNUMBER)) {
+        cp_errmsg(why, len, "no zstd frame");
+        return;
+    }
+    cp_errmsg(why, len, "%s", walk_why);
+}
+
+/* path (NULL for bundle_open_fd) is named in the errors that are about the file itself. */
+static int open_common(int fd, const char *path, struct bundle **out, char *err, size_t errlen)
 {
     struct stat st;
+    const char *sep = path ? ": " : "";
+    if (!path)
+        path = "";
     if (fstat(fd, &st)) {
-        cp_errmsg(err, errlen, "cannot stat: %s", strerror(errno));
+        cp_errmsg(err, errlen, "%s%scannot stat: %s", path, sep, strerror(errno));
         close(fd);
         return BUNDLE_EIO;
     }
     if (!S_ISREG(st.st_mode)) {
-        cp_errmsg(err, errlen, "not a regular file");
+        cp_errmsg(err, errlen, "not a crashpack bundle%s%s (%s)", sep, path, file_kind(st.st_mode));
         close(fd);
         return BUNDLE_EFORMAT;
     }
     struct bundle *b = calloc(1, sizeof(*b));
     if (!b) {
         close(fd);
-        cp_errmsg(err, errlen, "out of memory");
+        cp_errmsg(err, errlen, "%s%sout of memory", path, sep);
         return BUNDLE_ENOMEM;
     }
     b->fd = fd;
@@ -855,7 +888,9 @@ static int open_common(int fd, struct bundle **out, char *err, size_t errlen)
     table_finish(b);
     cp_errmsg(b->reason, sizeof(b->reason), "%s; walking the frames: %s", iwhy, wwhy);
     if (b->nmembers == 0) {
-        cp_errmsg(err, errlen, "not a crashpack bundle (%s)", b->reason);
+        char why[400];
+        no_member_why(b, wwhy, why, sizeof(why));
+        cp_errmsg(err, errlen, "not a crashpack bundle%s%s (%s)", sep, path, why);
         free_bundle(b);
         return BUNDLE_EFORMAT;
     }
@@ -880,7 +915,7 @@ int bundle_open(const char *path, struct bundle **out, char *err, size_t errlen)
     int fl = fcntl(fd, F_GETFL);
     if (fl >= 0)
         (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
-    return open_common(fd, out, err, errlen);
+    return open_common(fd, path, out, err, errlen);
 }
 
 int bundle_open_fd(int fd, struct bundle **out, char *err, size_t errlen)
@@ -896,7 +931,7 @@ int bundle_open_fd(int fd, struct bundle **out, char *err, size_t errlen)
         cp_errmsg(err, errlen, "dup: %s", strerror(errno));
         return BUNDLE_EIO;
     }
-    return open_common(d, out, err, errlen);
+    return open_common(d, NULL, out, err, errlen);
 }
 
 /* ---- accessors ---- */

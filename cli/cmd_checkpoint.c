@@ -109,6 +109,18 @@ static void print_text(const char *path, const struct ckv_result *r)
     }
 }
 
+/* A path that does not exist: one line on stderr (1), else 0. */
+static int no_such_checkpoint(const char *path)
+{
+    struct stat st;
+    if (!lstat(path, &st) || errno != ENOENT)
+        return 0;
+    fputs("crashpack checkpoint: no such checkpoint: ", stderr);
+    cp_text_put(stderr, path);
+    fputc('\n', stderr);
+    return 1;
+}
+
 int cmd_checkpoint(int argc, char **argv)
 {
     int json = 0, follow = 1, scan = 1, fd = -1, dirfd = -1;
@@ -149,6 +161,8 @@ int cmd_checkpoint(int argc, char **argv)
     if (cp_opt_args(&p, 1, 1, "PATH"))
         return CP_EXIT_USAGE;
     path = argv[optind];
+    if (fd < 0 && no_such_checkpoint(path))
+        return CP_EXIT_NOTFOUND;
 
     struct ckv_result r;
     struct stat self;
@@ -244,8 +258,5 @@ int cmd_checkpoint(int argc, char **argv)
                    sc->candidates, sc->stopped ? "; search stopped by its budget" : "");
     }
     free(sc);
-    if (r.verdict == CKV_VALID)
-        return CP_EXIT_OK;
-    struct stat gone;
-    return fd < 0 && !r.have_stat && lstat(path, &gone) && errno == ENOENT ? CP_EXIT_NOTFOUND : CP_EXIT_PROBLEM;
+    return r.verdict == CKV_VALID ? CP_EXIT_OK : CP_EXIT_PROBLEM;
 }

@@ -404,10 +404,8 @@ static int do_add(void *p)
         struct report_opts ro = {.kb = db};
         struct report_status st;
         cJSON *r = report_build(path, &ro, &st);
-        if (!r) {
-            fputs("crashpack db: ", stderr);
-            cp_text_put(stderr, o->args[i]);
-            fputs(": ", stderr);
+        if (!r) { /* the error names the bundle */
+            fputs("crashpack db add: ", stderr);
             cp_text_put(stderr, st.error);
             fputc('\n', stderr);
             struct kb_result res;

@@ -224,6 +224,25 @@ static int do_show(void *p)
     return rc ? CP_EXIT_PROBLEM : CP_EXIT_OK;
 }
 
+/* One line on stderr naming the rules of `rules test NAME...` that the rule base lacks. */
+static void missing_rules(const cJSON *all, const struct ropts *o)
+{
+    const cJSON *r;
+    int n = 0;
+    fputs("crashpack rules test: no rule", stderr);
+    for (int i = 0; i < o->nargs; i++) {
+        int found = 0;
+        cJSON_ArrayForEach(r, all) found |=
+            !strcmp(o->args[i], cJSON_GetStringValue(cJSON_GetObjectItem(r, "id")) ?: "");
+        if (found)
+            continue;
+        fputs(n++ ? ", `" : " `", stderr);
+        cp_text_put(stderr, o->args[i]);
+        fputc('`', stderr);
+    }
+    fputs(" in the rule base (`crashpack rules list` shows them)\n", stderr);
+}
+
 static int do_test(void *p)
 {
     struct ropts *o = p;
@@ -262,11 +281,12 @@ static int do_test(void *p)
             pass++;
         }
     }
-    cJSON_Delete(all);
     if (o->nargs && seen < o->nargs) {
-        fprintf(stderr, "crashpack rules: %d of the named rules do not exist\n", o->nargs - seen);
+        missing_rules(all, o);
+        cJSON_Delete(all);
         return CP_EXIT_NOTFOUND;
     }
+    cJSON_Delete(all);
     printf("%d passed, %d failed\n", pass, failed);
     return failed ? 1 : 0;
 }

@@ -63,7 +63,9 @@ static void usage(FILE *out, int watch)
             "                     job, SIGKILL this long after (default 10)\n"
             "  --scan-ms MS       the shortest gap between two looks at the process tree\n"
             "                     when no kernel event says what changed (default 20)\n"
-            "  -o, --output DIR   bundle directory of stall captures (as for `crashpack snap`)\n"
+            "  -o, --output DIR   every bundle of the run in DIR: stall captures are written\n"
+            "                     there (as by `crashpack snap -o`), death bundles copied there\n"
+            "                     (with run's own credentials) from the node's bundle directory\n"
             "  -c, --config FILE  configuration file (default %s)\n"
             "  -q, --quiet        no status lines on stderr\n"
             "  -h, --help         this help\n",

@@ -4,6 +4,8 @@
 #include "commands.h"
 #include "listjson.h"
 #include "snap.h"
+#include "snapperm.h"
+#include "utf8.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -101,6 +103,55 @@ static const struct option longs[] = {{"full", no_argument, 0, O_FULL},
                                       CP_OPT_HELP,
                                       CP_OPT_END};
 
+/* The one line of a failed snapshot: the pid, its name, why. CP_EXIT_PROBLEM. */
+static int cannot_snap(pid_t pid, const char *why)
+{
+    char path[64], comm[64] = "";
+    snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (f && fgets(comm, sizeof(comm), f))
+        comm[strcspn(comm, "\n")] = 0;
+    if (f)
+        fclose(f);
+    fprintf(stderr, "crashpack snap: cannot snapshot pid %d%s", (int)pid, comm[0] ? " (" : "");
+    if (comm[0]) {
+        cp_text_put(stderr, comm);
+        fputc(')', stderr);
+    }
+    fputs(": ", stderr);
+    cp_text_put(stderr, why);
+    fputc('\n', stderr);
+    return CP_EXIT_PROBLEM;
+}
+
+/* The result on stdout: crashpack-snap-result/1 (json), else the stop report and the bundle.
+ * Takes info. */
+static void print_result(int json, int rc, const char *bundle, const char *err, cJSON *info)
+{
+    if (json) {
+        cJSON *o = cp_doc_new("crashpack-snap-result/1");
+        if (rc == 0)
+            cp_doc_str(cJSON_AddObjectToObject(o, "bundle"), "path", bundle); /* as in the report */
+        else
+            cJSON_AddNullToObject(o, "bundle");
+        if (rc)
+            cJSON_AddStringToObject(o, "error", err);
+        cJSON_AddItemToObject(o, "snap", info ? info : cJSON_CreateNull());
+        info = NULL;
+        char *s = cJSON_Print(o);
+        if (s)
+            puts(s);
+        free(s);
+        cJSON_Delete(o);
+    } else {
+        if (info)
+            snap_print_report(stdout, info);
+        if (rc == 0)
+            printf("bundle: %s\n", bundle);
+    }
+    cJSON_Delete(info);
+}
+
 int cmd_snap(int argc, char **argv)
 {
     struct snap_request rq = {.trigger = "snap", .reason = "requested"};
@@ -161,34 +212,15 @@ int cmd_snap(int argc, char **argv)
         fprintf(stderr, "crashpack snap: no process %d\n", (int)rq.pid);
         return CP_EXIT_NOTFOUND;
     }
-    char bundle[1200], err[600];
+    char bundle[1200], err[600], why[600];
+    if (geteuid() != 0 && snap_blocker(rq.pid, 1, why, sizeof(why))) /* before any stop */
+        return cannot_snap(rq.pid, why);
     cJSON *info = NULL;
     int rc = snap_pid(&rq, bundle, sizeof(bundle), &info, err, sizeof(err));
     if (rc == 0 && kill_after && kill(rq.pid, SIGKILL))
         fprintf(stderr, "crashpack snap: kill %d: %s\n", (int)rq.pid, strerror(errno));
-    if (json) {
-        cJSON *o = cp_doc_new("crashpack-snap-result/1");
-        if (rc == 0)
-            cp_doc_str(cJSON_AddObjectToObject(o, "bundle"), "path", bundle); /* as in the report */
-        else
-            cJSON_AddNullToObject(o, "bundle");
-        if (rc)
-            cJSON_AddStringToObject(o, "error", err);
-        cJSON_AddItemToObject(o, "snap", info ? info : cJSON_CreateNull());
-        info = NULL;
-        char *s = cJSON_Print(o);
-        if (s)
-            puts(s);
-        free(s);
-        cJSON_Delete(o);
-    } else {
-        if (info)
-            snap_print_report(stdout, info);
-        if (rc == 0)
-            printf("bundle: %s\n", bundle);
-    }
+    print_result(json, rc, bundle, err, info);
     if (rc)
-        fprintf(stderr, "crashpack snap: %s\n", err);
-    cJSON_Delete(info);
-    return rc ? CP_EXIT_PROBLEM : CP_EXIT_OK;
+        return cannot_snap(rq.pid, snap_blocker(rq.pid, 0, why, sizeof(why)) ? why : err);
+    return CP_EXIT_OK;
 }

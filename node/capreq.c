@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -228,5 +229,63 @@ int capreq_agent_alloc(const char *sock, const char *req, size_t len, unsigned t
         free(buf);
     else
         *reply = buf;
+    return rc;
+}
+
+/* Copies the open file in to the open file out; 0 or -1 (errno). */
+static int copy_fd(int in, int out)
+{
+    char buf[1 << 16];
+    for (;;) {
+        ssize_t n = read(in, buf, sizeof(buf));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return n < 0 ? -1 : 0;
+        if (write_all(out, buf, (size_t)n))
+            return -1;
+    }
+}
+
+int capreq_copy_out(const char *bundle, const char *dir, char *out, size_t outlen, char *err,
+                    size_t errlen)
+{
+    const char *name = strrchr(bundle, '/') ? strrchr(bundle, '/') + 1 : bundle;
+    struct stat st;
+    snprintf(out, outlen, "%s/%s", dir, name);
+    int in = open(bundle, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (in < 0 || fstat(in, &st) || !S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "%s: %s", bundle, in < 0 ? strerror(errno) : "not a regular file");
+        if (in >= 0)
+            close(in);
+        return -1;
+    }
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    /* unnamed until it is whole; never through a symlink, never over a file */
+    int fd = dfd < 0 ? -1 : openat(dfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+    int named = 0;
+    if (dfd >= 0 && fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR)) {
+        fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        named = fd >= 0;
+    }
+    int rc = -1;
+    char self[64];
+    snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+    if (fd < 0)
+        snprintf(err, errlen, "%s: %s", dfd < 0 ? dir : out, strerror(errno));
+    else if (copy_fd(in, fd) || fsync(fd))
+        snprintf(err, errlen, "%s: %s", out, strerror(errno));
+    else if (!named && linkat(AT_FDCWD, self, dfd, name, AT_SYMLINK_FOLLOW))
+        snprintf(err, errlen, "%s: %s", out,
+                 errno == EEXIST ? "a file of that name is there" : strerror(errno));
+    else
+        rc = 0;
+    if (rc && named)
+        unlinkat(dfd, name, 0);
+    if (fd >= 0)
+        close(fd);
+    if (dfd >= 0)
+        close(dfd);
+    close(in);
     return rc;
 }

@@ -31,4 +31,11 @@ int capreq_agent(const char *sock, const char *req, size_t len, unsigned timeout
  * answers to knowledge base queries, which can be long. */
 int capreq_agent_alloc(const char *sock, const char *req, size_t len, unsigned timeout_ms,
                        size_t max, char **reply, char *err, size_t errlen);
+/* With `crashpack run -o DIR`: a copy of the published bundle in dir, under its own name, made
+ * with the caller's credentials (a user's run copies from the node's bundle directory, which the
+ * capture made readable to that user, into a directory of theirs: root never writes there on a
+ * user's behalf). Written unnamed (O_TMPFILE) and linked when whole, so never through a symlink
+ * nor over a file. 0 with the copy's path in out, or -1 with err. */
+int capreq_copy_out(const char *bundle, const char *dir, char *out, size_t outlen, char *err,
+                    size_t errlen);
 #endif

@@ -427,19 +427,45 @@ static int run_start(struct run *r)
 }
 
 /* Tells the agent (if one listens) the job of this process tree, so that a process of it that
- * the kernel's OOM killer kills gets the job id in its bundle too. Best effort, 2 s at most. */
-static void register_job(const struct run *r)
+ * the kernel's OOM killer kills gets the job id in its bundle too, and so that the agent takes
+ * the reports of run's reporters (docs/agent.md). 2 s at most. When no agent takes it and run is
+ * not root, nothing can write the job's death bundles: one warning now, before the job starts,
+ * and none of its ends is reported. */
+static void register_job(struct run *r)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "op", "register");
     cJSON_AddStringToObject(o, "job", r->job_id);
     char *req = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
-    char ans[512], err[256];
-    if (req)
-        (void)capreq_agent(capreq_socket(&r->cfg), req, strlen(req), 2000, ans, sizeof(ans), err,
-                           sizeof(err));
+    if (!req)
+        return;
+    char ans[512], err[512], why[800];
+    const char *sock = capreq_socket(&r->cfg);
+    int rc = capreq_agent(sock, req, strlen(req), 2000, ans, sizeof(ans), err, sizeof(err));
     free(req);
+    if (rc == 0) {
+        cJSON *a = cJSON_Parse(ans);
+        const char *e = cJSON_GetStringValue(cJSON_GetObjectItem(a, "error"));
+        int ok = cJSON_IsTrue(cJSON_GetObjectItem(a, "ok"));
+        snprintf(why, sizeof(why), "the agent at %s refused to register the job: %s", sock,
+                 e ? e : ans);
+        cJSON_Delete(a);
+        if (ok)
+            return;
+    } else if (rc == -1 && geteuid() != 0) {
+        snprintf(why, sizeof(why), "%s, and crashpack run is not root", err);
+        r->no_capturer = 1; /* nothing can write them: no reporter is started */
+    } else {
+        return; /* root: its reporters run crashpack-capture --event; or a busy agent */
+    }
+    fprintf(r->o->log,
+            "%s: warning: %s: the deaths of this job's processes will not be captured; start "
+            "`crashpack agent` as root (scripts/systemd/crashpack-agent.service), set "
+            "agent_socket in the configuration (or CRASHPACK_AGENT_SOCKET) to the socket it "
+            "listens on, or run crashpack run as root\n",
+            r->o->verb, why);
+    r->warned = 1;
 }
 
 /* The job id: --job, $CRASHPACK_JOB_ID, the scheduler's ids, or made up; and the record of
@@ -574,6 +600,31 @@ static void supervisor_json(const struct run *r, cJSON *pj)
         cJSON_AddStringToObject(no, "connector", r->jt.nl_why);
 }
 
+/* In the reporter child, a bundle written (or found: dup) for p's end: with -o DIR, a copy of
+ * it in DIR, made with run's own credentials (capreq_copy_out); the status line. */
+static void say_bundle(const struct run *r, const struct pt_proc *p, const char *what,
+                       const char *why, int dup, const char *path)
+{
+    const struct run_opts *o = r->o;
+    char copy[PATH_MAX + 300] = "", err[PATH_MAX + 300];
+    int crc = o->outdir && path[0]
+                  ? capreq_copy_out(path, o->outdir, copy, sizeof(copy), err, sizeof(err))
+                  : -2;
+    if (o->quiet && crc != -1)
+        return;
+    fprintf(o->log, "%s: pid %d (%s, %s) %s: %s %s", o->verb, (int)p->pid, p->comm, what, why,
+            dup ? "already captured:" : "bundle",
+            crc >= 0  ? copy
+            : path[0] ? path
+                      : "(no path)");
+    if (crc >= 0)
+        fprintf(o->log, " (a copy of %s)\n", path);
+    else if (crc == -1)
+        fprintf(o->log, "; not copied to %s: %s\n", o->outdir, err);
+    else
+        fputc('\n', o->log);
+}
+
 /* In the reporter child: the request, to the agent, else crashpack-capture --event as root.
  * Returns its exit status. */
 static int report(struct run *r, struct pt_proc *p, const char *kind)
@@ -659,15 +710,12 @@ static int report(struct run *r, struct pt_proc *p, const char *kind)
         const char *b = cJSON_IsObject(a) ? cJSON_GetStringValue(cJSON_GetObjectItem(a, "bundle")) : NULL;
         const char *e = cJSON_IsObject(a) ? cJSON_GetStringValue(cJSON_GetObjectItem(a, "error")) : NULL;
         int dup = cJSON_IsTrue(cJSON_GetObjectItem(a, "deduplicated"));
-        if (!o->quiet) {
-            if (cJSON_IsTrue(cJSON_GetObjectItem(a, "ok")))
-                fprintf(o->log, "%s: pid %d (%s, %s) %s: %s %s\n", o->verb, (int)p->pid, p->comm,
-                        what, why, dup ? "already captured:" : "bundle", b ? b : "(no path)");
-            else
-                fprintf(o->log, "%s: pid %d (%s) %s: the agent wrote no bundle: %s\n", o->verb,
-                        (int)p->pid, p->comm, why, e ? e : ans);
-        }
         status = cJSON_IsTrue(cJSON_GetObjectItem(a, "ok")) ? 0 : 1;
+        if (status == 0)
+            say_bundle(r, p, what, why, dup, b ? b : "");
+        else if (!o->quiet)
+            fprintf(o->log, "%s: pid %d (%s) %s: the agent wrote no bundle: %s\n", o->verb,
+                    (int)p->pid, p->comm, why, e ? e : ans);
         cJSON_Delete(a);
     } else if (rc == -1 && geteuid() == 0) {
         /* no agent: as root, the capture directly, with the same members */
@@ -692,14 +740,11 @@ static int report(struct run *r, struct pt_proc *p, const char *kind)
             if (m[i].fd >= 0)
                 close(m[i].fd);
         int dup = !strncmp(line, "duplicate ", 10);
-        if (!o->quiet) {
-            if (erc == 0)
-                fprintf(o->log, "%s: pid %d (%s, %s) %s: %s %s\n", o->verb, (int)p->pid, p->comm,
-                        what, why, dup ? "already captured:" : "bundle", line + (dup ? 10 : 3));
-            else
-                fprintf(o->log, "%s: pid %d (%s) %s: no bundle: %s\n", o->verb, (int)p->pid,
-                        p->comm, why, line);
-        }
+        if (erc == 0)
+            say_bundle(r, p, what, why, dup, line + (dup ? 10 : 3));
+        else if (!o->quiet)
+            fprintf(o->log, "%s: pid %d (%s) %s: no bundle: %s\n", o->verb, (int)p->pid, p->comm,
+                    why, line);
         status = erc ? 1 : 0;
     } else if (rc == -1) {
         status = REPORTER_NO_CAPTURER; /* the supervisor says it, once */
@@ -1256,6 +1301,9 @@ int run_job(const struct run_opts *o)
     }
     cJSON *ids = job_ids(&r);
     register_job(&r);
+    if (o->outdir && access(o->outdir, W_OK | X_OK))
+        fprintf(o->log, "%s: warning: -o %s: %s: its bundles stay in the bundle directory\n",
+                o->verb, o->outdir, strerror(errno));
     pt_init(&r.t, &r.cfg, ids);
     r.t.look_min = o->scan_ms / 1000.0;
     r.t.epfd = epoll_create1(EPOLL_CLOEXEC);

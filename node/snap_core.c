@@ -785,8 +785,9 @@ static int seize_all(pid_t pid, struct thr **thp, size_t *ntp, size_t *capp, cha
             else if (errno == ESRCH)
                 th[i].gone = 1;
             else if (i == 0 || th[i].tid == pid) {
-                cp_errmsg(err, errlen, "ptrace(PTRACE_SEIZE, %d): %s", (int)th[i].tid,
-                          strerror(errno));
+                cp_errmsg(err, errlen,
+                          "the kernel refused to let it be traced (PTRACE_SEIZE of %d: %s)",
+                          (int)th[i].tid, strerror(errno));
                 return -1;
             }
         }

@@ -570,6 +570,20 @@ static void scrub_strings(cJSON *j)
     }
 }
 
+/* A bundle cut before its manifest is whole has no crash identity: nothing to report (1, with
+ * st->error naming the path and where it was cut), else 0. */
+static int cut_in_manifest(const struct bundle *b, const char *path, struct report_status *st)
+{
+    const struct bundle_member *m = bundle_find(b, "manifest.json");
+    if (bundle_complete(b) || (m && !m->truncated && m->available == m->size))
+        return 0;
+    cp_errmsg(st->error, sizeof(st->error),
+              "truncated bundle: %s (%llu bytes, cut %s manifest.json: no crash identity to "
+              "report)",
+              path, (unsigned long long)bundle_file_size(b), m ? "inside" : "before");
+    return 1;
+}
+
 cJSON *report_build(const char *path, const struct report_opts *o, struct report_status *st)
 {
     memset(st, 0, sizeof(*st));
@@ -588,15 +602,16 @@ cJSON *report_build(const char *path, const struct report_opts *o, struct report
     clk.test_sleep_ms = ts && *ts ? strtol(ts, NULL, 10) : 0;
     struct native_job *nj = !o->members_only ? native_start_path(path, &nopt) : NULL;
     struct bundle *b = NULL;
-    if (bundle_open(path, &b, st->error, sizeof(st->error))) {
+    if (bundle_open(path, &b, st->error, sizeof(st->error)) || cut_in_manifest(b, path, st)) {
         native_cancel(nj);
+        bundle_close(b);
         return NULL;
     }
     cJSON *r = bundle_part(b, path);
     if (!r) {
         native_cancel(nj);
         bundle_close(b);
-        cp_errmsg(st->error, sizeof(st->error), "out of memory");
+        cp_errmsg(st->error, sizeof(st->error), "%s: out of memory", path);
         return NULL;
     }
     if (!o->members_only) {

@@ -455,6 +455,40 @@ def _after_fork_child():
     _busy = False
 
 
+PING_TIMEOUT = 1.0
+WARNED_ENV = "CRASHPACK_HOOK_WARNED"
+
+
+def _check_agent():
+    """At start-up, once: when no agent answers a ping, one line on stderr saying that an
+    uncaught exception will not be captured and how to fix it; quiet when the agent answers (or
+    is busy). The line is said once per job: the processes this one starts inherit
+    CRASHPACK_HOOK_WARNED=1 and stay quiet. Never raises."""
+    if os.environ.get(WARNED_ENV):
+        return
+    try:
+        cfg = config()
+        sock = _socket_path(cfg)
+        result, _ = ask_agent({"op": "ping"}, PING_TIMEOUT, path=sock, cfg=cfg)
+        if result != "no agent" and not result.startswith("error: connect"):
+            return  # it answered (a refusal, "busy"), or is slow: it is there
+        why = "nothing listens there" if result == "no agent" else result[len("error: "):]
+        line = ("crashpack: warning: no crashpack agent answers at %s (%s): an uncaught exception "
+                "in this process will not be captured; start `crashpack agent` as root "
+                "(scripts/systemd/crashpack-agent.service), or set agent_socket in %s (or "
+                "CRASHPACK_AGENT_SOCKET) to the socket it listens on\n"
+                % (sock, why, os.environ.get("CRASHPACK_CONFIG") or DEFAULT_CONFIG))
+        os.environ[WARNED_ENV] = "1"
+        err = sys.stderr or sys.__stderr__
+        if err is not None:
+            err.write(line)
+            err.flush()
+        else:
+            os.write(2, line.encode("utf-8", "replace"))
+    except Exception:
+        pass
+
+
 def install():
     """Hooks sys.excepthook, threading.excepthook and sys.unraisablehook, each chained to the
     hook that was there; idempotent. A framework that replaces sys.excepthook later does not
@@ -466,6 +500,7 @@ def install():
     import json  # noqa: F401
     import linecache  # noqa: F401
     with _lock:
+        first = not _installed
         if not _ours(sys.excepthook):
             sys.excepthook = _Hook("sys.excepthook", _sys_excepthook, sys.excepthook)
         if not _ours(threading.excepthook):
@@ -479,6 +514,8 @@ def install():
                 os.register_at_fork(after_in_child=_after_fork_child)
             _audit_added = True
         _installed = True
+    if first:
+        _check_agent()
     return True
 
 

@@ -62,6 +62,11 @@ while True:
         if not d:
             break
         buf += d
+    if json.loads(buf or b"{}").get("op") == "ping":  # the hook's start-up check: answered, not counted
+        n -= 1
+        c.sendall(b'{"ok":true,"version":"fake","pid":1}\n')
+        c.close()
+        continue
     with open("%s/req.%d.json" % (out, n), "wb") as f:
         f.write(buf)
     if mode == "hang":  # never answer; note when the client gives up and closes
@@ -160,9 +165,17 @@ hpid=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["pid"])' "$T/
 check "  the state file records it as abandoned" \
     [ "$(json "$T/state/exception-$hpid.json" 'd["abandoned"], d["exception"]["type"]')" = "(True, 'ValueError')" ]
 
-# ---- no agent at all: silent ----
+# ---- no agent at all: one warning at start-up (issue 23), then the same stderr ----
 runit value.none "$T/value.py" CRASHPACK_HOOK=1 CRASHPACK_AGENT_SOCKET="$T/none.sock" CRASHPACK_STATE_DIR="$T/state"
-check "no agent: same stderr, same status" bash -c "cmp -s '$T/value.plain.err' '$T/value.none.err' && cmp -s '$T/value.plain.rc' '$T/value.none.rc'"
+warn="crashpack: warning: no crashpack agent answers at $T/none.sock (nothing listens there): an uncaught exception in this process will not be captured; start \`crashpack agent\` as root (scripts/systemd/crashpack-agent.service), or set agent_socket in /nonexistent (or CRASHPACK_AGENT_SOCKET) to the socket it listens on"
+check "no agent: the warning is the first line of stderr, once" bash -c \
+    "[ \"\$(head -1 '$T/value.none.err')\" = \"\$1\" ] && [ \$(grep -c '^crashpack: warning' '$T/value.none.err') = 1 ]" _ "$warn"
+check "no agent: then the same stderr, same status" bash -c "cmp -s '$T/value.plain.err' <(tail -n +2 '$T/value.none.err') && cmp -s '$T/value.plain.rc' '$T/value.none.rc'"
+runit warn.child "$T/exit3.py" CRASHPACK_HOOK=1 CRASHPACK_AGENT_SOCKET="$T/none.sock" CRASHPACK_HOOK_WARNED=1
+check "no agent, CRASHPACK_HOOK_WARNED set (a process of a job that warned): quiet" bash -c "! grep -q warning '$T/warn.child.err'"
+printf 'import os, subprocess, sys\nsubprocess.run([sys.executable, "-c", "pass"])\n' > "$T/parent.py"
+runit warn.tree "$T/parent.py" CRASHPACK_HOOK=1 CRASHPACK_AGENT_SOCKET="$T/none.sock"
+check "no agent: a process and the Python it starts warn once in all" [ "$(grep -c '^crashpack: warning' "$T/warn.tree.err")" = 1 ]
 
 # ---- off: cheap, and crashpack itself is not even imported ----
 "$V" -X importtime -c pass 2> "$T/importtime.off"

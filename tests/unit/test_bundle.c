@@ -1228,7 +1228,9 @@ static void test_not_bundles(void)
     struct bundle *b = NULL;
     char err[256] = "";
     int rc = bundle_open(tmpdir, &b, err, sizeof(err));
-    CHECK(rc != 0 && !b && strstr(err, "regular"), "directory refused: %s", err);
+    CHECK(rc != 0 && !b && strstr(err, "not a crashpack bundle: ") && strstr(err, tmpdir) &&
+              strstr(err, "(a directory)"),
+          "directory refused, named: %s", err);
     const char *fifo = tpath("fifo");
     unlink(fifo);
     if (mkfifo(fifo, 0600) == 0) {

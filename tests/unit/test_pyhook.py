@@ -60,7 +60,12 @@ class FakeAgent:
                 if not d:
                     break
                 buf += d
-            self.requests.append(json.loads(buf.decode()))
+            req = json.loads(buf.decode() or "{}")
+            if req.get("op") == "ping":  # the hook's start-up check: answered, not kept
+                c.sendall(b'{"ok":true,"version":"fake","pid":1}\n')
+                c.close()
+                continue
+            self.requests.append(req)
             if self.hang:
                 self.closed.append(c.recv(1) == b"")
             else:
@@ -405,8 +410,18 @@ class Hook(Base):
             self.assertTrue(json.load(f)["abandoned"])
 
     def test_no_agent(self):
-        rc, _, _ = self.same("raise ValueError('nobody listens')\n")  # silent
-        self.assertEqual(rc, 1)
+        """No agent: one warning line at start-up (issue 23), then the same output."""
+        code = "print('started')\nraise ValueError('nobody listens')\n"
+        a = self.run_py(code, hook=False)
+        b = self.run_py(code, hook=True)
+        lines = b[2].split(b"\n", 1)
+        self.assertTrue(lines[0].startswith(b"crashpack: warning: no crashpack agent answers at "
+                                            + self.sock.encode()), b[2])
+        self.assertIn(b"will not be captured; start `crashpack agent` as root", lines[0])
+        self.assertEqual((a[0], a[1], a[2]), (b[0], b[1], lines[1]))
+        self.assertEqual(b[0], 1)
+        c = self.run_py(code, hook=True, env={"CRASHPACK_HOOK_WARNED": "1"})
+        self.assertEqual(c, a)
 
     def test_secrets(self):
         a = self.start()
