@@ -48,7 +48,7 @@ check "no agent: no bundle" [ "$(nbundles "$T/bundles")" = 0 ]
 # ---- the agent ----
 "$CP" agent -c "$T/conf" --socket "$SOCK" --state-dir "$T/state" 2> "$T/agent.log" &
 AGENT=$!
-trap 'kill $AGENT 2>/dev/null; wait $AGENT 2>/dev/null; cp_restore' EXIT
+trap 'rc=$?; kill $AGENT 2>/dev/null; wait $AGENT 2>/dev/null; (exit $rc); cp_restore' EXIT
 for _ in $(seq 100); do [ -S "$SOCK" ] && break; sleep 0.1; done
 [ -S "$SOCK" ] || { cat "$T/agent.log" >&2; die "the agent did not start"; }
 
@@ -98,7 +98,7 @@ check "root, no agent, -o DIR: the bundle in DIR" [ "$(nbundles "$T/rootout")" =
 # ---- an ordinary user's snap of their own process ----
 setpriv --reuid $NOBODY --regid $NOBODY --clear-groups sleep 300 &
 SP=$!
-trap 'kill $SP 2>/dev/null; cp_restore' EXIT
+trap 'rc=$?; kill $SP 2>/dev/null; (exit $rc); cp_restore' EXIT
 for _ in $(seq 50); do [ "$(cat /proc/$SP/comm 2>/dev/null)" = sleep ] && break; sleep 0.1; done
 (cd "$T/cwd" && as_nobody "$CP" snap -c "$T/conf" $SP) > "$T/snap.out" 2> "$T/snap.err"
 rc=$?
