@@ -159,6 +159,7 @@ int cmd_snap(int argc, char **argv)
     struct cp_opts p = {.verb = "crashpack snap", .shorts = "o:c:", .longs = longs, .argc = argc, .argv = argv};
     long long n;
     int c;
+    char mnames[4][128]; /* --member's names */
     while ((c = cp_getopt(&p)) != -1) {
         switch (c) {
         case 'h':
@@ -179,7 +180,11 @@ int cmd_snap(int argc, char **argv)
             break;
         case O_REASON: rq.reason = optarg; break;
         case O_TRIGGER:
-            rq.trigger = !strcmp(optarg, "watch") ? "watch" : !strcmp(optarg, "hook") ? "hook" : "snap";
+            if (strcmp(optarg, "watch") && strcmp(optarg, "hook") && strcmp(optarg, "snap")) {
+                fprintf(stderr, "crashpack snap: --trigger: watch, hook or snap (got `%s`)\n", optarg);
+                return CP_EXIT_USAGE;
+            }
+            rq.trigger = optarg;
             break;
         case O_KIND:
             if (strcmp(optarg, "exception")) {
@@ -198,7 +203,9 @@ int cmd_snap(int argc, char **argv)
                 return CP_EXIT_USAGE;
             }
             rq.members[rq.nmembers].fd = (int)fd;
-            rq.members[rq.nmembers++].name = strndup(optarg, (size_t)(eq - optarg));
+            snprintf(mnames[rq.nmembers], sizeof(mnames[0]), "%.*s", (int)(eq - optarg), optarg);
+            rq.members[rq.nmembers].name = mnames[rq.nmembers];
+            rq.nmembers++;
             break;
         }
         default:
