@@ -556,6 +556,9 @@ static int adopt_close(struct adopt *a, ZSTD_DCtx *d, char *why, size_t whylen)
     }
     if (cur && cur->nframes == 0) {
         /* marker without its header frame: forget the member */
+        free(cur->frames);
+        cur->frames = NULL;
+        cur->cap = 0;
         w->nmembers--;
         w->file_off = a->marker_off;
         w->open_member = -1;

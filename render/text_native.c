@@ -14,6 +14,10 @@
 #define TEXT_OTHER_FRAMES 12 /* the crashed thread's are all printed */
 #define TEXT_GROUP_TIDS 8
 #define TEXT_PYTHON_FRAMES 40
+/* the crashed thread's Python frames: the innermost 200 (a corrupt chain runs to the analysis's
+ * cap of 4096), a run of one repeated frame cut after 3 as Python's own traceback does */
+#define TEXT_CRASHED_PYTHON_FRAMES 200
+#define TEXT_REPEATS_SHOWN 3
 
 static void line(FILE *out, const char *l, const char *s)
 {
@@ -88,6 +92,34 @@ static void print_python_detail(FILE *out, const cJSON *f)
         fputs("        ... (more locals left out)\n", out);
 }
 
+/* One Python frame's lines: File "...", line N, in fn [native #N], and its detail. */
+static void print_python_frame(FILE *out, const cJSON *f)
+{
+    const char *file = cp_jstr(f, "file"), *fn = cp_jstr(f, "function");
+    fputs("    File \"", out);
+    cp_text_put(out, file ? file : "???");
+    double ln = cp_jnum_or(f, "line", -1);
+    if (ln >= 0)
+        fprintf(out, "\", line %.0f, in ", ln);
+    else
+        fputs("\", line ???, in ", out);
+    cp_text_put(out, fn ? fn : "???");
+    double nf = cp_jnum_or(f, "native_frame_index", -1);
+    if (nf >= 0)
+        fprintf(out, "  [native #%.0f]", nf);
+    fputc('\n', out);
+    print_python_detail(out, f);
+}
+
+/* Whether two Python frames are the same code at the same line (a recursion's repeats) */
+static int same_python_frame(const cJSON *a, const cJSON *b)
+{
+    const char *fa = cp_jstr(a, "file"), *fb = cp_jstr(b, "file");
+    const char *na = cp_jstr(a, "function"), *nb = cp_jstr(b, "function");
+    return fa && fb && na && nb && !strcmp(fa, fb) && !strcmp(na, nb) &&
+           cp_jnum_or(a, "line", -1) == cp_jnum_or(b, "line", -1);
+}
+
 /* The thread's Python frames as a Python traceback (most recent call last), each with the native
  * frame (#N) of the _PyEval_EvalFrameDefault that runs it, its source line and locals when the
  * report has them; crashpack's own frames (tool) are not shown. */
@@ -127,22 +159,16 @@ static void print_python(FILE *out, const cJSON *t, int max)
     fputs(" (most recent call last):\n", out);
     if (n > k)
         fprintf(out, "    ... %d outer frames shown by --json\n", n - k);
+    int run = 0; /* how many times in a row the frame printed last came again */
     for (int i = k - 1; i >= 0; i--) {
-        const cJSON *f = shown[i];
-        const char *file = cp_jstr(f, "file"), *fn = cp_jstr(f, "function");
-        fputs("    File \"", out);
-        cp_text_put(out, file ? file : "???");
-        double ln = cp_jnum_or(f, "line", -1);
-        if (ln >= 0)
-            fprintf(out, "\", line %.0f, in ", ln);
+        run = i < k - 1 && same_python_frame(shown[i], shown[i + 1]) ? run + 1 : 0;
+        if (run >= TEXT_REPEATS_SHOWN && i > 0 && same_python_frame(shown[i - 1], shown[i]))
+            continue;
+        if (run > TEXT_REPEATS_SHOWN)
+            fprintf(out, "    [Previous line repeated %d more times]\n",
+                    run - TEXT_REPEATS_SHOWN + 1);
         else
-            fputs("\", line ???, in ", out);
-        cp_text_put(out, fn ? fn : "???");
-        double nf = cp_jnum_or(f, "native_frame_index", -1);
-        if (nf >= 0)
-            fprintf(out, "  [native #%.0f]", nf);
-        fputc('\n', out);
-        print_python_detail(out, f);
+            print_python_frame(out, shown[i]);
     }
     free(shown);
     const char *merge = cp_jstr(t, "python_merge");
@@ -278,7 +304,7 @@ static void print_threads(FILE *out, const cJSON *r)
             fputs("\ncrashed thread ", out);
             print_tid(out, t);
             fputc('\n', out);
-            print_frames(out, t, INT_MAX, INT_MAX);
+            print_frames(out, t, INT_MAX, TEXT_CRASHED_PYTHON_FRAMES);
             done[i] = 1;
         }
         i++;
