@@ -99,21 +99,22 @@ cJSON *kb_show_crash(struct kb *kb, long long id, long long uid, int *found, cha
 
 cJSON *kb_groups(struct kb *kb, int limit, char *err, size_t errlen)
 {
+    /* the groups first, then each one's resolution (a join per group, not per crash) */
     const char *sql =
-        "SELECT c.fingerprint AS fingerprint, COUNT(*) AS count, MIN(time) AS first,"
-        " MAX(time) AS last,"
+        "SELECT g.*, r.cause AS cause, r.category AS category, r.ticket AS ticket,"
+        " r.resolved AS resolved, r.resolved_uid AS resolved_uid,"
+        " r.resolved_user AS resolved_user, r.origin AS origin FROM ("
+        "SELECT fingerprint, COUNT(*) AS count, MIN(time) AS first, MAX(time) AS last,"
         " COUNT(DISTINCT host) AS hosts,"
         " (SELECT group_concat(h, ',') FROM (SELECT DISTINCT host AS h FROM crashes c3"
         "   WHERE c3.fingerprint IS c.fingerprint ORDER BY h LIMIT 4)) AS host_list,"
         " (SELECT top_title FROM crashes c2 WHERE c2.fingerprint IS c.fingerprint"
         "   AND top_title IS NOT NULL"
         "   GROUP BY top_title ORDER BY COUNT(*) DESC, top_title LIMIT 1) AS top_title,"
-        " MAX(signature) AS signature, MAX(r.cause) AS cause, MAX(r.category) AS category,"
-        " MAX(r.ticket) AS ticket, MAX(r.resolved) AS resolved, MAX(r.resolved_uid) AS "
-        "resolved_uid,"
-        " MAX(r.resolved_user) AS resolved_user, MAX(r.origin) AS origin"
-        " FROM crashes c LEFT JOIN resolutions r ON r.fingerprint = c.fingerprint"
-        " GROUP BY c.fingerprint ORDER BY count DESC, MAX(time) DESC LIMIT ?1";
+        " MAX(signature) AS signature"
+        " FROM crashes c GROUP BY fingerprint ORDER BY count DESC, MAX(time) DESC LIMIT ?1"
+        ") g LEFT JOIN resolutions r ON r.fingerprint = g.fingerprint"
+        " ORDER BY g.count DESC, g.last DESC";
     const struct sql_arg b[] = {SQL_INT_ARG(limit)};
     return sql_rows(kb->c, sql, b, 1, err, errlen);
 }
