@@ -1,4 +1,5 @@
-/* cmd_db.c - `crashpack db add|list|show|groups|jobs|search|stats`: the knowledge base of analyzed
+/* cmd_db.c - `crashpack db add|list|show|groups|jobs|search|stats|resolve|unresolve`: the knowledge
+ * base of analyzed
  * crashes (db/kb.h). `db add` stores the report `crashpack analyze --json` prints for each bundle,
  * built in-process by the report library (report.h), unless the stored record of the crash is as
  * complete (kb_add_report decides; this file prints what it did). */
@@ -15,6 +16,7 @@
 #include "query.h"
 #include "render.h"
 #include "report.h"
+#include "resolution.h"
 #include "rule.h"
 #include "timearg.h"
 #include "utf8.h"
@@ -40,7 +42,7 @@ static const char footer[] =
     "knowledge base with the user's own crashes (no agent listening: the default above).\n"
     "TIME: " CP_TIME_FORMS ".\n"
     "Exit status: 0 ok, 1 a problem (a bundle that could not be added), 2 usage error,\n"
-    "3 no knowledge base yet, or no such crash.\n";
+    "3 no knowledge base yet, or no such crash or group.\n";
 
 static int do_add(void *p);
 static int do_list(void *p);
@@ -49,6 +51,8 @@ static int do_groups(void *p);
 static int do_jobs(void *p);
 static int do_search(void *p);
 static int do_stats(void *p);
+static int do_resolve(void *p);
+static int do_unresolve(void *p);
 
 static const struct cp_subverb subverbs[] = {
     {"add", "db report-json diagnose", "BUNDLE... | --report-json FILE [--diagnose] [--db PATH]",
@@ -86,6 +90,19 @@ static const struct cp_subverb subverbs[] = {
      "Crashes per week, per diagnosis category, per host.\n"
      "  --json       one JSON object (format crashpack-db-stats/1)\n",
      0, 0, "", do_stats},
+    {"resolve", "db category cause ticket clear json",
+     "GROUP --cause TEXT [--category C] [--ticket URL] [--json] [--db PATH]",
+     "Records what a group of crashes turned out to be, and marks it resolved. GROUP is a\n"
+     "fingerprint (`db groups`) or a crash id (its group). Later crashes of the group show the\n"
+     "resolution first (analyze, report, db show); a crash of the group after it makes the group\n"
+     "regressed. Resolving again replaces it; --clear removes it (= `db unresolve GROUP`).\n"
+     "Needs write access to the knowledge base: root for the node's, or --db naming one's own.\n"
+     "  --json       one JSON object (format crashpack-db-resolve/1)\n",
+     1, 1, "GROUP", do_resolve},
+    {"unresolve", "db json", "GROUP [--json] [--db PATH]",
+     "Removes a group's resolution (`db resolve GROUP --clear`): the group is new again.\n"
+     "  --json       one JSON object (format crashpack-db-resolve/1)\n",
+     1, 1, "GROUP", do_unresolve},
 };
 #define NSUB ((int)(sizeof(subverbs) / sizeof(subverbs[0])))
 
@@ -99,8 +116,10 @@ static void usage(FILE *out)
 
 struct dopts {
     const char *db, *report_json, *host, *rule, *category, *job, *fingerprint;
+    const char *cause, *ticket; /* resolve's */
     double since, until;
     int limit, json, diagnose;
+    int clear;   /* resolve --clear, unresolve */
     int agent;   /* --agent: ask the node's agent */
     int named;   /* a knowledge base was named: --db or $CRASHPACK_DB */
     int missing; /* open_db: there is no knowledge base at db */
@@ -140,7 +159,10 @@ enum {
     O_UNTIL,
     O_JSON,
     O_DIAGNOSE,
-    O_AGENT
+    O_AGENT,
+    O_CAUSE,
+    O_TICKET,
+    O_CLEAR
 };
 static const struct option all_opts[] = {{"db", required_argument, 0, O_DB},
                                          {"report-json", required_argument, 0, O_REPORT},
@@ -155,6 +177,9 @@ static const struct option all_opts[] = {{"db", required_argument, 0, O_DB},
                                          {"json", no_argument, 0, O_JSON},
                                          {"diagnose", no_argument, 0, O_DIAGNOSE},
                                          {"agent", no_argument, 0, O_AGENT},
+                                         {"cause", required_argument, 0, O_CAUSE},
+                                         {"ticket", required_argument, 0, O_TICKET},
+                                         {"clear", no_argument, 0, O_CLEAR},
                                          CP_OPT_END};
 
 /* argv[0] is the sub-verb. Returns -1 to go on, else the exit status. */
@@ -186,6 +211,15 @@ static int parse(struct dopts *o, const struct cp_subverb *sv, int argc, char **
         case O_AGENT:
             o->agent = 1;
             break;
+        case O_CAUSE:
+            o->cause = optarg;
+            break;
+        case O_TICKET:
+            o->ticket = optarg;
+            break;
+        case O_CLEAR:
+            o->clear = 1;
+            break;
         case O_LIMIT:
             if (cp_opt_num(&p, "--limit", optarg, 1, INT_MAX, &n))
                 return CP_EXIT_USAGE;
@@ -207,6 +241,13 @@ static int parse(struct dopts *o, const struct cp_subverb *sv, int argc, char **
     o->nargs = argc - optind;
     if (!strcmp(sv->name, "show") && cp_opt_num(&p, "ID", o->args[0], 1, INT64_MAX, &o->id))
         return CP_EXIT_USAGE;
+    if (!strcmp(sv->name, "resolve") && o->clear == !!o->cause) {
+        fputs(o->clear ? VERB " resolve: --clear removes the resolution and takes no --cause\n"
+                       : VERB " resolve: --cause TEXT is needed (what the group turned out to be),"
+                              " or --clear\n",
+              stderr);
+        return CP_EXIT_USAGE;
+    }
     return db_location(o);
 }
 
@@ -612,11 +653,26 @@ static void sources_doc(cJSON *j, const cJSON *c)
     }
 }
 
+/* The crash's group's resolution row (kb_resolution_of; uid: whose crashes count for its status)
+ * into c as c.resolution, for show_doc. */
+static void attach_resolution(struct kb *db, cJSON *c, long long uid)
+{
+    cJSON *row = c ? kb_resolution_of(db, cp_jstr(c, "fingerprint"), uid) : NULL;
+    if (row)
+        cJSON_AddItemToObject(c, "resolution", row);
+}
+
 /* kb_show_crash's record as a crashpack-db-show/1 document, which `db show` prints as JSON or
  * renders as text (render_db_show). */
 static cJSON *show_doc(const cJSON *c)
 {
     cJSON *j = cp_doc_new("crashpack-db-show/1");
+    /* first: what the team found the crash's group to be (resolution.h), or null */
+    const cJSON *res = cp_jkey(c, "resolution");
+    cJSON_AddItemToObject(j, "resolution",
+                          cJSON_IsObject(res)
+                              ? kb_resolution_doc(res, "fingerprint", cp_jnum_or(c, "time", 0))
+                              : cJSON_CreateNull());
     static const char *names[] = {"id", "time", "host", "exe", "signal", "crash_kind", "signature",
                                   "fingerprint", "job", "rank", "local_rank", "bundle_path"};
     for (int i = 0; i < 12; i++) {
@@ -665,6 +721,7 @@ static int do_show(void *p)
     char err[1024];
     int found;
     cJSON *c = kb_show_crash(db, o->id, KB_ANY_UID, &found, err, sizeof(err));
+    attach_resolution(db, c, KB_ANY_UID);
     kb_close(db);
     if (!c) {
         if (found)
@@ -679,6 +736,17 @@ static int do_show(void *p)
 }
 
 /* ---- groups ---- */
+
+/* A kb_groups row's status (resolution.h: new, resolved, regressed) and resolution (null: none)
+ * into the group's object g. */
+static void group_resolution(cJSON *g, const cJSON *q)
+{
+    const cJSON *res = cJSON_IsNumber(cp_jkey(q, "resolved")) ? q : NULL;
+    enum kb_group_status st = kb_group_status(res, cp_jnum_or(q, "last", 0));
+    cJSON_AddStringToObject(g, "status", kb_group_status_name(st));
+    cJSON_AddItemToObject(g, "resolution",
+                          res ? kb_resolution_doc(res, NULL, 0) : cJSON_CreateNull());
+}
 
 /* kb_groups' rows as a crashpack-db-groups/1 document. */
 static int json_groups(const cJSON *rows, const struct dopts *o)
@@ -703,10 +771,30 @@ static int json_groups(const cJSON *rows, const struct dopts *o)
         }
         cp_doc_str(g, "top_diagnosis", cp_jstr(q, "top_title"));
         cp_doc_str(g, "signature", cp_jstr(q, "signature"));
+        group_resolution(g, q);
         cJSON_AddItemToArray(arr, g);
     }
     cJSON_AddNumberToObject(doc, "count", cJSON_GetArraySize(arr));
     return cp_doc_print(stdout, doc) ? CP_EXIT_PROBLEM : CP_EXIT_OK;
+}
+
+/* The resolution line of a group in `db groups`' text (res: kb_resolution_doc's, or null). */
+static void print_group_resolution(const cJSON *res)
+{
+    if (!cJSON_IsObject(res))
+        return;
+    char t[32];
+    fmt_time(cp_jnum_or(res, "resolved", 0), t, sizeof(t));
+    fputs("       resolution: ", stdout);
+    put(stdout, cp_jstr(res, "cause"), 120);
+    if (cp_jstr(res, "ticket")) {
+        fputs(" (", stdout);
+        put(stdout, cp_jstr(res, "ticket"), 200);
+        fputc(')', stdout);
+    }
+    printf(", %s by ", t);
+    put(stdout, cp_jstr_or(cp_jkey(res, "resolved_by"), "user", "?"), 64);
+    fputc('\n', stdout);
 }
 
 static int do_groups(void *p)
@@ -727,8 +815,8 @@ static int do_groups(void *p)
         cJSON_Delete(rows);
         return rc;
     }
-    printf("%-6s %-20s %-20s %-6s %-18s %s\n", "count", "first seen", "last seen", "hosts",
-           "fingerprint", "top diagnosis | signature");
+    printf("%-6s %-9s %-20s %-20s %-6s %-18s %s\n", "count", "status", "first seen", "last seen",
+           "hosts", "fingerprint", "top diagnosis | signature");
     int groups = 0;
     const cJSON *g;
     cJSON_ArrayForEach(g, rows)
@@ -737,7 +825,10 @@ static int do_groups(void *p)
         fmt_time(cp_jnum_or(g, "first", 0), a, sizeof(a));
         fmt_time(cp_jnum_or(g, "last", 0), b, sizeof(b));
         int hosts = (int)cp_jnum_or(g, "hosts", 0);
-        printf("%-6d %-20s %-20s %-6d ", (int)cp_jnum_or(g, "count", 0), a, b, hosts);
+        cJSON *st = cJSON_CreateObject();
+        group_resolution(st, g);
+        printf("%-6d %-9s %-20s %-20s %-6d ", (int)cp_jnum_or(g, "count", 0), cp_jstr(st, "status"),
+               a, b, hosts);
         const char *fpv = cp_jstr_or(g, "fingerprint", "-");
         put(stdout, fpv, 18);
         printf("%*s ", (int)(strlen(fpv) < 18 ? 18 - strlen(fpv) : 0), "");
@@ -749,6 +840,8 @@ static int do_groups(void *p)
         if (hosts > 4)
             printf(", ... (%d)", hosts);
         fputc('\n', stdout);
+        print_group_resolution(cp_jkey(st, "resolution"));
+        cJSON_Delete(st);
         groups++;
     }
     printf("%d group%s\n", groups, groups == 1 ? "" : "s");
@@ -849,6 +942,100 @@ static int do_stats(void *p)
     return doc && cp_doc_print(stdout, doc) ? CP_EXIT_PROBLEM : CP_EXIT_OK;
 }
 
+/* ---- resolve / unresolve ---- */
+
+/* What resolve or unresolve did (action: resolved, unresolved, none; res: the group's resolution
+ * now, kb_resolution_doc's, consumed; NULL: none) as one line, or with --json a
+ * crashpack-db-resolve/1 document. */
+static int resolve_out(const struct dopts *o, const char *fp, const char *action, cJSON *res)
+{
+    const char *status = res ? cp_jstr(res, "status") : "new";
+    if (o->json) {
+        cJSON *doc = db_doc("crashpack-db-resolve/1", o->db);
+        cp_doc_str(doc, "fingerprint", fp);
+        cJSON_AddStringToObject(doc, "action", action);
+        cJSON_AddStringToObject(doc, "status", status ? status : "new");
+        cJSON_AddItemToObject(doc, "resolution", res ? res : cJSON_CreateNull());
+        return cp_doc_print(stdout, doc) ? CP_EXIT_PROBLEM : CP_EXIT_OK;
+    }
+    if (!strcmp(action, "resolved")) {
+        fputs("resolved group ", stdout);
+        put(stdout, fp, 0);
+        fputs(": ", stdout);
+        put(stdout, cp_jstr(res, "cause"), 0);
+        if (cp_jstr(res, "ticket")) {
+            fputs(" (", stdout);
+            put(stdout, cp_jstr(res, "ticket"), 0);
+            fputc(')', stdout);
+        }
+        fputc('\n', stdout);
+    } else {
+        fputs(!strcmp(action, "unresolved") ? "unresolved group " : "group ", stdout);
+        put(stdout, fp, 0);
+        fputs(!strcmp(action, "unresolved") ? ": it is new again\n"
+                                            : " had no resolution: nothing changed\n",
+              stdout);
+    }
+    cJSON_Delete(res);
+    return CP_EXIT_OK;
+}
+
+/* The group GROUP names (kb_group_of) into fp: -1 to go on, else the exit status after its
+ * one-line error. */
+static int group_arg(struct kb *db, const char *arg, char *fp, size_t fplen)
+{
+    char err[1024];
+    int rc = kb_group_of(db, arg, fp, fplen, err, sizeof(err));
+    if (rc > 0)
+        return -1;
+    if (rc < 0) {
+        fprintf(stderr, "crashpack db: %s\n", err);
+        return CP_EXIT_PROBLEM;
+    }
+    fputs("crashpack db: no group or crash `", stderr);
+    put(stderr, arg, 200);
+    fputs("` in the knowledge base (`crashpack db groups` shows the groups)\n", stderr);
+    return CP_EXIT_NOTFOUND;
+}
+
+static int do_resolve(void *p)
+{
+    struct dopts *o = p;
+    if (geteuid() != 0 && !o->named) {
+        fprintf(stderr, "crashpack db: resolving needs write access to the node's knowledge base"
+                        " (root); as a user, name a knowledge base of your own with --db PATH\n");
+        return CP_EXIT_PROBLEM;
+    }
+    struct kb *db = open_db(o, 0);
+    if (!db)
+        return db_failed(o);
+    char err[1024], fp[1024];
+    int rc = group_arg(db, o->args[0], fp, sizeof(fp));
+    if (rc >= 0) {
+        kb_close(db);
+        return rc;
+    }
+    if (o->clear)
+        rc = kb_unresolve(db, fp, err, sizeof(err));
+    else
+        rc = kb_resolve(db, fp, o->cause, o->category, o->ticket, err, sizeof(err));
+    cJSON *row = rc >= 0 ? kb_resolution_of(db, fp, KB_ANY_UID) : NULL;
+    kb_close(db);
+    if (rc < 0) {
+        fprintf(stderr, "crashpack db: %s\n", err);
+        return CP_EXIT_PROBLEM;
+    }
+    cJSON *res = row ? kb_resolution_doc(row, NULL, 0) : NULL;
+    cJSON_Delete(row);
+    return resolve_out(o, fp, !o->clear ? "resolved" : rc ? "unresolved" : "none", res);
+}
+
+static int do_unresolve(void *p)
+{
+    ((struct dopts *)p)->clear = 1;
+    return do_resolve(p);
+}
+
 /* ---- through the node's agent (docs/db.md) ---- */
 
 /* A list/show/search as the agent's request {"op":"db","query":...}. */
@@ -936,6 +1123,7 @@ cJSON *db_agent_answer(const char *where, const cJSON *req, unsigned uid, int *n
         int found = 0;
         long long id = (long long)cp_jnum_or(req, "id", 0);
         cJSON *c = kb_show_crash(db, id, uid, &found, err, errlen);
+        attach_resolution(db, c, uid);
         if (!c && !found) {
             *notfound = 1;
             snprintf(err, errlen, "no crash %lld of yours in the node's knowledge base", id);

@@ -2,6 +2,7 @@
  * and the team's own rules kept in the knowledge base (db/kb.h). */
 #include "cmdopt.h"
 #include "commands.h"
+#include "jpath.h"
 #include "kbarg.h"
 #include "listjson.h"
 #include "kb.h"
@@ -9,6 +10,7 @@
 #include "outfile.h"
 #include "render.h"
 #include "report.h"
+#include "resolution.h"
 #include "rule.h"
 #include "utf8.h"
 
@@ -25,6 +27,7 @@
 cJSON *rule_read_file(const char *path, char *err, size_t errlen);
 
 #define VERB "crashpack rules"
+#define RULES_EXPORT_FORMAT "crashpack-rules-export/1"
 
 static const char footer[] =
     "Built-in rules are the files under the data directory's rules/builtin/; user rules live in\n"
@@ -43,22 +46,35 @@ static int do_match(void *p);
 static const struct cp_subverb subverbs[] = {
     {"list", "db json", "[--json] [--db PATH]",
      "Every effective rule: id, source, category, confidence, title.\n"
-     "  --json       one JSON object (format crashpack-rules-list/1)\n", 0, 0, "", do_list},
-    {"show", "db json", "ID [--json] [--db PATH]", "One rule, as JSON (the rule file format, docs/rules.md).\n", 1, 1, "ID", do_show},
+     "  --json       one JSON object (format crashpack-rules-list/1)\n",
+     0, 0, "", do_list},
+    {"show", "db json", "ID [--json] [--db PATH]",
+     "One rule, as JSON (the rule file format, docs/rules.md).\n", 1, 1, "ID", do_show},
     {"test", "db", "[ID...] [--db PATH]",
      "Runs each rule against its own positive and near-miss cases; fails when a rule lacks them,\n"
      "the positive case does not match, the near-miss matches, or they differ in more than one\n"
-     "condition.\n", 0, -1, "ID", do_test},
+     "condition.\n",
+     0, -1, "ID", do_test},
     {"add", "db from-crash output", "FILE | --from-crash ID [-o FILE] [--db PATH]",
      "Adds (or replaces, by id) a user rule from a JSON file. --from-crash drafts a rule from a\n"
      "crash stored in the knowledge base (printed or written to -o, not stored: edit it, then\n"
-     "`rules add` it).\n", 0, 1, "FILE", do_add},
-    {"import", "db", "FILE [--db PATH]", "Adds the rules of a JSON file (one rule or an array).\n", 1, 1, "FILE", do_add},
-    {"export", "db all output", "[--all] [-o FILE] [--db PATH]",
-     "The user rules (--all: every effective rule) as a JSON array.\n", 0, 0, "", do_export},
+     "`rules add` it).\n",
+     0, 1, "FILE", do_add},
+    {"import", "db", "FILE [--db PATH]",
+     "Adds the rules of a JSON file (one rule, an array, or `rules export`'s document) and the\n"
+     "document's group resolutions (`db resolve`): for each fingerprint the better one stays, the\n"
+     "newer (at the same time, the one with more of ticket and category); each line says what\n"
+     "was done.\n",
+     1, 1, "FILE", do_add},
+    {"export", "db all output", "[FILE | -o FILE] [--all] [--db PATH]",
+     "The user rules (--all: every effective rule) and the group resolutions (`db resolve`) as "
+     "one\n"
+     "JSON document (format crashpack-rules-export/1: rules[], resolutions[]).\n",
+     0, 1, "FILE", do_export},
     {"match", "db json", "REPORT.json [--json] [--db PATH]",
      "Matches the rules against a saved report (crashpack analyze --json) and prints the ranked\n"
-     "diagnoses (--json: the report's diagnoses[] array).\n", 1, 1, "REPORT.json", do_match},
+     "diagnoses (--json: the report's diagnoses[] array).\n",
+     1, 1, "REPORT.json", do_match},
 };
 #define NSUB ((int)(sizeof(subverbs) / sizeof(subverbs[0])))
 
@@ -117,6 +133,11 @@ static int parse(struct ropts *o, const struct cp_subverb *sv, int argc, char **
         return CP_EXIT_USAGE;
     o->args = argv + optind;
     o->nargs = argc - optind;
+    if (!strcmp(sv->name, "export") && o->nargs) { /* export FILE = export -o FILE */
+        if (o->out)
+            return cp_usage_error(&p, "either FILE or -o FILE, not both");
+        o->out = o->args[0];
+    }
     if (!o->db) {
         if (!kb_default_path(o->dbbuf, sizeof(o->dbbuf))) {
             fprintf(stderr, VERB ": no knowledge base location (set --db)\n");
@@ -322,6 +343,37 @@ static int store_rules(struct ropts *o, cJSON *rules)
     return bad ? 1 : 0;
 }
 
+/* Imports an export document's resolutions (kb_import_resolution keeps the better of the stored
+ * and the imported one); one line each says what it did. 0, or 1 when one was rejected. */
+static int store_resolutions(struct ropts *o, const cJSON *list, const char *file)
+{
+    char err[1024], why[300], abs[PATH_MAX];
+    const char *origin = realpath(file, abs) ? abs : file;
+    struct kb *db = cp_kb_open("crashpack rules", o->db, KB_CREATE, NULL);
+    if (!db)
+        return CP_EXIT_PROBLEM;
+    int bad = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, list)
+    {
+        enum kb_import what;
+        if (kb_import_resolution(db, e, origin, &what, why, sizeof(why), err, sizeof(err))) {
+            fputs("crashpack rules: resolution ", stderr);
+            cp_text_put(stderr, cp_jstr_or(e, "fingerprint", "?"));
+            fprintf(stderr, " rejected: %s\n", err);
+            bad++;
+            continue;
+        }
+        printf("%s resolution ", kb_import_name(what));
+        cp_text_put(stdout, cp_jstr(e, "fingerprint"));
+        if (why[0])
+            printf(" (%s)", why);
+        fputc('\n', stdout);
+    }
+    kb_close(db);
+    return bad ? 1 : 0;
+}
+
 static int do_add(void *p)
 {
     struct ropts *o = p;
@@ -360,6 +412,15 @@ static int do_add(void *p)
         fprintf(stderr, "crashpack rules: %s\n", err);
         return CP_EXIT_PROBLEM;
     }
+    cJSON *res = NULL; /* an export document's resolutions */
+    if (cJSON_IsObject(j) && !strcmp(cp_jstr_or(j, "format", ""), RULES_EXPORT_FORMAT)) {
+        cJSON *doc = j;
+        res = cJSON_DetachItemFromObjectCaseSensitive(doc, "resolutions");
+        j = cJSON_DetachItemFromObjectCaseSensitive(doc, "rules");
+        cJSON_Delete(doc);
+        if (!j)
+            j = cJSON_CreateArray();
+    }
     cJSON *arr = cJSON_IsArray(j) ? j : NULL;
     if (!arr) {
         arr = cJSON_CreateArray();
@@ -367,7 +428,31 @@ static int do_add(void *p)
     }
     int rc = store_rules(o, arr);
     cJSON_Delete(arr);
+    if (rc != CP_EXIT_PROBLEM && cJSON_IsArray(res))
+        rc |= store_resolutions(o, res, o->args[0]);
+    cJSON_Delete(res);
     return rc;
+}
+
+/* The knowledge base's resolutions as export entries ({fingerprint, cause, category, ticket,
+ * resolved, resolved_utc, resolved_by {uid, user}}; none without a knowledge base), or NULL with
+ * err. */
+static cJSON *kb_resolutions_export(struct kb *kb, char *err, size_t errlen)
+{
+    cJSON *rows = kb ? kb_resolutions(kb, err, errlen) : cJSON_CreateArray();
+    if (!rows)
+        return NULL;
+    cJSON *out = cJSON_CreateArray();
+    const cJSON *row;
+    cJSON_ArrayForEach(row, rows)
+    {
+        cJSON *e = kb_resolution_doc(row, NULL, 0);
+        cJSON_DeleteItemFromObjectCaseSensitive(e, "status"); /* this knowledge base's own */
+        cJSON_DeleteItemFromObjectCaseSensitive(e, "origin");
+        cJSON_AddItemToArray(out, e);
+    }
+    cJSON_Delete(rows);
+    return out;
 }
 
 static int do_export(void *p)
@@ -383,7 +468,16 @@ static int do_export(void *p)
         fprintf(stderr, "crashpack rules: %s\n", err);
         return CP_EXIT_PROBLEM;
     }
-    cJSON *out = cJSON_CreateArray(), *r;
+    cJSON *res = kb_resolutions_export(o->kb, err, sizeof(err));
+    if (!res) {
+        fprintf(stderr, "crashpack rules: %s\n", err);
+        cJSON_Delete(all);
+        return CP_EXIT_PROBLEM;
+    }
+    cJSON *doc = cJSON_CreateObject();
+    cJSON_AddStringToObject(doc, "format", RULES_EXPORT_FORMAT);
+    cJSON *out = cJSON_AddArrayToObject(doc, "rules"), *r;
+    cJSON_AddItemToObject(doc, "resolutions", res);
     cJSON_ArrayForEach(r, all)
     {
         const char *src = cJSON_GetStringValue(cJSON_GetObjectItem(r, "source"));
@@ -395,8 +489,8 @@ static int do_export(void *p)
         cJSON_AddItemToArray(out, c);
     }
     cJSON_Delete(all);
-    int rc = write_json(o->out, out);
-    cJSON_Delete(out);
+    int rc = write_json(o->out, doc);
+    cJSON_Delete(doc);
     return rc ? CP_EXIT_PROBLEM : CP_EXIT_OK;
 }
 

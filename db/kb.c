@@ -88,6 +88,14 @@ static const char *const migrations[] = {
     "ALTER TABLE crashes ADD COLUMN exception_type TEXT;"
     "ALTER TABLE crashes ADD COLUMN exception_message TEXT;"
     "UPDATE crashes SET signal = NULL WHERE signal = 'signal 0' OR signal = 'SIGUNKNOWN';",
+    /* 6 -> 7: what the team found a group of crashes (a fingerprint) to be: `db resolve`'s cause,
+     * category and ticket, who resolved it and when (db/resolution.h). One row per fingerprint;
+     * a crash of the group after `resolved` makes the group regressed. */
+    "CREATE TABLE resolutions("
+    "  fingerprint TEXT PRIMARY KEY,"
+    "  cause TEXT NOT NULL, category TEXT, ticket TEXT,"
+    "  resolved REAL NOT NULL, resolved_uid INTEGER, resolved_user TEXT,"
+    "  origin TEXT);",
 };
 
 static int nmigrations(void)

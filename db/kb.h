@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define KB_SCHEMA_VERSION 6
+#define KB_SCHEMA_VERSION 7
 
 struct kb;
 

@@ -99,7 +99,11 @@ cJSON *kb_show_crash(struct kb *kb, long long id, long long uid, int *found, cha
 
 cJSON *kb_groups(struct kb *kb, int limit, char *err, size_t errlen)
 {
+    /* the groups first, then each one's resolution (a join per group, not per crash) */
     const char *sql =
+        "SELECT g.*, r.cause AS cause, r.category AS category, r.ticket AS ticket,"
+        " r.resolved AS resolved, r.resolved_uid AS resolved_uid,"
+        " r.resolved_user AS resolved_user, r.origin AS origin FROM ("
         "SELECT fingerprint, COUNT(*) AS count, MIN(time) AS first, MAX(time) AS last,"
         " COUNT(DISTINCT host) AS hosts,"
         " (SELECT group_concat(h, ',') FROM (SELECT DISTINCT host AS h FROM crashes c3"
@@ -108,7 +112,9 @@ cJSON *kb_groups(struct kb *kb, int limit, char *err, size_t errlen)
         "   AND top_title IS NOT NULL"
         "   GROUP BY top_title ORDER BY COUNT(*) DESC, top_title LIMIT 1) AS top_title,"
         " MAX(signature) AS signature"
-        " FROM crashes c GROUP BY fingerprint ORDER BY count DESC, MAX(time) DESC LIMIT ?1";
+        " FROM crashes c GROUP BY fingerprint ORDER BY count DESC, MAX(time) DESC LIMIT ?1"
+        ") g LEFT JOIN resolutions r ON r.fingerprint = g.fingerprint"
+        " ORDER BY g.count DESC, g.last DESC";
     const struct sql_arg b[] = {SQL_INT_ARG(limit)};
     return sql_rows(kb->c, sql, b, 1, err, errlen);
 }

@@ -47,7 +47,8 @@ cJSON *kb_show_crash(struct kb *kb, long long id, long long uid, int *found, cha
 
 /* Crashes grouped by fingerprint, the largest groups first: [{fingerprint, count, first, last,
  * hosts (distinct), host_list ("a,b,c,d": the first 4 by name), top_title (the most common),
- * signature}]. */
+ * signature, and the group's resolution (resolution.h; null when there is none): cause, category,
+ * ticket, resolved, resolved_uid, resolved_user, origin}]. */
 cJSON *kb_groups(struct kb *kb, int limit, char *err, size_t errlen);
 
 /* The jobs with crashes, most recent first: [{job}]; and one job's crashes in time order:

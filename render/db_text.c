@@ -137,6 +137,7 @@ void render_db_show(FILE *out, const cJSON *doc)
     static const char *labels[] = {"id",     "time", "host",       "exe",
                                    "signal", "kind", "signature",  "fingerprint",
                                    "job",    "rank", "local rank", "bundle"};
+    render_text_resolution(out, cp_jkey(doc, "resolution")); /* first: what the team found */
     for (int i = 0; i < 12; i++) {
         fprintf(out, "%-12s", labels[i]);
         const cJSON *v = cp_jkey(doc, names[i]);

@@ -135,6 +135,7 @@ static void section_summary(FILE *o, const cJSON *r)
     fputs(" — ", o);
     render_md(o, top ? cp_jstr_ne_at(top, "title") : "no known failure pattern matched");
     fputs("\n\n", o);
+    render_md_resolution(o, cp_jkey(r, "resolution")); /* what the team found it to be, first */
     fputs("| | |\n|---|---|\n", o);
     fputs("| Process | ", o);
     if (exe || !comm) {

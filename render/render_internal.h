@@ -17,6 +17,11 @@ void render_time(double t, const char *fmt, const char *unknown, char *buf, size
  * longer: at the last space of its second half, so no word or number is cut in two silently. */
 void render_put_cut(FILE *out, const char *s, size_t max);
 
+/* A group's resolution (the report's and db show's `resolution` object; not an object: nothing),
+ * shown before everything else (resolution.c). */
+void render_text_resolution(FILE *out, const cJSON *res);
+void render_md_resolution(FILE *o, const cJSON *res);
+
 /* The text report's sections (render_text's order). The answer first: */
 void render_text_death(FILE *out, const cJSON *r);          /* text_exception.c */
 void render_text_cause(FILE *out, const cJSON *r);          /* text_native.c */

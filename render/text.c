@@ -336,7 +336,8 @@ void render_text(FILE *out, const cJSON *r, unsigned flags)
         return;
     }
     /* the answer: what died and how, the top diagnosis, the exception or the crashing frame,
-     * the deadlock cycle, the signature */
+     * the deadlock cycle, the signature; before all, what the team found this group to be */
+    render_text_resolution(out, cp_jkey(r, "resolution"));
     if (verbose)
         print_bundle(out, r);
     else

@@ -4,9 +4,15 @@
  *
  * gpu.history: the hardware faults of this process's GPUs and of its host in the hours before the
  * crash (db/query.h kb_gpu_history), which the gpu_history leaf reads; gpu.history_error says why
- * there is none to read (no knowledge base, an older schema). */
+ * there is none to read (no knowledge base, an older schema).
+ *
+ * resolution: what the team found this crash's group to be (`crashpack db resolve`), matched by
+ * db/resolution.h's kb_resolution_match (by fingerprint; a similarity matcher is its next entry);
+ * null when nothing matches or there is no knowledge base. The renderers show it first. */
 #include "report.h"
 #include "query.h"
+#include "resolution.h"
+#include "jpath.h"
 
 #include <stdio.h>
 
@@ -14,6 +20,8 @@
 
 void report_history(cJSON *report, struct kb *kb)
 {
+    cJSON *res = kb_resolution_match(kb, report);
+    cp_json_set(report, "resolution", res ? res : cJSON_CreateNull());
     cJSON *gpu = cJSON_GetObjectItemCaseSensitive(report, "gpu");
     if (!cJSON_IsObject(gpu))
         return;

@@ -13,7 +13,8 @@
  *   6. hang: threads[].hang_state and hang.deadlocks of a snap (hang.h);
  *   7. signature: crash kind, signature and fingerprint (signature.h);
  *   8. history: what the knowledge base (an optional input) knows of this process's GPUs and
- *      host from earlier crashes (gpu.history, history.c);
+ *      host from earlier crashes (gpu.history, history.c), and the team's resolution of its group
+ *      (resolution: db/resolution.h);
  *   9. rules: the diagnoses, last, since the rules read every field the others filled in.
  *
  * The report's text and Markdown forms are render/'s (render.h). Library code: never prints,

@@ -14,7 +14,7 @@ python3 -c 'import jsonschema' 2>/dev/null || { echo "SKIP: python3-jsonschema i
 
 VERBS=(install uninstall status analyze checkpoint report snap run watch enrich version
        "rules list" "rules show" "rules test" "rules add" "rules import" "rules export" "rules match"
-       "db add" "db list" "db show" "db groups" "db jobs" "db search" "db stats"
+       "db add" "db list" "db show" "db groups" "db jobs" "db search" "db stats" "db resolve" "db unresolve"
        "python-hook install" "python-hook uninstall" "python-hook status")
 
 # run NAME CMD...: runs CMD with stdout in $T/NAME.out, stderr in $T/NAME.err; its exit code in $RC
@@ -125,6 +125,14 @@ jsonv search crashpack-db-list/1 "$CP" db search --json --host node07
 jsonv show crashpack-db-show/1 "$CP" db show 1 --json
 check "  db show: bundle.path and signal.number" [ "$(json "$T/show.out" '"path" in d["bundle"], d["signal"]["number"]')" = "(True, 6)" ]
 jsonv groups crashpack-db-groups/1 "$CP" db groups --json
+jsonv resolve crashpack-db-resolve/1 "$CP" db resolve 1 --cause "a known bad node" --ticket https://t.example/1 --json
+jsonv groupsr crashpack-db-groups/1 "$CP" db groups --json
+jsonv showr crashpack-db-show/1 "$CP" db show 1 --json
+check "  db show: the resolution" [ "$(json "$T/showr.out" 'd["resolution"]["cause"]')" = "a known bad node" ]
+jsonv rexport crashpack-rules-export/1 "$CP" rules export
+jsonv unresolve crashpack-db-resolve/1 "$CP" db unresolve 1 --json
+run nogroup "$CP" db resolve no-such-group --cause x
+check "db resolve of no such group: exit 3, one line" bash -c "[ $RC = 3 ] && [ \$(wc -l < '$T/nogroup.err') = 1 ]"
 jsonv jobs crashpack-db-jobs/1 "$CP" db jobs --json
 jsonv stats crashpack-db-stats/1 "$CP" db stats --json
 jsonv rlist crashpack-rules-list/1 "$CP" rules list --json

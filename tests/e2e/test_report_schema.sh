@@ -109,4 +109,11 @@ for f in evil-add evil-list evil-show evil-search; do
 done
 check "terminal: db show prints the exe escaped" grep -qF 'evil\x1b]0;pwned\x07\x1b[31m\u009b31m' "$T/evil-show.txt"
 check "terminal: db list prints the host escaped" grep -qF 'host\x1b[2J' "$T/evil-list.txt"
+
+# ---- schema: a report with a resolution (`db resolve`; the history stage reads it) ----
+"$CP" db resolve 1 --cause "a known cause" --ticket https://t.example/1 > /dev/null
+"$CP" analyze --json "$T/evil.zst" > "$T/resolved.json" 2>/dev/null
+check "schema: a report with a resolution validates" validate analyzed "$T/resolved.json"
+check "  its resolution: the cause, matched by fingerprint" \
+    [ "$(json "$T/resolved.json" 'd["resolution"]["cause"], d["resolution"]["match"]')" = "('a known cause', 'fingerprint')" ]
 finish

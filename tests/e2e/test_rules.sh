@@ -176,7 +176,7 @@ PY
 check "user rule overrides the built-in of the same id" bash -c "'$CP' rules list | grep -E '^segfault +user .*Our segfault triage \\(overrides the built-in\\)'"
 check "rules show prints the user version" bash -c "'$CP' rules show segfault | grep -q 'Our segfault triage'"
 "$CP" rules export -o "$T/export.json"
-check "export holds the user rule only" [ "$(json "$T/export.json" '[r["id"] for r in d]')" = "['segfault']" ]
+check "export holds the user rule only" [ "$(json "$T/export.json" 'd["format"], [r["id"] for r in d["rules"]]')" = "('crashpack-rules-export/1', ['segfault'])" ]
 "$CP" rules import --db "$T/other.sqlite" "$T/export.json" > /dev/null
 check "import into another knowledge base" bash -c "'$CP' rules show --db '$T/other.sqlite' segfault | grep -q 'Our segfault triage'"
 check "rules test still passes with the user rule" "$CP" rules test segfault

@@ -4,9 +4,11 @@
  * more complete record stays: a cut-short report neither replaces a complete one nor survives
  * one, the same bundle again is stored again, a report without identity is a recorded failure
  * that changes nothing; each crash keeps its process's uid, and a query for one uid sees only
- * that uid's crashes. */
+ * that uid's crashes; a group's resolution (db/resolution.h): found by fingerprint or crash id,
+ * its status new, resolved, regressed, and an import that keeps the better one. */
 #include "kb.h"
 #include "query.h"
+#include "resolution.h"
 
 #include <sqlite3.h>
 
@@ -186,6 +188,93 @@ static void test_uids(const char *dir)
     CHECK(c && cJSON_GetNumberValue(cJSON_GetObjectItem(c, "seen")) == 2,
           "uids: it shows its own, seen counting its own crashes of the fingerprint (2, not 4)");
     cJSON_Delete(c);
+    kb_close(db);
+}
+
+/* One import of fpr's resolution: its outcome, or -1 when it was refused. */
+static int import_one(struct kb *db, const char *json)
+{
+    char why[300], err[512];
+    enum kb_import o;
+    cJSON *e = cJSON_Parse(json);
+    int rc = kb_import_resolution(db, e, "/team.json", &o, why, sizeof(why), err, sizeof(err));
+    cJSON_Delete(e);
+    return rc ? -1 : (int)o;
+}
+
+/* fpr's status now: "new", "resolved" or "regressed". */
+static const char *status_of(struct kb *db)
+{
+    cJSON *row = kb_resolution_of(db, "fpr", KB_ANY_UID);
+    const char *s = kb_group_status_name(
+        kb_group_status(row, cJSON_GetNumberValue(cJSON_GetObjectItem(row, "last"))));
+    cJSON_Delete(row);
+    return s;
+}
+
+static void test_resolutions(const char *dir)
+{
+    char path[256], err[512] = "", fp[64];
+    snprintf(path, sizeof(path), "%s/res.sqlite", dir);
+    struct kb *db = NULL;
+    CHECK(kb_open(path, KB_CREATE, &db, err, sizeof(err)) == 0,
+          "resolutions: a new knowledge base");
+    if (!db)
+        return;
+    for (int i = 0; i < 2; i++) { /* two crashes of group fpr, at ...000 and ...100 */
+        char buf[512];
+        snprintf(
+            buf, sizeof(buf),
+            "{\"process\": {\"pid\": %d, \"crashed_tid\": %d}, \"host\": {\"hostname\": \"r\","
+            " \"time\": %d}, \"signature\": \"sig\", \"fingerprint\": \"fpr\", \"diagnoses\": []}",
+            800 + i, 800 + i, 1790000000 + 100 * i);
+        cJSON *r = cJSON_Parse(buf);
+        struct kb_source src = {"report-json", "/r.json", "00000000000000ff", 1};
+        struct kb_result res;
+        CHECK(r && kb_add_report(db, r, &src, &res, err, sizeof(err)) == 0,
+              "resolutions: crash %d added", i);
+        cJSON_Delete(r);
+    }
+    CHECK(kb_group_of(db, "fpr", fp, sizeof(fp), err, sizeof(err)) == 1 && !strcmp(fp, "fpr") &&
+              kb_group_of(db, "2", fp, sizeof(fp), err, sizeof(err)) == 1 && !strcmp(fp, "fpr"),
+          "resolutions: a group by its fingerprint, and by a crash id");
+    CHECK(kb_group_of(db, "nope", fp, sizeof(fp), err, sizeof(err)) == 0 &&
+              kb_group_of(db, "99", fp, sizeof(fp), err, sizeof(err)) == 0,
+          "resolutions: no such group or crash");
+    CHECK(!strcmp(status_of(db), "new"), "resolutions: without one, the group is new");
+    CHECK(kb_resolve(db, "fpr", "bad node", "hardware", "https://t/1", err, sizeof(err)) == 0 &&
+              !strcmp(status_of(db), "resolved"),
+          "resolutions: resolved now, after both crashes: resolved");
+    const char *older =
+        "{\"fingerprint\": \"fpr\", \"cause\": \"older\", \"resolved\": 1790000050}";
+    CHECK(import_one(db, older) == KB_IMPORT_KEPT, "resolutions: an older import is kept out");
+    cJSON *row = kb_resolution_of(db, "fpr", KB_ANY_UID);
+    CHECK(row && !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(row, "cause")), "bad node"),
+          "resolutions: the newer one stays");
+    cJSON_Delete(row);
+    CHECK(kb_unresolve(db, "fpr", err, sizeof(err)) == 1 &&
+              kb_unresolve(db, "fpr", err, sizeof(err)) == 0 && !strcmp(status_of(db), "new"),
+          "resolutions: unresolve removes it (once)");
+    CHECK(import_one(db, older) == KB_IMPORT_ADDED && !strcmp(status_of(db), "regressed"),
+          "resolutions: resolved between the two crashes: regressed");
+    cJSON *rep = cJSON_Parse("{\"fingerprint\": \"fpr\", \"host\": {\"time\": 1790000010}}");
+    cJSON *m = kb_resolution_match(db, rep);
+    CHECK(m && !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(m, "match")), "fingerprint") &&
+              !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(m, "status")), "regressed"),
+          "resolutions: a report of the group matches by fingerprint; the group is regressed");
+    cJSON_Delete(m);
+    cJSON_Delete(rep);
+    CHECK(import_one(db, older) == KB_IMPORT_SAME, "resolutions: the same again: unchanged");
+    CHECK(import_one(db,
+                     "{\"fingerprint\": \"fpr\", \"cause\": \"older\", \"ticket\": \"https://t/2\","
+                     " \"resolved\": 1790000050}") == KB_IMPORT_REPLACED,
+          "resolutions: as new, with a ticket: replaced");
+    CHECK(import_one(
+              db, "{\"fingerprint\": \"fpr\", \"cause\": \"other\", \"resolved\": 1790000050}") ==
+              KB_IMPORT_KEPT,
+          "resolutions: as new, without the ticket: kept out");
+    CHECK(import_one(db, "{\"fingerprint\": \"fpr\", \"resolved\": 1790000050}") == -1,
+          "resolutions: no cause: refused");
     kb_close(db);
 }
 
@@ -440,6 +529,7 @@ int main(void)
     }
 
     test_uids(dir);
+    test_resolutions(dir);
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
     if (system(cmd) != 0)
         fprintf(stderr, "cleanup failed\n");
