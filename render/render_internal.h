@@ -21,6 +21,9 @@ void render_put_cut(FILE *out, const char *s, size_t max);
 void render_text_death(FILE *out, const cJSON *r);          /* text_exception.c */
 void render_text_cause(FILE *out, const cJSON *r);          /* text_native.c */
 void render_text_top_diagnosis(FILE *out, const cJSON *r);  /* text_diagnoses.c */
+void render_text_similar(FILE *out, const cJSON *r);        /* text_similar.c */
+/* the confidence under which no rule is taken as the answer (the nearest known cases are) */
+#define RENDER_CONFIDENT 0.5
 void render_text_exception_head(FILE *out, const cJSON *r); /* text_exception.c */
 void render_text_crash_frame(FILE *out, const cJSON *r);    /* text_native.c */
 void render_text_deadlocks(FILE *out, const cJSON *r);      /* text_hang.c */

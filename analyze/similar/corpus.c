@@ -253,16 +253,22 @@ static int search(cJSON *r, cJSON *info, struct sim_corpus *c, const char *q)
     if ((!c->finished && sim_index_finish(c->ix)) || sim_features(q, xt, NULL, &f, &n))
         return -1;
     c->finished = 1;
-    struct sim_hit hits[SIM_SHOW];
-    size_t k = sim_query(c->ix, f, n, 0, hits, SIM_SHOW);
+    struct sim_hit hits[SIM_TIES];
+    size_t k = sim_query(c->ix, f, n, 0, hits, SIM_TIES);
     free(f);
     cJSON *a = cJSON_CreateArray();
-    for (size_t i = 0; i < k; i++)
+    for (size_t i = 0; i < k && i < SIM_SHOW; i++)
         if (hits[i].score >= SIM_MIN_SCORE)
             cJSON_AddItemToArray(a, hit_json(c, &hits[i]));
     cp_json_set(r, "similar", a);
-    if (k)
-        cJSON_AddItemToObject(info, "nearest", hit_json(c, &hits[0]));
+    if (!k)
+        return 0;
+    cJSON_AddItemToObject(info, "nearest", hit_json(c, &hits[0]));
+    /* the cases as near as the nearest (the same text once normalized) */
+    cJSON *t = cJSON_AddArrayToObject(info, "nearest_ties");
+    for (size_t i = 0; i < k && hits[i].score >= hits[0].score - 1e-9; i++)
+        cJSON_AddItemToArray(
+            t, cJSON_CreateString(cp_jstr(cJSON_GetArrayItem(c->meta, (int)hits[i].doc), "case")));
     return 0;
 }
 

@@ -35,13 +35,14 @@ const char *sim_exception_type(const char *text, char *buf, size_t len);
 /* The minimum score a case needs to be shown, and how many are shown. */
 #define SIM_MIN_SCORE 0.25
 #define SIM_SHOW 3
+#define SIM_TIES 16 /* similar_info.nearest_ties: at most this many */
 
 /* The report's `similar` (the nearest cases, best first, at most SIM_SHOW with a score of at least
  * SIM_MIN_SCORE) and `similar_info` (the corpus's size, the error lines the search read, the
- * nearest case even under the minimum, or the error), for the crash's output text (NULL: the
- * report's output.last_lines) and its log errors. c NULL: loads the corpus (exclusion from
- * $CRASHPACK_SIMILAR_EXCLUDE). Returns 0, or -1 when the search could not run (similar_info.error
- * says why). */
+ * nearest case even under the minimum and the ids of those as near, or the error), for the crash's
+ * output text (NULL: the report's output.last_lines) and its log errors. c NULL: loads the corpus
+ * (exclusion from $CRASHPACK_SIMILAR_EXCLUDE). Returns 0, or -1 when the search could not run
+ * (similar_info.error says why). */
 int similar_report(cJSON *r, const char *text, struct sim_corpus *c);
 
 #endif
