@@ -40,6 +40,7 @@ void render_md_hang(FILE *o, const cJSON *r);      /* md_threads.c */
 void render_md_exception(FILE *o, const cJSON *r); /* md_exception.c */
 void render_md_thread(FILE *o, const cJSON *r);    /* md_threads.c */
 void render_md_gpu(FILE *o, const cJSON *r);       /* md_gpu.c */
+void render_md_similar(FILE *o, const cJSON *r);   /* text_similar.c */
 void render_md(FILE *o, const char *s);            /* prose and table cells; NULL: "-" */
 void render_md_code(FILE *o, const char *s);       /* a code span */
 void render_md_code_cell(FILE *o, const char *s);  /* a code span in a table cell */

@@ -94,3 +94,52 @@ void render_text_similar(FILE *out, const cJSON *r)
     else
         silence(out, r, top);
 }
+
+/* Markdown: "## Similar known failures", a table of report.similar, or the search's error, and
+ * the error lines when no rule is confident. */
+void render_md_similar(FILE *o, const cJSON *r)
+{
+    const cJSON *info = cp_jpath(r, "similar_info"), *sim = cp_jpath(r, "similar"), *e;
+    double top = 0;
+    if (!info)
+        return;
+    fputs("\n## Similar known failures\n\n", o);
+    if (!confident(r, &top)) {
+        fputs("No known failure pattern matched with confidence; the nearest known cases are the "
+              "best guess.\n\n",
+              o);
+        if (cJSON_GetArraySize(cp_jpath(info, "error_lines"))) {
+            fputs("Error lines found:\n\n", o);
+            cJSON_ArrayForEach(e, cp_jpath(info, "error_lines")) if (cJSON_IsString(e))
+            {
+                fputs("- ", o);
+                render_md_code(o, e->valuestring);
+                fputc('\n', o);
+            }
+            fputc('\n', o);
+        }
+    }
+    if (cp_jstr(info, "error")) {
+        fputs("The search could not run: ", o);
+        render_md(o, cp_jstr(info, "error"));
+        fputs(".\n", o);
+        return;
+    }
+    if (!cJSON_GetArraySize(sim)) {
+        fprintf(o, "None scores %.2f or more.\n", cp_jnum_or(info, "min_score", 0));
+        return;
+    }
+    fputs("| Case | Score | Category | Established cause | Source |\n|---|---|---|---|---|\n", o);
+    cJSON_ArrayForEach(e, sim)
+    {
+        fputs("| ", o);
+        render_md_code_cell(o, cp_jstr(e, "case"));
+        fprintf(o, " | %.2f | ", cp_jnum_or(e, "score", 0));
+        render_md(o, cp_jstr(e, "category"));
+        fputs(" | ", o);
+        render_md(o, cp_jstr(e, "established_cause"));
+        fputs(" | ", o);
+        render_md(o, cp_jstr(e, "source_url"));
+        fputs(" |\n", o);
+    }
+}

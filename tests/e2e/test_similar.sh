@@ -76,6 +76,15 @@ check "silence: the nearest known cases are named (or none)" grep -Eq "nearest k
 check "json: similar_info.error_lines" python3 -c "
 import json,sys; r=json.load(open('$T/none.json')); i=r['similar_info']
 assert any('frobnicator' in l for l in i['error_lines']) and i['cases'] >= 80 and isinstance(r['similar'], list)"
+check "markdown: the similar known failures" bash -c "'$CP' report '$T/$id.zst' | grep -q '^## Similar known failures'"
+if python3 -c 'import jsonschema' 2>/dev/null; then
+    check "json: the reports validate against docs/report-schema.json" python3 -c "
+import glob, json, jsonschema, sys
+v = jsonschema.Draft202012Validator(json.load(open('$CP_SRC/docs/report-schema.json')))
+for f in glob.glob('$T/cases/*/report.json') + glob.glob('$T/cases/*/without.json') + ['$T/none.json']:
+    e = list(v.iter_errors(json.load(open(f))))
+    assert not e, (f, e[0].message[:300])"
+fi
 # no corpus: the search says why, the rest of the report is there
 mkdir -p "$T/data" && cp -r "$CP_SRC/rules" "$T/data/"
 CRASHPACK_DATA_DIR="$T/data" "$CP" analyze --json "$T/none.zst" > "$T/nocorpus.json" 2>&1
