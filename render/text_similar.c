@@ -49,6 +49,8 @@ static void silence(FILE *out, const cJSON *r, double top)
                 "          no known failure pattern matched with confidence (the best rule: "
                 "%.2f, under %.2f)\n",
                 top, RENDER_CONFIDENT);
+    if (!cJSON_GetArraySize(cp_jpath(info, "error_lines")) && !cJSON_GetArraySize(sim))
+        return; /* no output to compare (a core without a log): nothing more to say */
     if (cJSON_GetArraySize(cp_jpath(info, "error_lines"))) {
         fputs("          error lines found:\n", out);
         cJSON_ArrayForEach(e, cp_jpath(info, "error_lines")) if (cJSON_IsString(e))
