@@ -17,7 +17,9 @@ CP="$CP_BIN/crashpack"
 EDIT="$CP_BIN/bundle_edit"
 [ -x "$EDIT" ] || die "no $EDIT"
 export CRASHPACK_DB="$T/kb.sqlite" CRASHPACK_DATA_DIR="$CP_SRC"
-python3 "$CP_SRC/tests/tools/perturb_case.py" "$CP_SRC/fixtures/cases" "$T/cases" || die "perturb_case.py"
+# CP_SIMILAR_ALL=1: every case, not only the held-out ones (a measure; the 95% still applies)
+python3 "$CP_SRC/tests/tools/perturb_case.py" ${CP_SIMILAR_ALL:+--all} "$CP_SRC/fixtures/cases" "$T/cases" ||
+    die "perturb_case.py"
 
 for d in "$T"/cases/*/; do
     id=$(basename "$d")
