@@ -103,10 +103,14 @@ void render_md_similar(FILE *o, const cJSON *r)
 {
     const cJSON *info = cp_jpath(r, "similar_info"), *sim = cp_jpath(r, "similar"), *e;
     double top = 0;
-    if (!info)
+    int sure = confident(r, &top);
+    /* a confident rule with no precedent, or no output to compare: nothing to add */
+    if (!info ||
+        (!cJSON_GetArraySize(sim) &&
+         (sure || (!cJSON_GetArraySize(cp_jpath(info, "error_lines")) && !cp_jstr(info, "error")))))
         return;
     fputs("\n## Similar known failures\n\n", o);
-    if (!confident(r, &top)) {
+    if (!sure) {
         fputs("No known failure pattern matched with confidence; the nearest known cases are the "
               "best guess.\n\n",
               o);

@@ -575,7 +575,10 @@ int report_rediagnose(cJSON *r, struct kb *kb, char *err, size_t errlen)
     struct rulebase *rb = diagnose_open(kb, err, errlen);
     if (rb)
         report_history(r, kb);
-    return diagnose_with(r, rb, err, errlen);
+    int rc = diagnose_with(r, rb, err, errlen);
+    if (!cp_jkey(r, "similar_info")) /* an older report: from its last lines and log errors */
+        similar_report(r, NULL, NULL);
+    return rc;
 }
 
 /* Every string of the report through the scrubber (common/scrub.h), in place (same length):
