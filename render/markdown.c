@@ -330,6 +330,7 @@ void render_markdown(FILE *o, const cJSON *r, const struct render_md_extra *x)
 {
     section_summary(o, r);
     section_diagnoses(o, r);
+    render_md_similar(o, r);
     render_md_hang(o, r);
     render_md_exception(o, r);
     render_md_thread(o, r);

@@ -26,6 +26,9 @@ void render_md_resolution(FILE *o, const cJSON *res);
 void render_text_death(FILE *out, const cJSON *r);          /* text_exception.c */
 void render_text_cause(FILE *out, const cJSON *r);          /* text_native.c */
 void render_text_top_diagnosis(FILE *out, const cJSON *r);  /* text_diagnoses.c */
+void render_text_similar(FILE *out, const cJSON *r);        /* text_similar.c */
+/* the confidence under which no rule is taken as the answer (the nearest known cases are) */
+#define RENDER_CONFIDENT 0.5
 void render_text_exception_head(FILE *out, const cJSON *r); /* text_exception.c */
 void render_text_crash_frame(FILE *out, const cJSON *r);    /* text_native.c */
 void render_text_deadlocks(FILE *out, const cJSON *r);      /* text_hang.c */
@@ -42,6 +45,7 @@ void render_md_hang(FILE *o, const cJSON *r);      /* md_threads.c */
 void render_md_exception(FILE *o, const cJSON *r); /* md_exception.c */
 void render_md_thread(FILE *o, const cJSON *r);    /* md_threads.c */
 void render_md_gpu(FILE *o, const cJSON *r);       /* md_gpu.c */
+void render_md_similar(FILE *o, const cJSON *r);   /* text_similar.c */
 void render_md(FILE *o, const char *s);            /* prose and table cells; NULL: "-" */
 void render_md_code(FILE *o, const char *s);       /* a code span */
 void render_md_code_cell(FILE *o, const char *s);  /* a code span in a table cell */

@@ -345,6 +345,7 @@ void render_text(FILE *out, const cJSON *r, unsigned flags)
     print_process(out, r, verbose);
     render_text_cause(out, r);
     render_text_top_diagnosis(out, r);
+    render_text_similar(out, r);
     render_text_exception_head(out, r);
     render_text_crash_frame(out, r);
     render_text_deadlocks(out, r);

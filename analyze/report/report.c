@@ -6,6 +6,7 @@
  */
 #include "report.h"
 #include "bundle.h"
+#include "corpus.h"
 #include "dcache.h"
 #include "errmsg.h"
 #include "evidence.h"
@@ -494,6 +495,24 @@ static void cause_from_logs(struct bundle *b, cJSON *r)
     }
 }
 
+/* The similar stage: the nearest known cases (analyze/similar/) for the last 256 KiB of the
+ * output member the report read (output.member) and the log errors. */
+static void similar_stage(struct bundle *b, cJSON *r)
+{
+    const char *member = cp_jstr_at(r, "output.member");
+    char *out = NULL;
+    size_t len = 0;
+    int rc = member ? bundle_read_all(b, member, 16u << 20, &out, &len) : BUNDLE_ENOENT;
+    const char *text = NULL;
+    if ((rc == BUNDLE_OK || rc == BUNDLE_ETRUNC) && out) {
+        size_t keep = 256u << 10;
+        text = len > keep ? out + len - keep : out;
+        out[len] = 0;
+    }
+    similar_report(r, text, NULL);
+    free(out);
+}
+
 /* The stages after the bundle's own parts, in order. Returns 1 when the core analysis did not
  * complete or a stage ran past the deadline. nj is consumed. */
 static int analysis_stages(struct bundle *b, cJSON *r, const struct report_opts *o,
@@ -525,6 +544,7 @@ static int analysis_stages(struct bundle *b, cJSON *r, const struct report_opts 
             report_history(r, o->kb); /* gpu.history, which the rules read */
         if (diagnose_with(r, rb, derr, sizeof(derr)) < 0)
             snprintf(st->diagnose_error, sizeof(st->diagnose_error), "%s", derr);
+        similar_stage(b, r);
     } else {
         rulebase_close(rb);
         char why[] = "not run: the analysis ran past its time limit (--timeout)";
@@ -555,7 +575,10 @@ int report_rediagnose(cJSON *r, struct kb *kb, char *err, size_t errlen)
     struct rulebase *rb = diagnose_open(kb, err, errlen);
     if (rb)
         report_history(r, kb);
-    return diagnose_with(r, rb, err, errlen);
+    int rc = diagnose_with(r, rb, err, errlen);
+    if (!cp_jkey(r, "similar_info")) /* an older report: from its last lines and log errors */
+        similar_report(r, NULL, NULL);
+    return rc;
 }
 
 /* Every string of the report through the scrubber (common/scrub.h), in place (same length):
