@@ -778,6 +778,17 @@ static int json_groups(const cJSON *rows, const struct dopts *o)
     return cp_doc_print(stdout, doc) ? CP_EXIT_PROBLEM : CP_EXIT_OK;
 }
 
+/* A resolution's cause and, in parentheses, its ticket (each cut at its max; 0: whole). */
+static void put_cause(const cJSON *res, int max_cause, int max_ticket)
+{
+    put(stdout, cp_jstr(res, "cause"), max_cause);
+    if (cp_jstr(res, "ticket")) {
+        fputs(" (", stdout);
+        put(stdout, cp_jstr(res, "ticket"), max_ticket);
+        fputc(')', stdout);
+    }
+}
+
 /* The resolution line of a group in `db groups`' text (res: kb_resolution_doc's, or null). */
 static void print_group_resolution(const cJSON *res)
 {
@@ -786,12 +797,7 @@ static void print_group_resolution(const cJSON *res)
     char t[32];
     fmt_time(cp_jnum_or(res, "resolved", 0), t, sizeof(t));
     fputs("       resolution: ", stdout);
-    put(stdout, cp_jstr(res, "cause"), 120);
-    if (cp_jstr(res, "ticket")) {
-        fputs(" (", stdout);
-        put(stdout, cp_jstr(res, "ticket"), 200);
-        fputc(')', stdout);
-    }
+    put_cause(res, 120, 200);
     printf(", %s by ", t);
     put(stdout, cp_jstr_or(cp_jkey(res, "resolved_by"), "user", "?"), 64);
     fputc('\n', stdout);
@@ -962,12 +968,7 @@ static int resolve_out(const struct dopts *o, const char *fp, const char *action
         fputs("resolved group ", stdout);
         put(stdout, fp, 0);
         fputs(": ", stdout);
-        put(stdout, cp_jstr(res, "cause"), 0);
-        if (cp_jstr(res, "ticket")) {
-            fputs(" (", stdout);
-            put(stdout, cp_jstr(res, "ticket"), 0);
-            fputc(')', stdout);
-        }
+        put_cause(res, 0, 0);
         fputc('\n', stdout);
     } else {
         fputs(!strcmp(action, "unresolved") ? "unresolved group " : "group ", stdout);

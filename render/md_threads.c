@@ -76,19 +76,7 @@ static void md_line(struct md_lines *b, const char *s)
 
 static void md_lines_write(FILE *o, struct md_lines *b)
 {
-    int fence = cp_md_fence_len((const char *const *)b->v, b->n);
-    for (int i = 0; i < fence; i++)
-        fputc('`', o);
-    fputc('\n', o);
-    for (int i = 0; i < b->n; i++) {
-        cp_md_block_line(o, b->v[i]);
-        fputc('\n', o);
-        free(b->v[i]);
-    }
-    b->n = 0;
-    for (int i = 0; i < fence; i++)
-        fputc('`', o);
-    fputc('\n', o);
+    render_lines_write(o, b->v, &b->n);
 }
 
 /* A Python frame's source line and locals (docs/python.md), under its File line. */

@@ -58,6 +58,9 @@ struct render_block {
 };
 void render_block_add(struct render_block *b, const char *s);
 void render_block_write(FILE *o, struct render_block *b);
+/* n malloc()ed lines v as one fenced code block (a fence longer than any run of backticks in
+ * them), freed; *n becomes 0 */
+void render_lines_write(FILE *o, char **v, int *n);
 /* A live snapshot (crashpack snap / watch): nothing crashed, no signal */
 int render_is_snapshot(const cJSON *r);
 

@@ -41,20 +41,12 @@ static void print_members(FILE *out, const cJSON *r)
     }
 }
 
-/* The bundle line, and what is wrong with it (cut short, no manifest). */
-static void print_bundle(FILE *out, const cJSON *r)
+/* The bundle's problems (cut short, no manifest), whatever the verbosity: they qualify all the
+ * rest. */
+static void print_bundle_problems(FILE *out, const cJSON *r)
 {
-    double v = 0;
-    char a[32];
     const char *s;
-    int complete = cJSON_IsTrue(cp_jpath(r, "bundle.complete"));
-
-    render_label(out, "bundle");
-    cp_text_put(out, cp_jstr_at(r, "bundle.path") ? cp_jstr_at(r, "bundle.path") : "?");
-    cp_jnum_at(r, "bundle.file_size", &v);
-    fprintf(out, " (%s, %d members)\n", render_human(v, a, sizeof(a)),
-            cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(r, "members")));
-    if (!complete) {
+    if (!cJSON_IsTrue(cp_jpath(r, "bundle.complete"))) {
         render_label(out, "PARTIAL");
         cp_text_put(out, cp_jstr_at(r, "bundle.partial_reason")
                              ? cp_jstr_at(r, "bundle.partial_reason")
@@ -67,6 +59,19 @@ static void print_bundle(FILE *out, const cJSON *r)
         cp_text_put(out, s);
         fputc('\n', out);
     }
+}
+
+/* The bundle line, and what is wrong with it (cut short, no manifest). */
+static void print_bundle(FILE *out, const cJSON *r)
+{
+    double v = 0;
+    char a[32];
+    render_label(out, "bundle");
+    cp_text_put(out, cp_jstr_at(r, "bundle.path") ? cp_jstr_at(r, "bundle.path") : "?");
+    cp_jnum_at(r, "bundle.file_size", &v);
+    fprintf(out, " (%s, %d members)\n", render_human(v, a, sizeof(a)),
+            cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(r, "members")));
+    print_bundle_problems(out, r);
 }
 
 /* The command line, its arguments quoted where a shell would need it, cut at about max bytes
@@ -276,25 +281,6 @@ static void print_failed_steps(FILE *out, const cJSON *r)
     }
 }
 
-/* The bundle's problems (cut short, no manifest), whatever the verbosity: they qualify all the
- * rest. */
-static void print_bundle_problems(FILE *out, const cJSON *r)
-{
-    const char *s;
-    if (!cJSON_IsTrue(cp_jpath(r, "bundle.complete"))) {
-        render_label(out, "PARTIAL");
-        cp_text_put(out, cp_jstr_at(r, "bundle.partial_reason")
-                             ? cp_jstr_at(r, "bundle.partial_reason")
-                             : "");
-        fputc('\n', out);
-    }
-    if ((s = cp_jstr_at(r, "bundle.manifest_error"))) {
-        render_label(out, "manifest");
-        fputs("unreadable: ", out);
-        cp_text_put(out, s);
-        fputc('\n', out);
-    }
-}
 
 /* The capture steps that did not succeed, briefly: those absent or skipped (no such file, no
  * driver, nothing to keep) counted, the ones that failed named. */

@@ -56,21 +56,26 @@ void render_block_add(struct render_block *b, const char *s)
         b->n++;
 }
 
+void render_lines_write(FILE *o, char **v, int *n)
+{
+    int fence = cp_md_fence_len((const char *const *)v, *n);
+    for (int i = 0; i < fence; i++)
+        fputc('`', o);
+    fputc('\n', o);
+    for (int i = 0; i < *n; i++) {
+        cp_md_block_line(o, v[i]);
+        fputc('\n', o);
+        free(v[i]);
+    }
+    *n = 0;
+    for (int i = 0; i < fence; i++)
+        fputc('`', o);
+    fputc('\n', o);
+}
+
 void render_block_write(FILE *o, struct render_block *b)
 {
-    int fence = cp_md_fence_len((const char *const *)b->v, b->n);
-    for (int i = 0; i < fence; i++)
-        fputc('`', o);
-    fputc('\n', o);
-    for (int i = 0; i < b->n; i++) {
-        cp_md_block_line(o, b->v[i]);
-        fputc('\n', o);
-        free(b->v[i]);
-    }
-    b->n = 0;
-    for (int i = 0; i < fence; i++)
-        fputc('`', o);
-    fputc('\n', o);
+    render_lines_write(o, b->v, &b->n);
 }
 
 void render_put_cut(FILE *out, const char *s, size_t max)

@@ -18,17 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int fails;
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (cond) {                                                                                \
-            printf("ok: " __VA_ARGS__);                                                            \
-        } else {                                                                                   \
-            printf("FAIL: " __VA_ARGS__);                                                          \
-            fails++;                                                                               \
-        }                                                                                          \
-        putchar('\n');                                                                             \
-    } while (0)
+#include "check.h"
 
 /* The tests look at the file with SQL of their own, through a second connection (the
  * knowledge base's handle shows no engine). */

@@ -6,17 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static int fails;
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (cond) {                                                                                \
-            printf("ok: " __VA_ARGS__);                                                            \
-        } else {                                                                                   \
-            printf("FAIL: " __VA_ARGS__);                                                          \
-            fails++;                                                                               \
-        }                                                                                          \
-        putchar('\n');                                                                             \
-    } while (0)
+#include "check.h"
 
 static void records(void)
 {

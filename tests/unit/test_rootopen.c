@@ -24,17 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int fails;
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (cond) {                                                                                \
-            printf("ok: " __VA_ARGS__);                                                            \
-        } else {                                                                                   \
-            printf("FAIL: " __VA_ARGS__);                                                          \
-            fails++;                                                                               \
-        }                                                                                          \
-        putchar('\n');                                                                             \
-    } while (0)
+#include "check.h"
 
 static void put(const char *path, const char *text, mode_t mode)
 {
